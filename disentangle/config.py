@@ -1,0 +1,426 @@
+"""Run configuration: YAML → validated dataclasses, dotted ``key=value`` overrides.
+
+A config has five sections::
+
+    seed: 0
+    data:      {name: sprites, ...dataset parameters}
+    model:     {backbone: conv64, latent_dim: 10, ...backbone parameters}
+    objective: {name: beta_vae, ...objective parameters}
+    train:     {steps, batch_size, lr, betas, eps, device, precision, out_dir,
+                checkpoint_every, log_every, eval_every, eval_metrics, progress, traversals}
+
+The parameters of the chosen dataset, backbone and objective are the keyword parameters of their
+registered builders; they are checked against the builder's signature and type hints, and their
+defaults are written into the resolved config. Every problem raises :class:`ConfigError` with
+one paragraph: which key, what was given, what is valid, and a did-you-mean.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+from .registry import ConfigError, Registry, UnknownNameError, did_you_mean
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+@dataclass
+class DataConfig:
+    """``data``: which dataset (``name``, a key of ``DATASETS``) and its parameters."""
+
+    name: str = "sprites"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModelConfig:
+    """``model``: the backbone (a key of ``BACKBONES``), the code size and backbone parameters."""
+
+    backbone: str = "conv64"
+    latent_dim: int = 10
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ObjectiveConfig:
+    """``objective``: the objective (a key of ``OBJECTIVES``) and its parameters."""
+
+    name: str = "beta_vae"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainConfig:
+    """``train``: the optimisation loop. Defaults follow Locatello et al. 2019 (Adam, batch 64)."""
+
+    steps: int = 300_000  #: total number of optimisation steps (a resumed run continues up to it)
+    batch_size: int = 64
+    lr: float = 1e-4  #: Adam learning rate of the model
+    betas: tuple[float, float] = (0.9, 0.999)  #: Adam betas of the model
+    eps: float = 1e-8  #: Adam epsilon of the model
+    device: str = "auto"  #: auto | cpu | cuda | cuda:N | mps
+    precision: str = "fp32"  #: fp32 | bf16 | fp16 (autocast; GradScaler for fp16)
+    out_dir: str = "runs/default"
+    checkpoint_every: int = 5000  #: steps between checkpoints (one is always written at the end)
+    log_every: int = 100  #: steps between log.jsonl records
+    eval_every: int = 0  #: steps between metric evaluations (0: never)
+    eval_metrics: list[str] = field(default_factory=list)  #: metric names (see METRICS)
+    progress: bool = True  #: show a tqdm progress bar
+    traversals: bool = True  #: write traversals.png at the end
+
+
+@dataclass
+class Config:
+    seed: int = 0
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    # ------------------------------------------------------------------ conversions
+    def to_dict(self) -> dict[str, Any]:
+        """Nested plain dict (the YAML layout: registry parameters flattened into their section)."""
+        return {
+            "seed": self.seed,
+            "data": {"name": self.data.name, **_plain(self.data.params)},
+            "model": {"backbone": self.model.backbone, "latent_dim": self.model.latent_dim, **_plain(self.model.params)},
+            "objective": {"name": self.objective.name, **_plain(self.objective.params)},
+            "train": _plain({f.name: getattr(self.train, f.name) for f in dataclasses.fields(self.train)}),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], *, resolve: bool = True) -> "Config":
+        """Validate a nested dict (as read from YAML) into a :class:`Config`.
+
+        With ``resolve`` the registry names and parameters are checked against the registered
+        builders and their defaults are filled in.
+        """
+        return _from_dict(raw, resolve=resolve)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_yaml())
+
+
+# ---------------------------------------------------------------------- loading
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a YAML config (or start from defaults if ``path`` is None), apply dotted overrides
+    such as ``train.steps=1000`` and validate."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            hint = ""
+            if path.parent.is_dir():
+                options = sorted(p.name for p in path.parent.glob("*.yaml"))
+                hint = did_you_mean(path.name, options)
+                if options:
+                    hint += f" YAML files in {path.parent}/: {', '.join(options)}."
+            raise ConfigError(f"Config file '{path}' does not exist.{hint}")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"Config file '{path}' is not valid YAML: {err}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"Config file '{path}' must hold a mapping of sections, got {type(raw).__name__}.")
+    raw = apply_overrides(raw, overrides)
+    return Config.from_dict(raw)
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Return a copy of ``raw`` with ``section.key=value`` overrides applied (values parsed as YAML)."""
+    raw = copy.deepcopy(raw)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(
+                f"Override '{item}' is not of the form key=value (e.g. train.steps=1000 or data.name=sprites)."
+            )
+        key, _, text = item.partition("=")
+        key = key.strip()
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            value = text
+        parts = key.split(".")
+        if not all(parts):
+            raise ConfigError(f"Override key '{key}' is malformed; use dotted names such as train.steps.")
+        node = raw
+        for part in parts[:-1]:
+            if part not in node or node[part] is None:
+                node[part] = {}
+            if not isinstance(node[part], dict):
+                raise ConfigError(f"Override '{item}': '{part}' is a value, not a section.")
+            node = node[part]
+        node[parts[-1]] = value
+    return raw
+
+
+# ---------------------------------------------------------------------- validation
+_SECTIONS = ("seed", "data", "model", "objective", "train")
+
+
+def _from_dict(raw: dict[str, Any], *, resolve: bool) -> Config:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"A config must be a mapping of sections {_SECTIONS}, got {type(raw).__name__}.")
+    for key in raw:
+        if key not in _SECTIONS:
+            raise ConfigError(
+                f"Unknown config section '{key}'.{did_you_mean(key, _SECTIONS)} Valid sections: {', '.join(_SECTIONS)}."
+            )
+    seed = _check_value("seed", raw.get("seed", 0), int)
+    sections: dict[str, dict[str, Any]] = {}
+    for name in ("data", "model", "objective", "train"):
+        value = raw.get(name) or {}
+        if not isinstance(value, dict):
+            raise ConfigError(f"Config section '{name}' must be a mapping, got {value!r}.")
+        sections[name] = dict(value)
+
+    data = sections["data"]
+    data_cfg = DataConfig(name=_check_value("data.name", data.pop("name", DataConfig.name), str), params=data)
+    model = sections["model"]
+    model_cfg = ModelConfig(
+        backbone=_check_value("model.backbone", model.pop("backbone", ModelConfig.backbone), str),
+        latent_dim=_check_value("model.latent_dim", model.pop("latent_dim", ModelConfig.latent_dim), int),
+        params=model,
+    )
+    if model_cfg.latent_dim < 1:
+        raise ConfigError(f"model.latent_dim must be a positive integer, got {model_cfg.latent_dim}.")
+    objective = sections["objective"]
+    objective_cfg = ObjectiveConfig(
+        name=_check_value("objective.name", objective.pop("name", ObjectiveConfig.name), str), params=objective
+    )
+    train_cfg = _train_config(sections["train"])
+    config = Config(seed=seed, data=data_cfg, model=model_cfg, objective=objective_cfg, train=train_cfg)
+    if resolve:
+        _resolve_registries(config)
+    return config
+
+
+def _train_config(values: dict[str, Any]) -> TrainConfig:
+    hints = typing.get_type_hints(TrainConfig)
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    kwargs = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(
+                f"Unknown key 'train.{key}' (given {value!r}).{did_you_mean(key, sorted(fields))} "
+                f"Valid keys in 'train': {', '.join(sorted(fields))}."
+            )
+        kwargs[key] = _check_value(f"train.{key}", value, hints[key])
+    cfg = TrainConfig(**kwargs)
+    for key in ("steps", "batch_size", "checkpoint_every", "log_every"):
+        if getattr(cfg, key) < 1:
+            raise ConfigError(f"train.{key} must be a positive integer, got {getattr(cfg, key)}.")
+    if cfg.eval_every < 0:
+        raise ConfigError(f"train.eval_every must be 0 (never) or a positive integer, got {cfg.eval_every}.")
+    if cfg.lr <= 0:
+        raise ConfigError(f"train.lr must be positive, got {cfg.lr}.")
+    if cfg.precision not in PRECISIONS:
+        raise ConfigError(
+            f"train.precision is '{cfg.precision}'.{did_you_mean(cfg.precision, PRECISIONS)} "
+            f"Valid choices: {', '.join(PRECISIONS)}."
+        )
+    base_device = cfg.device.split(":")[0]
+    if base_device not in DEVICES or (":" in cfg.device and base_device != "cuda"):
+        raise ConfigError(
+            f"train.device is '{cfg.device}'.{did_you_mean(cfg.device, DEVICES)} "
+            f"Valid choices: {', '.join(DEVICES)} (or cuda:N)."
+        )
+    return cfg
+
+
+def _resolve_registries(config: Config) -> None:
+    from .backbones import BACKBONES
+    from .data import DATASETS
+    from .objectives import OBJECTIVES
+
+    config.data.params = _resolve_params(
+        "data", "name", config.data.name, config.data.params, DATASETS, internal=("device",)
+    )
+    config.model.params = _resolve_params(
+        "model", "backbone", config.model.backbone, config.model.params, BACKBONES,
+        internal=("image_shape", "latent_dim"), fixed=("latent_dim",),
+    )
+    config.objective.params = _resolve_params(
+        "objective", "name", config.objective.name, config.objective.params, OBJECTIVES
+    )
+    if config.train.eval_metrics:
+        from .metrics import METRICS
+
+        for name in config.train.eval_metrics:
+            if name not in METRICS:
+                raise ConfigError(
+                    f"train.eval_metrics contains unknown metric '{name}'.{did_you_mean(name, METRICS.names())} "
+                    f"Valid metrics: {', '.join(METRICS.names())}."
+                )
+
+
+def _resolve_params(
+    section: str,
+    name_key: str,
+    name: str,
+    params: dict[str, Any],
+    registry: Registry,
+    *,
+    internal: tuple[str, ...] = (),
+    fixed: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    try:
+        signature = registry.parameters(name)
+    except UnknownNameError as err:
+        raise ConfigError(f"{section}.{name_key}: {err}") from None
+    target = registry.get(name)
+    try:
+        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
+    except Exception:  # unresolvable annotations in user code: skip type checks, keep names
+        hints = {}
+    accepts_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(target).parameters.values())
+    allowed = {k: p for k, p in signature.items() if k not in internal}
+    resolved: dict[str, Any] = {}
+    for key, value in params.items():
+        if key in fixed:
+            continue
+        if key not in allowed and not accepts_any:
+            listing = ", ".join([name_key, *fixed, *sorted(allowed)])
+            raise ConfigError(
+                f"Unknown key '{section}.{key}' (given {value!r}) for {section} {name_key} '{name}'."
+                f"{did_you_mean(key, sorted(allowed))} Valid keys in '{section}' for '{name}': {listing}."
+            )
+        hint = hints.get(key)
+        resolved[key] = _check_value(f"{section}.{key}", value, hint) if hint is not None else value
+    for key, param in allowed.items():
+        if key in resolved:
+            continue
+        if param.default is inspect.Parameter.empty:
+            raise ConfigError(
+                f"Missing required key '{section}.{key}' for {section} {name_key} '{name}'. "
+                f"Add it to the '{section}' section of the config or pass {section}.{key}=VALUE."
+            )
+        if _is_plain(param.default):
+            resolved[key] = _plain(param.default)
+    return resolved
+
+
+# ---------------------------------------------------------------------- type checks
+def _type_name(hint: Any) -> str:
+    if hint is type(None):
+        return "null"
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(hint))
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in typing.get_args(hint))
+    if origin in (list, tuple, dict):
+        args = typing.get_args(hint)
+        inner = ", ".join(_type_name(a) for a in args if a is not Ellipsis)
+        return f"{origin.__name__}[{inner}]" if inner else origin.__name__
+    return getattr(hint, "__name__", str(hint))
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _coerce(value: Any, hint: Any) -> Any:
+    """Return ``value`` converted to ``hint`` where that is lossless, else raise _Mismatch."""
+    if hint is Any or hint is inspect.Parameter.empty:
+        return value
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        for arg in args:
+            try:
+                return _coerce(value, arg)
+            except _Mismatch:
+                continue
+        raise _Mismatch
+    if origin is Literal:
+        if value in args:
+            return value
+        raise _Mismatch
+    if hint is type(None):
+        if value is None:
+            return None
+        raise _Mismatch
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise _Mismatch
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise _Mismatch
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads "1e-4" as a string
+            try:
+                return float(value)
+            except ValueError:
+                raise _Mismatch from None
+        raise _Mismatch
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise _Mismatch
+    if origin in (list, tuple) or hint in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise _Mismatch
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise _Mismatch
+            return tuple(_coerce(v, a) for v, a in zip(value, args))
+        inner = args[0] if args else Any
+        items = [_coerce(v, inner) for v in value]
+        return tuple(items) if (origin is tuple or hint is tuple) else items
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise _Mismatch
+        return dict(value)
+    if isinstance(hint, type):
+        if isinstance(value, hint):
+            return value
+        raise _Mismatch
+    return value  # an annotation we do not understand: accept
+
+
+def _check_value(key: str, value: Any, hint: Any) -> Any:
+    try:
+        return _coerce(value, hint)
+    except _Mismatch:
+        raise ConfigError(
+            f"Config key '{key}' has the wrong type: given {value!r} ({type(value).__name__}), "
+            f"expected {_type_name(hint)}."
+        ) from None
+
+
+def _is_plain(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    return False
+
+
+def _plain(value: Any) -> Any:
+    """Tuples to lists, recursively, so the config dumps as plain YAML."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

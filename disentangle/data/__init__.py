@@ -1,0 +1,63 @@
+"""Ground-truth datasets: the interface metrics rely on, and the registry ``DATASETS``.
+
+Every module in this package is imported on ``import disentangle.data`` so that its
+``@DATASETS.register(...)`` entries exist. A dataset builder is called with the ``data`` section of
+the config (minus ``name``) and, if it accepts one, a ``device`` keyword chosen by the trainer.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..registry import Registry
+from .base import (
+    GridDataset,
+    GroundTruthDataset,
+    IndexedImageDataset,
+    check_factors,
+    factor_strides,
+    sample_uniform_factors,
+    sample_with_fixed_factor,
+    torch_generator_from_numpy,
+)
+
+DATASETS: Registry = Registry("dataset")
+
+
+def build_dataset(data: Any, device: str | torch.device = "cpu"):
+    """Build a registered dataset from a config's ``data`` section.
+
+    ``data`` is a :class:`~disentangle.config.DataConfig` or a dict ``{"name": ..., **params}``.
+    The ``device`` is passed to the builder if it accepts one; otherwise the dataset is moved
+    there with ``.to(device)`` when it has that method.
+    """
+    if isinstance(data, dict):
+        params = dict(data)
+        name = params.pop("name")
+    else:
+        name, params = data.name, dict(data.params)
+    accepts_device = "device" in DATASETS.parameters(name)
+    if accepts_device:
+        params["device"] = str(device)
+    dataset = DATASETS.build(name, **params)
+    if not accepts_device and hasattr(dataset, "to"):
+        dataset = dataset.to(device) or dataset
+    return dataset
+
+__all__ = [
+    "DATASETS",
+    "build_dataset",
+    "GridDataset",
+    "GroundTruthDataset",
+    "IndexedImageDataset",
+    "check_factors",
+    "factor_strides",
+    "sample_uniform_factors",
+    "sample_with_fixed_factor",
+    "torch_generator_from_numpy",
+]
+
+from .._discovery import import_submodules  # noqa: E402
+
+import_submodules(__name__, __path__, skip=("base",))

@@ -1,0 +1,250 @@
+"""The ground-truth dataset interface and the on-device, index-sampled image dataset base class.
+
+Two layers:
+
+* :class:`GroundTruthDataset` is the *protocol* that metrics depend on (the exact names are a
+  public contract): ``factor_names``, ``factor_sizes``, ``sample_factors(n, rng)`` and
+  ``sample_observations_from_factors(factors, rng)``. Any object with these members works wherever
+  a dataset is expected; it need not inherit from anything here.
+* :class:`GridDataset` (and its stored-image form :class:`IndexedImageDataset`) is what our
+  datasets build on for training: all images live on one
+  device as a ``uint8`` tensor, batches are drawn by index with a ``torch.Generator`` and cast to
+  float per batch. There is no per-item ``DataLoader`` anywhere.
+"""
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+import torch
+
+
+@runtime_checkable
+class GroundTruthDataset(Protocol):
+    """What a metric needs from a dataset with known generative factors."""
+
+    factor_names: tuple[str, ...]
+    factor_sizes: tuple[int, ...]
+
+    def sample_factors(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` factor-class vectors, int64 of shape ``(n, K)``, uniformly over the grid."""
+        ...
+
+    def sample_observations_from_factors(
+        self, factors: np.ndarray, rng: np.random.Generator
+    ) -> torch.Tensor:
+        """Observations for the given factor classes: float in [0, 1], shape ``(n, C, H, W)``."""
+        ...
+
+
+def factor_strides(factor_sizes: Sequence[int]) -> np.ndarray:
+    """Row-major strides of the factor grid (the last factor varies fastest), as int64."""
+    sizes = np.asarray(factor_sizes, dtype=np.int64)
+    strides = np.ones_like(sizes)
+    if len(sizes) > 1:
+        strides[:-1] = np.cumprod(sizes[::-1])[::-1][1:]
+    return strides
+
+
+def check_factors(factors: np.ndarray, factor_sizes: Sequence[int]) -> np.ndarray:
+    """Validate an ``(n, K)`` array of factor classes and return it as int64."""
+    factors = np.asarray(factors)
+    sizes = np.asarray(factor_sizes, dtype=np.int64)
+    if factors.ndim != 2 or factors.shape[1] != len(sizes):
+        raise ValueError(
+            f"factors must have shape (n, {len(sizes)}) (one class index per factor), "
+            f"got shape {tuple(factors.shape)}."
+        )
+    if not np.issubdtype(factors.dtype, np.integer):
+        raise ValueError(f"factors must hold integer class indices, got dtype {factors.dtype}.")
+    factors = factors.astype(np.int64, copy=False)
+    if factors.size and ((factors < 0).any() or (factors >= sizes).any()):
+        bad = np.argwhere((factors < 0) | (factors >= sizes))[0]
+        raise ValueError(
+            f"factor {bad[1]} has class {factors[bad[0], bad[1]]} at row {bad[0]}, "
+            f"outside [0, {sizes[bad[1]] - 1}] (factor sizes {tuple(sizes.tolist())})."
+        )
+    return factors
+
+
+def sample_uniform_factors(
+    factor_sizes: Sequence[int], n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``n`` factor-class vectors drawn independently and uniformly per factor (int64)."""
+    sizes = np.asarray(factor_sizes, dtype=np.int64)
+    return (rng.random((n, len(sizes))) * sizes).astype(np.int64)
+
+
+def sample_with_fixed_factor(
+    dataset: GroundTruthDataset, n: int, factor_index: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``n`` factor vectors sharing one random value of factor ``factor_index``, others uniform.
+
+    This is the sampling step of the BetaVAE and FactorVAE scores.
+    """
+    factors = np.asarray(dataset.sample_factors(n, rng), dtype=np.int64)
+    factors[:, factor_index] = factors[0, factor_index]
+    return factors
+
+
+class GridDataset:
+    """Base class of our datasets: a full factor grid, sampled by index on one device.
+
+    Grid point ``i`` has factor classes ``(i // strides) % factor_sizes`` (row-major, the last
+    factor fastest, as in the dSprites file). Subclasses provide :meth:`raw` (the stored integer
+    images of grid indices, usually uint8) and may override :meth:`transform` to add per-sample
+    nuisance such as colour or background noise. :meth:`observe` turns indices into float images
+    in [0, 1]; :meth:`sample_batch` draws a uniform training batch with a ``torch.Generator`` that
+    lives on :attr:`device`, so a checkpointed generator state replays the same batches.
+    """
+
+    factor_names: tuple[str, ...]
+    factor_sizes: tuple[int, ...]
+    #: multiplier from the stored integers to [0, 1] (1.0 for 0/1 masks, 1/255 for 8-bit)
+    scale: float = 1.0 / 255.0
+    #: optional per-factor arrays of the physical value of each class
+    factor_values: list[np.ndarray] | None = None
+
+    def _init_grid(
+        self, factor_names: Sequence[str], factor_sizes: Sequence[int], device: torch.device | str
+    ) -> None:
+        self.factor_names = tuple(factor_names)
+        self.factor_sizes = tuple(int(s) for s in factor_sizes)
+        if len(self.factor_names) != len(self.factor_sizes):
+            raise ValueError("factor_names and factor_sizes must have the same length.")
+        self._strides_np = factor_strides(self.factor_sizes)
+        self._device = torch.device(device)
+        self._strides = torch.as_tensor(self._strides_np, device=self._device)
+        self._sizes = torch.as_tensor(self.factor_sizes, dtype=torch.int64, device=self._device)
+
+    # ------------------------------------------------------------------ description
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """``(C, H, W)`` of one observation."""
+        raise NotImplementedError
+
+    @property
+    def num_channels(self) -> int:
+        return self.image_shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    def __len__(self) -> int:
+        """The dataset size N (737,280 for dSprites); β-TCVAE's estimators need it."""
+        return int(np.prod(self.factor_sizes))
+
+    def to(self, device: torch.device | str) -> "GridDataset":
+        """Move all storage to ``device`` in place and return ``self``."""
+        self._device = torch.device(device)
+        self._strides = self._strides.to(self._device)
+        self._sizes = self._sizes.to(self._device)
+        return self
+
+    # ------------------------------------------------------------------ ground-truth interface
+    def sample_factors(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return sample_uniform_factors(self.factor_sizes, n, rng)
+
+    def factors_to_indices(self, factors: np.ndarray) -> np.ndarray:
+        return check_factors(factors, self.factor_sizes) @ self._strides_np
+
+    def indices_to_factors(self, indices: np.ndarray | torch.Tensor) -> np.ndarray:
+        idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices, np.int64)
+        return (idx[:, None] // self._strides_np) % np.asarray(self.factor_sizes, dtype=np.int64)
+
+    def index_tensor_to_factors(self, indices: torch.Tensor) -> torch.Tensor:
+        """Like :meth:`indices_to_factors` but on the tensor's device, without a host copy."""
+        return torch.div(indices[:, None], self._strides, rounding_mode="floor") % self._sizes
+
+    def sample_observations_from_factors(
+        self, factors: np.ndarray, rng: np.random.Generator
+    ) -> torch.Tensor:
+        idx = torch.as_tensor(self.factors_to_indices(factors), device=self.device)
+        generator = torch_generator_from_numpy(rng, self.device)
+        return self.observe(idx, generator)
+
+    # ------------------------------------------------------------------ observations
+    def raw(self, indices: torch.Tensor) -> torch.Tensor:
+        """Stored integer images ``(n, C, H, W)`` for grid indices (on :attr:`device`)."""
+        raise NotImplementedError
+
+    def transform(self, batch: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """Per-sample nuisance applied to the raw batch; identity here."""
+        return batch
+
+    def observe(self, indices: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """Float images in [0, 1], shape ``(n, C, H, W)``, for grid indices."""
+        out = self.transform(self.raw(indices), generator)
+        if out.dtype == torch.uint8:
+            return out.float().mul_(self.scale)
+        return out
+
+    def sample_batch(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """A uniformly drawn batch ``(B, C, H, W)`` of float images in [0, 1] on :attr:`device`."""
+        idx = torch.randint(len(self), (batch_size,), generator=generator, device=self.device)
+        return self.observe(idx, generator)
+
+
+class IndexedImageDataset(GridDataset):
+    """A grid dataset whose images are all stored on the device as one uint8 tensor.
+
+    Parameters
+    ----------
+    images:
+        ``uint8`` tensor ``(N, C, H, W)`` (or ``(N, H, W)``, which gets a channel axis), stored in
+        row-major order of the factor classes so that ``index = factors @ strides``.
+    factor_names, factor_sizes:
+        The ground-truth factors.
+    scale:
+        Multiplier taking the stored integers to [0, 1]: ``1.0`` for binary 0/1 images (dSprites),
+        ``1/255`` for 8-bit images.
+    factor_values:
+        Optional per-factor arrays of the physical values of each class.
+    """
+
+    def __init__(
+        self,
+        images: torch.Tensor,
+        factor_names: Sequence[str],
+        factor_sizes: Sequence[int],
+        *,
+        scale: float = 1.0 / 255.0,
+        factor_values: Sequence[np.ndarray] | None = None,
+    ) -> None:
+        if images.dtype != torch.uint8:
+            raise TypeError(f"images must be a uint8 tensor, got {images.dtype}.")
+        if images.ndim == 3:
+            images = images.unsqueeze(1)
+        if images.ndim != 4:
+            raise ValueError(f"images must have shape (N, C, H, W), got {tuple(images.shape)}.")
+        self._init_grid(factor_names, factor_sizes, images.device)
+        expected = int(np.prod(self.factor_sizes))
+        if images.shape[0] != expected:
+            raise ValueError(
+                f"{images.shape[0]} images given but the factor grid {self.factor_sizes} "
+                f"has {expected} points; the images must cover the grid in row-major order."
+            )
+        self.images = images
+        self.scale = float(scale)
+        self.factor_values = None if factor_values is None else [np.asarray(v) for v in factor_values]
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        c, h, w = self.images.shape[1:]
+        return int(c), int(h), int(w)
+
+    def to(self, device: torch.device | str) -> "IndexedImageDataset":
+        super().to(device)
+        self.images = self.images.to(self.device)
+        return self
+
+    def raw(self, indices: torch.Tensor) -> torch.Tensor:
+        return self.images[indices]
+
+
+def torch_generator_from_numpy(rng: np.random.Generator, device: torch.device) -> torch.Generator:
+    """A torch generator on ``device`` seeded from ``rng`` (keeps metric sampling reproducible)."""
+    g = torch.Generator(device=device)
+    g.manual_seed(int(rng.integers(0, 2**63 - 1)))
+    return g

@@ -1,0 +1,85 @@
+"""The VAE model: an encoder/decoder pair from a backbone, with the user-facing API.
+
+* ``model.encode(x) -> (mu, logvar)``: the diagonal Gaussian posterior ``q(z|x)``.
+* ``model.decode(z) -> logits``: decoder **logits**; the image mean is ``sigmoid(logits)``
+  (``model.decode_mean``), for both Bernoulli and Gaussian reconstruction.
+* ``model.representation(x) -> mu``: the posterior means, as used by the metrics; accepts any
+  batch size (it is evaluated in chunks, without gradients), numpy arrays and uint8 images.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from .backbones import BACKBONES
+from .objectives.losses import reparameterize
+
+
+class VAEOutput(NamedTuple):
+    mu: torch.Tensor
+    logvar: torch.Tensor
+    z: torch.Tensor
+    logits: torch.Tensor
+
+
+class VAE(nn.Module):
+    """Gaussian-encoder VAE built from a registered backbone."""
+
+    def __init__(self, encoder: nn.Module, decoder: nn.Module, latent_dim: int, image_shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+        self.latent_dim = int(latent_dim)
+        self.image_shape = tuple(int(v) for v in image_shape)
+        #: the run's resolved config (nested dict) when loaded with :func:`disentangle.load`
+        self.config: dict[str, Any] | None = None
+
+    @classmethod
+    def from_backbone(cls, backbone: str, *, image_shape: tuple[int, ...], latent_dim: int, **params: Any) -> "VAE":
+        encoder, decoder = BACKBONES.build(backbone, image_shape=tuple(image_shape), latent_dim=latent_dim, **params)
+        return cls(encoder, decoder, latent_dim, image_shape)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Posterior mean and log-variance, each ``(B, latent_dim)``."""
+        return self.encoder(x)
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """Decoder logits ``(B, C, H, W)``; apply ``sigmoid`` (or :meth:`decode_mean`) for images."""
+        return self.decoder(z)
+
+    def decode_mean(self, z: torch.Tensor) -> torch.Tensor:
+        """Mean images in [0, 1]."""
+        return torch.sigmoid(self.decode(z))
+
+    def forward(self, x: torch.Tensor) -> VAEOutput:
+        mu, logvar = self.encode(x)
+        z = reparameterize(mu, logvar)
+        return VAEOutput(mu, logvar, z, self.decode(z))
+
+    @torch.no_grad()
+    def representation(self, x: torch.Tensor | np.ndarray, batch_size: int = 1024) -> torch.Tensor:
+        """Posterior means for a batch of observations of any size (chunked, no gradients).
+
+        ``x`` may be a float tensor in [0, 1], a uint8 tensor (divided by 255) or a numpy array;
+        it is moved to the model's device. Returns a float tensor on that device.
+        """
+        x = torch.as_tensor(x)
+        if x.dtype == torch.uint8:
+            x = x.float() / 255.0
+        if tuple(x.shape) == self.image_shape:  # a single observation
+            x = x.unsqueeze(0)
+        device = self.device
+        outs = [self.encode(x[i : i + batch_size].to(device, torch.float32))[0] for i in range(0, len(x), batch_size)]
+        return torch.cat(outs) if outs else torch.empty(0, self.latent_dim, device=device)
+
+    @torch.no_grad()
+    def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
+        """Mean reconstruction ``sigmoid(decode(mu))`` of a batch."""
+        return self.decode_mean(self.encode(x.to(self.device))[0])

@@ -1,0 +1,66 @@
+"""The objective interface: what the trainer asks of every training objective.
+
+An :class:`Objective` is an ``nn.Module`` so that any networks it owns (the FactorVAE
+discriminator, the AAE critic) are saved and restored with its ``state_dict``. The trainer:
+
+1. builds it from the config (``OBJECTIVES.build(name, **params)``),
+2. calls :meth:`Objective.setup` once with the dataset size N and the model,
+3. asks :meth:`Objective.configure_optimizers` for *all* optimizers of the run (by name),
+4. calls :meth:`Objective.train_step` once per step and logs the returned terms.
+
+Single-loss objectives only implement :meth:`Objective.forward`. Objectives with their own
+networks override :meth:`configure_optimizers` and :meth:`train_step` (see FactorVAE).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from ..precision import Precision
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model import VAE
+
+
+class Objective(nn.Module):
+    """Base class of training objectives.
+
+    Subclasses implement ``forward(model, x, *, step) -> dict[str, Tensor]`` returning named terms,
+    one of which is ``"loss"`` (the scalar minimised w.r.t. the model's parameters). Every other
+    term is logged: scalars as numbers, vectors (e.g. ``kl_per_dim``) as lists.
+    """
+
+    #: set by :meth:`setup`; the number of distinct training points (737,280 for dSprites)
+    dataset_size: int | None = None
+
+    def setup(self, *, model: "VAE", dataset_size: int) -> None:
+        """Called once before training, with the true dataset size (never the batch size)."""
+        if dataset_size < 1:
+            raise ValueError(f"dataset_size must be positive, got {dataset_size}.")
+        self.dataset_size = int(dataset_size)
+
+    def forward(self, model: "VAE", x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def configure_optimizers(
+        self, model: "VAE", *, lr: float, betas: tuple[float, float], eps: float = 1e-8
+    ) -> dict[str, torch.optim.Optimizer]:
+        """All optimizers of the run by name; ``"model"`` updates the VAE's parameters."""
+        return {"model": torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps)}
+
+    def train_step(
+        self,
+        model: "VAE",
+        x: torch.Tensor,
+        *,
+        step: int,
+        optimizers: dict[str, torch.optim.Optimizer],
+        precision: Precision,
+    ) -> dict[str, torch.Tensor]:
+        """One optimisation step; returns the (detached or not) terms to log."""
+        with precision.autocast():
+            terms = self(model, x, step=step)
+        precision.minimize(terms["loss"], optimizers["model"])
+        return terms

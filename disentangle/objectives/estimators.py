@@ -1,0 +1,245 @@
+"""Estimators used by the objectives, as plain functions on tensors (no model needed).
+
+* :func:`gaussian_log_density` — elementwise ``log N(z; μ, σ²)``.
+* :func:`log_importance_weights` — the ``(M, M)`` log-weight matrix of minibatch-weighted
+  sampling (MWS) or minibatch-stratified sampling (MSS), Chen et al. 2018, appendix C.
+* :func:`aggregate_posterior_log_density` — batch estimates of ``log q(z)`` and ``log q(z_j)``.
+* :func:`total_correlation`, :func:`decompose_kl` — β-TCVAE's TC and its KL decomposition.
+* :func:`permute_dims` — FactorVAE's samples of ``Π_j q(z_j)`` (each column permuted independently).
+* :func:`mmd` — the unbiased estimate of MMD² (Gretton et al. 2012) with RBF or
+  inverse-multiquadratic kernels (InfoVAE / WAE).
+* :func:`dip_covariance` — DIP-VAE-I/II's covariance of the aggregate posterior.
+
+All values are in nats and include every constant, so that they are meaningful as numbers (not
+only as gradients). Everything is computed in float32 even under autocast.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+LOG_2PI = math.log(2.0 * math.pi)
+TC_METHODS = ("mss", "mws")
+KERNELS = ("rbf", "imq")
+DIP_KINDS = ("i", "ii")
+
+__all__ = [
+    "DIP_KINDS",
+    "KERNELS",
+    "TC_METHODS",
+    "aggregate_posterior_log_density",
+    "decompose_kl",
+    "dip_covariance",
+    "gaussian_log_density",
+    "log_importance_weights",
+    "mmd",
+    "permute_dims",
+    "total_correlation",
+]
+
+
+# ---------------------------------------------------------------------------- densities
+def gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    """Elementwise ``log N(z; μ, exp(logvar))`` (broadcasting), in nats.
+
+    ``-½ (log 2π + log σ² + (z − μ)² / σ²)``; sum over the last axis for a diagonal Gaussian.
+    """
+    z, mu, logvar = z.float(), mu.float(), logvar.float()
+    return -0.5 * (LOG_2PI + logvar + (z - mu).square() * torch.exp(-logvar))
+
+
+def _check_batch(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> None:
+    if z.ndim != 2 or mu.shape != z.shape or logvar.shape != z.shape:
+        raise ValueError(
+            "z, mu and logvar must all have shape (batch, latent_dim); got "
+            f"{tuple(z.shape)}, {tuple(mu.shape)}, {tuple(logvar.shape)}."
+        )
+
+
+def log_importance_weights(
+    batch_size: int, dataset_size: int, method: str = "mss", *, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """The ``(M, M)`` matrix ``log w[i, j]`` with ``q(z_i) ≈ Σ_j w[i, j] q(z_i | x_j)``.
+
+    ``z_i`` is the sample drawn from ``q(z | x_i)`` and ``M`` the batch size, ``N`` the dataset size.
+
+    ``"mws"`` (minibatch-weighted sampling, Chen et al. eq. (S6)): every weight is ``1/(N·M)``.
+    A row sums to ``1/N``, not 1: MWS is a biased estimator whose value carries an offset of the
+    order of ``log N`` per density (its TC is therefore far from 0 even for independent codes).
+
+    ``"mss"`` (minibatch-stratified sampling, Chen et al. appendix C.2): the dataset without the
+    sample's own point ``n* = x_i`` is split into ``M − 1`` strata, ``M − 2`` of size ``N/(M − 1)``
+    and the one that contained ``n*`` (now of size ``N/(M − 1) − 1``); the batch holds ``n*`` and one
+    point of each stratum, and each point is weighted by the fraction of the dataset it stands for::
+
+        w[i, i]            = 1/N                      (n* itself)
+        w[i, (i + 1) % M]  = (N − M + 1) / (N (M − 1)) (the stratum that contained n*)
+        w[i, j]            = 1/(M − 1)                (every other point)
+
+    so that each row sums to exactly 1 (``1/N + (N−M+1)/(N(M−1)) + (M−2)/(M−1) = 1``). The original
+    code writes the ``1/N`` entries with stride ``M`` (into column 0) instead of ``M + 1`` (the
+    diagonal), which weights each sample's own density by ``1/(M − 1)``; that is not done here.
+    """
+    if method not in TC_METHODS:
+        raise ValueError(f"method must be one of {TC_METHODS}, got {method!r}.")
+    m, n = int(batch_size), int(dataset_size)
+    if m < 1 or n < 1:
+        raise ValueError(f"batch_size and dataset_size must be positive, got {batch_size} and {dataset_size}.")
+    if method == "mws":
+        return torch.full((m, m), -math.log(n) - math.log(m), dtype=torch.float32, device=device)
+    if m < 2:
+        raise ValueError("minibatch-stratified sampling needs a batch of at least 2 samples.")
+    if n < m:
+        raise ValueError(
+            f"minibatch-stratified sampling needs dataset_size >= batch_size, got N={n} < M={m}; "
+            "pass the size of the dataset, not of the batch."
+        )
+    # log-space entries; N·(M−1) can exceed float32's exact integer range, so use float64 first
+    weights = torch.full((m, m), 1.0 / (m - 1), dtype=torch.float64)
+    idx = torch.arange(m)
+    weights[idx, (idx + 1) % m] = (n - m + 1) / (n * (m - 1))
+    weights[idx, idx] = 1.0 / n  # for m == 2 the "other" entry is the stratum entry, as it should be
+    return weights.log().to(dtype=torch.float32, device=device)
+
+
+def aggregate_posterior_log_density(
+    z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, dataset_size: int, method: str = "mss"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch estimates of ``log q(z_i)`` (shape ``(M,)``) and ``log q(z_ij)`` (shape ``(M, D)``).
+
+    ``q(z) = (1/N) Σ_n q(z | x_n)`` is the aggregate posterior; it is estimated from the batch's own
+    posteriors with the weights of :func:`log_importance_weights`, the joint from the product of
+    the per-dimension densities and each marginal from one dimension alone.
+    """
+    _check_batch(z, mu, logvar)
+    log_w = log_importance_weights(z.shape[0], dataset_size, method, device=z.device)  # (M, M)
+    # log q(z_i,d | x_j,d) for every pair (i, j): (M, M, D)
+    log_q_pairs = gaussian_log_density(z.unsqueeze(1), mu.unsqueeze(0), logvar.unsqueeze(0))
+    log_qz = torch.logsumexp(log_w + log_q_pairs.sum(2), dim=1)
+    log_qz_marginals = torch.logsumexp(log_w.unsqueeze(2) + log_q_pairs, dim=1)
+    return log_qz, log_qz_marginals
+
+
+def total_correlation(
+    z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, dataset_size: int, method: str = "mss"
+) -> torch.Tensor:
+    """Batch estimate of ``TC = KL(q(z) ‖ Π_j q(z_j)) = E_q(z)[log q(z) − Σ_j log q(z_j)]`` in nats.
+
+    ``z`` are samples of ``q(z | x_i)`` (one per row), ``mu``/``logvar`` the posteriors of the same
+    batch, ``dataset_size`` the number N of training points (never the batch size). ``method`` is
+    ``"mss"`` (default; consistent: rows of weights sum to 1) or ``"mws"``. All constants are included.
+    """
+    log_qz, log_qz_marginals = aggregate_posterior_log_density(z, mu, logvar, dataset_size, method)
+    return (log_qz - log_qz_marginals.sum(1)).mean()
+
+
+def decompose_kl(
+    z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, dataset_size: int, method: str = "mss"
+) -> dict[str, torch.Tensor]:
+    """Chen et al.'s decomposition of the sampled KL term, estimated on one batch.
+
+    With ``log q(z|x)``, ``log q(z)``, ``log q(z_j)`` and ``log p(z)`` evaluated at the same samples::
+
+        mutual_info       = E[log q(z|x) − log q(z)]              (index-code MI)
+        total_correlation = E[log q(z) − Σ_j log q(z_j)]
+        dimwise_kl        = E[Σ_j log q(z_j) − log p(z_j)]
+        kl                = E[log q(z|x) − log p(z)] = mutual_info + total_correlation + dimwise_kl
+
+    Returns these four scalars (``kl`` is the single-sample KL estimate the three terms add up to).
+    """
+    log_qz, log_qz_marginals = aggregate_posterior_log_density(z, mu, logvar, dataset_size, method)
+    log_qz_given_x = gaussian_log_density(z, mu, logvar).sum(1)
+    zero = torch.zeros((), device=z.device)
+    log_pz = gaussian_log_density(z, zero, zero).sum(1)
+    log_qz_product = log_qz_marginals.sum(1)
+    return {
+        "mutual_info": (log_qz_given_x - log_qz).mean(),
+        "total_correlation": (log_qz - log_qz_product).mean(),
+        "dimwise_kl": (log_qz_product - log_pz).mean(),
+        "kl": (log_qz_given_x - log_pz).mean(),
+    }
+
+
+# ---------------------------------------------------------------------------- FactorVAE
+def permute_dims(z: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Each column of ``z`` (batch, D) permuted independently across the batch.
+
+    Samples of ``Π_j q(z_j)`` from samples of ``q(z)`` (Kim & Mnih 2018, Algorithm 1). Vectorised:
+    one ``argsort`` of uniform noise gives D independent uniform permutations.
+    """
+    if z.ndim != 2:
+        raise ValueError(f"z must have shape (batch, latent_dim), got {tuple(z.shape)}.")
+    noise = torch.rand(z.shape, generator=generator, device=z.device)
+    return torch.gather(z, 0, noise.argsort(dim=0))
+
+
+# ---------------------------------------------------------------------------- MMD
+def _kernel(sq_dist: torch.Tensor, kernel: str, scale: float) -> torch.Tensor:
+    if kernel == "rbf":
+        return torch.exp(-sq_dist / scale)
+    return scale / (scale + sq_dist)
+
+
+def mmd(x: torch.Tensor, y: torch.Tensor, kernel: str = "rbf", **kernel_params: float) -> torch.Tensor:
+    """Unbiased estimate of the squared MMD between the samples ``x`` (n, D) and ``y`` (m, D).
+
+    ``MMD²_u = Σ_{i≠i'} k(x_i, x_i')/(n(n−1)) + Σ_{j≠j'} k(y_j, y_j')/(m(m−1)) − 2 Σ_{i,j} k(x_i, y_j)/(nm)``
+    (Gretton et al. 2012, eq. 3); it can be slightly negative. Kernels, with ``scale`` (default
+    ``2·D``, the scale Tolstikhin et al. 2018 use for a N(0, I) prior):
+
+    * ``"rbf"``: ``k(x, y) = exp(−‖x − y‖² / scale)``, i.e. a Gaussian kernel of bandwidth
+      ``σ_k² = scale / 2``; ``sigma=`` may be given instead of ``scale``;
+    * ``"imq"``: ``k(x, y) = scale / (scale + ‖x − y‖²)`` (inverse multiquadratic).
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}.")
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
+        raise ValueError(f"x and y must be (n, D) and (m, D) with the same D, got {tuple(x.shape)} and {tuple(y.shape)}.")
+    n, m, d = x.shape[0], y.shape[0], x.shape[1]
+    if n < 2 or m < 2:
+        raise ValueError("the unbiased MMD estimate needs at least 2 samples of each distribution.")
+    params = dict(kernel_params)
+    scale = params.pop("scale", None)
+    if "sigma" in params:
+        if kernel != "rbf" or scale is not None:
+            raise ValueError("sigma= is the RBF bandwidth; give either scale= or (for rbf) sigma=, not both.")
+        scale = 2.0 * float(params.pop("sigma")) ** 2
+    if params:
+        raise ValueError(f"unknown kernel parameters {sorted(params)}; use scale= (or sigma= for rbf).")
+    scale = 2.0 * d if scale is None else float(scale)
+    if not scale > 0:
+        raise ValueError(f"the kernel scale must be positive, got {scale}.")
+    x, y = x.float(), y.float()
+    k_xx = _kernel(torch.cdist(x, x).square(), kernel, scale)
+    k_yy = _kernel(torch.cdist(y, y).square(), kernel, scale)
+    k_xy = _kernel(torch.cdist(x, y).square(), kernel, scale)
+    # exact zero self-distances: k(x, x) is 1 for both kernels, remove the diagonal exactly
+    sum_xx = k_xx.sum() - k_xx.diagonal().sum()
+    sum_yy = k_yy.sum() - k_yy.diagonal().sum()
+    return sum_xx / (n * (n - 1)) + sum_yy / (m * (m - 1)) - 2.0 * k_xy.mean()
+
+
+# ---------------------------------------------------------------------------- DIP-VAE
+def dip_covariance(mu: torch.Tensor, logvar: torch.Tensor | None, kind: str) -> torch.Tensor:
+    """DIP-VAE's covariance of the aggregate posterior, estimated on a batch (Kumar et al. 2018).
+
+    * ``"i"``:  ``C = Cov_batch[μ(x)]``;
+    * ``"ii"``: ``C = Cov_batch[μ(x)] + mean_batch[diag σ²(x)]`` (law of total covariance: the
+      covariance of ``z ~ q(z)``).
+
+    The batch covariance is the maximum-likelihood one, ``E[μμᵀ] − E[μ]E[μ]ᵀ`` (divided by the
+    batch size M, as in Kumar et al. and disentanglement_lib), i.e. ``torch.cov(mu.T, correction=0)``.
+    """
+    if kind not in DIP_KINDS:
+        raise ValueError(f"kind must be 'i' or 'ii', got {kind!r}.")
+    if mu.ndim != 2:
+        raise ValueError(f"mu must have shape (batch, latent_dim), got {tuple(mu.shape)}.")
+    mu = mu.float()
+    centred = mu - mu.mean(0, keepdim=True)
+    cov = centred.T @ centred / mu.shape[0]
+    if kind == "ii":
+        if logvar is None or logvar.shape != mu.shape:
+            raise ValueError("DIP-VAE-II needs logvar of the same shape as mu.")
+        cov = cov + torch.diag(logvar.float().exp().mean(0))
+    return cov

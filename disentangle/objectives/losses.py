@@ -1,0 +1,47 @@
+"""Reconstruction log-likelihoods and the Gaussian KL, shared by all objectives.
+
+Conventions (as in Locatello et al. 2019 / disentanglement_lib): the decoder outputs logits;
+every loss is **summed over pixels and latent dimensions and averaged over the batch**.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+RECONSTRUCTIONS = ("bernoulli", "gaussian")
+
+
+def reconstruction_loss(logits: torch.Tensor, x: torch.Tensor, distribution: str = "bernoulli") -> torch.Tensor:
+    """Negative log-likelihood of ``x`` under the decoder, summed over pixels, mean over batch.
+
+    * ``bernoulli``: ``BCEWithLogits(logits, x)`` — exact NLL for binary ``x`` and the usual
+      (un-normalised) choice for grey-level ``x`` in [0, 1].
+    * ``gaussian``: ``Σ (x − sigmoid(logits))²``, i.e. the NLL of a Gaussian with mean
+      ``sigmoid(logits)`` and variance 1/2 up to an additive constant (disentanglement_lib's
+      ``l2`` loss).
+    """
+    if logits.shape != x.shape:
+        raise ValueError(f"decoder output {tuple(logits.shape)} does not match input {tuple(x.shape)}.")
+    logits = logits.float()
+    if distribution == "bernoulli":
+        per_pixel = F.binary_cross_entropy_with_logits(logits, x, reduction="none")
+    elif distribution == "gaussian":
+        per_pixel = (torch.sigmoid(logits) - x).square()
+    else:
+        raise ValueError(f"Unknown reconstruction distribution {distribution!r}; choose from {RECONSTRUCTIONS}.")
+    return per_pixel.flatten(1).sum(1).mean()
+
+
+def kl_normal_per_dim(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    """Per-dimension ``KL(N(μ, σ²) ‖ N(0, 1)) = ½(μ² + σ² − log σ² − 1)``, averaged over the batch.
+
+    Returns a vector of length ``latent_dim``; its sum is the usual KL term.
+    """
+    mu, logvar = mu.float(), logvar.float()
+    return 0.5 * (mu.square() + logvar.exp() - logvar - 1.0).mean(0)
+
+
+def reparameterize(mu: torch.Tensor, logvar: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A sample ``z = μ + σ ε`` with ``ε ~ N(0, I)``, differentiable in μ and log σ²."""
+    eps = torch.randn(mu.shape, dtype=mu.dtype, device=mu.device, generator=generator)
+    return mu + torch.exp(0.5 * logvar) * eps

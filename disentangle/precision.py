@@ -1,0 +1,63 @@
+"""Mixed precision for the training step: autocast, and a GradScaler for fp16.
+
+One :class:`Precision` object is shared by every optimizer of a run (the trainer's and those an
+objective owns), because PyTorch's GradScaler must see all ``step`` calls of an iteration before
+its single ``update``.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class Precision:
+    """Autocast context and loss scaling for ``precision`` in ``fp32 | bf16 | fp16``."""
+
+    def __init__(self, precision: str, device: torch.device) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
+        self.precision = precision
+        self.device = torch.device(device)
+        self.scaler = (
+            torch.amp.GradScaler(self.device.type) if precision == "fp16" else None
+        )
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Autocast region for forward passes (a no-op for fp32)."""
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=_DTYPES[self.precision])
+
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+        """``loss.backward()``, scaled when training in fp16."""
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward(**kwargs)
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        """``optimizer.step()``; with fp16 the scaler skips steps whose gradients overflowed."""
+        if self.scaler is not None:
+            self.scaler.step(optimizer)
+        else:
+            optimizer.step()
+
+    def minimize(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+        """Zero ``optimizer``'s gradients, back-propagate ``loss`` and step ``optimizer``."""
+        optimizer.zero_grad(set_to_none=True)
+        self.backward(loss)
+        self.step(optimizer)
+
+    def update(self) -> None:
+        """End of an iteration: adjust the fp16 loss scale (no-op otherwise)."""
+        if self.scaler is not None:
+            self.scaler.update()
+
+    def state_dict(self) -> dict:
+        return self.scaler.state_dict() if self.scaler is not None else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.scaler is not None and state:
+            self.scaler.load_state_dict(state)

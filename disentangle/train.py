@@ -1,0 +1,69 @@
+"""Command line: ``python -m disentangle.train --config CONFIG.yaml [key=value ...] [--resume]``.
+
+Examples::
+
+    python -m disentangle.train --config configs/quickstart.yaml
+    python -m disentangle.train --config configs/dsprites/beta_vae.yaml train.steps=1000 train.out_dir=runs/x
+    python -m disentangle.train --resume runs/x train.steps=2000     # continue a run up to 2000 steps
+
+Configuration problems, an existing run folder and missing data files are reported in one
+paragraph on stderr with a non-zero exit status (2 for usage/config errors, 1 otherwise).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .registry import ConfigError, DisentangleError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m disentangle.train",
+        description="Train a disentangled-representation model from a YAML config.",
+        epilog="Overrides are dotted keys, e.g. train.steps=1000 objective.beta=4 data.name=sprites.",
+    )
+    p.add_argument("--config", "-c", help="YAML config file (optional with --resume RUN_DIR)")
+    p.add_argument(
+        "--resume", nargs="?", const=True, default=False, metavar="RUN_DIR",
+        help="continue the run in train.out_dir (or RUN_DIR) from its checkpoint up to train.steps",
+    )
+    p.add_argument("overrides", nargs="*", help="dotted key=value overrides")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from .config import load_config
+    from .trainer import NonFiniteLossError, train
+
+    try:
+        config_path = args.config
+        overrides = list(args.overrides)
+        if isinstance(args.resume, str):
+            run_dir = Path(args.resume)
+            if config_path is None:
+                config_path = run_dir / "config.yaml"
+                if not config_path.exists():
+                    raise ConfigError(f"Cannot resume: '{run_dir}' has no config.yaml. Is it a run folder?")
+            overrides.append(f"train.out_dir={run_dir}")
+        if config_path is None:
+            raise ConfigError("No config given. Use --config CONFIG.yaml (e.g. configs/quickstart.yaml).")
+        config = load_config(config_path, overrides)
+        result = train(config, resume=bool(args.resume))
+    except (ConfigError, NonFiniteLossError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2 if isinstance(err, ConfigError) else 1
+    except (DisentangleError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: the last completed step was checkpointed; continue with --resume.", file=sys.stderr)
+        return 130
+    print(f"done: {result.step} steps, run folder {result.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -240,7 +240,54 @@ class IndexedImageDataset(GridDataset):
         return self
 
     def raw(self, indices: torch.Tensor) -> torch.Tensor:
-        return self.images[indices]
+        return gather_rows(self.images, indices)
+
+
+def gather_rows(images: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """``images[indices]`` along the first axis, as a contiguous tensor.
+
+    On the CPU this goes through ``numpy.take``, several times faster than torch's advanced
+    indexing for uint8 image stacks; elsewhere it is ``index_select``.
+    """
+    if images.device.type == "cpu" and indices.device.type == "cpu":
+        out = np.take(images.numpy(), indices.numpy(), axis=0)
+        return torch.from_numpy(np.ascontiguousarray(out))
+    return images.index_select(0, indices.to(images.device)).contiguous()
+
+
+def to_nchw_uint8(array, layout: str, *, chunk: int = 8192) -> torch.Tensor:
+    """Copy an image stack into a contiguous uint8 ``(N, C, H, W)`` tensor in memory.
+
+    ``array`` is anything sliceable along its first axis into numpy arrays (an ndarray, a
+    ``np.memmap``, an ``h5py.Dataset``); ``layout`` is ``"NHW"``, ``"NHWC"`` or ``"NCHW"``. The copy
+    is made ``chunk`` images at a time, so the peak memory is the result plus one chunk even when
+    the source is a memory map or an HDF5 file.
+    """
+    if layout not in ("NHW", "NHWC", "NCHW"):
+        raise ValueError(f"layout must be 'NHW', 'NHWC' or 'NCHW', got {layout!r}.")
+    shape = tuple(int(s) for s in array.shape)
+    if len(shape) != len(layout):
+        raise ValueError(f"an image stack of layout {layout} needs {len(layout)} axes, got shape {shape}.")
+    if layout == "NHW":
+        n, h, w = shape
+        c = 1
+    elif layout == "NHWC":
+        n, h, w, c = shape
+    else:
+        n, c, h, w = shape
+    out = torch.empty((n, c, h, w), dtype=torch.uint8)
+    dst = out.numpy()
+    for start in range(0, n, chunk):
+        block = np.asarray(array[start:start + chunk])
+        if block.dtype != np.uint8:
+            raise TypeError(f"images must be uint8, got {block.dtype}.")
+        if layout == "NHW":
+            dst[start:start + len(block), 0] = block
+        elif layout == "NHWC":
+            dst[start:start + len(block)] = block.transpose(0, 3, 1, 2)
+        else:
+            dst[start:start + len(block)] = block
+    return out
 
 
 def torch_generator_from_numpy(rng: np.random.Generator, device: torch.device) -> torch.Generator:

@@ -31,16 +31,18 @@ from pathlib import Path
 
 import numpy as np
 
+from ..registry import DisentangleError
+
 #: environment variable naming the cache folder
 CACHE_ENV = "DISENTANGLE_DATA"
 _USER_AGENT = "disentangle-data-loader/0.1 (python urllib; research dataset download)"
 
 
-class DataFileNotFoundError(FileNotFoundError):
+class DataFileNotFoundError(DisentangleError, FileNotFoundError):
     """A dataset file is missing and could not be downloaded; the message says how to get it."""
 
 
-class CorruptDataFileError(ValueError):
+class CorruptDataFileError(DisentangleError, ValueError):
     """A dataset file exists but is not a valid file of the expected format."""
 
 

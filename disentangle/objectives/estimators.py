@@ -15,6 +15,7 @@ only as gradients). Everything is computed in float32 even under autocast.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -39,7 +40,22 @@ __all__ = [
 ]
 
 
+def _float32(fn):
+    """Run ``fn`` with autocast disabled, so matmuls/cdist stay in float32 under bf16/fp16 training."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        if tensor is None or not torch.is_autocast_enabled(tensor.device.type):
+            return fn(*args, **kwargs)
+        with torch.autocast(device_type=tensor.device.type, enabled=False):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 # ---------------------------------------------------------------------------- densities
+@_float32
 def gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """Elementwise ``log N(z; μ, exp(logvar))`` (broadcasting), in nats.
 
@@ -62,24 +78,29 @@ def log_importance_weights(
 ) -> torch.Tensor:
     """The ``(M, M)`` matrix ``log w[i, j]`` with ``q(z_i) ≈ Σ_j w[i, j] q(z_i | x_j)``.
 
-    ``z_i`` is the sample drawn from ``q(z | x_i)`` and ``M`` the batch size, ``N`` the dataset size.
+    ``z_i`` is the sample drawn from ``q(z | x_i)``, ``M`` the batch size, ``N`` the dataset size,
+    ``q(z) = (1/N) Σ_n q(z | x_n)`` the aggregate posterior.
 
-    ``"mws"`` (minibatch-weighted sampling, Chen et al. eq. (S6)): every weight is ``1/(N·M)``.
-    A row sums to ``1/N``, not 1: MWS is a biased estimator whose value carries an offset of the
-    order of ``log N`` per density (its TC is therefore far from 0 even for independent codes).
+    ``"mws"`` (minibatch-weighted sampling, Chen et al. 2018): every weight is ``1/(N·M)``. A row
+    sums to ``1/N``, not 1, so the estimates of ``log q(z)`` and ``log q(z_j)`` are offset by about
+    ``−log N`` each, and the MWS total correlation by about ``(D − 1)·log N`` (≈ 120 nats for
+    dSprites with D = 10) even for independent codes. It is reported as is, constants included.
 
-    ``"mss"`` (minibatch-stratified sampling, Chen et al. appendix C.2): the dataset without the
-    sample's own point ``n* = x_i`` is split into ``M − 1`` strata, ``M − 2`` of size ``N/(M − 1)``
-    and the one that contained ``n*`` (now of size ``N/(M − 1) − 1``); the batch holds ``n*`` and one
-    point of each stratum, and each point is weighted by the fraction of the dataset it stands for::
+    ``"mss"`` (minibatch-stratified sampling, Chen et al. appendix C.2): the dataset is split into
+    ``M − 1`` strata of ``N/(M − 1)`` points; the batch holds the sample's own point ``n* = x_i``
+    and one point of each stratum (for the stratum of ``n*``, a point other than ``n*``). Each
+    point is weighted by the fraction of the dataset it stands for::
 
-        w[i, i]            = 1/N                      (n* itself)
-        w[i, (i + 1) % M]  = (N − M + 1) / (N (M − 1)) (the stratum that contained n*)
-        w[i, j]            = 1/(M − 1)                (every other point)
+        w[i, i]            = 1/N                          n* itself
+        w[i, (i + 1) % M]  = (N − M + 1) / (N (M − 1))    the rest of n*'s stratum, N/(M−1) − 1 points
+        w[i, j]            = 1/(M − 1)                    a whole stratum, for the other M − 2 points
 
-    so that each row sums to exactly 1 (``1/N + (N−M+1)/(N(M−1)) + (M−2)/(M−1) = 1``). The original
-    code writes the ``1/N`` entries with stride ``M`` (into column 0) instead of ``M + 1`` (the
-    diagonal), which weights each sample's own density by ``1/(M − 1)``; that is not done here.
+    so every row sums to exactly 1 (``1/N + (N − M + 1)/(N(M − 1)) + (M − 2)/(M − 1) = 1``), and
+    ``Σ_j w[i, j] q(z_i | x_j)`` is an unbiased estimate of ``q(z_i)`` over the stratified draw.
+    (Which batch element plays "the rest of n*'s stratum" does not matter: batch elements are
+    exchangeable.) The original implementation and its ports write the ``1/N`` entries with stride
+    ``M`` — into column 0 — instead of ``M + 1`` — the diagonal — so each sample's own density gets
+    weight ``1/(M − 1)`` instead of ``1/N``; not here.
     """
     if method not in TC_METHODS:
         raise ValueError(f"method must be one of {TC_METHODS}, got {method!r}.")
@@ -103,6 +124,7 @@ def log_importance_weights(
     return weights.log().to(dtype=torch.float32, device=device)
 
 
+@_float32
 def aggregate_posterior_log_density(
     z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, dataset_size: int, method: str = "mss"
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,6 +143,7 @@ def aggregate_posterior_log_density(
     return log_qz, log_qz_marginals
 
 
+@_float32
 def total_correlation(
     z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, dataset_size: int, method: str = "mss"
 ) -> torch.Tensor:
@@ -134,6 +157,7 @@ def total_correlation(
     return (log_qz - log_qz_marginals.sum(1)).mean()
 
 
+@_float32
 def decompose_kl(
     z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, dataset_size: int, method: str = "mss"
 ) -> dict[str, torch.Tensor]:
@@ -175,12 +199,18 @@ def permute_dims(z: torch.Tensor, generator: torch.Generator | None = None) -> t
 
 
 # ---------------------------------------------------------------------------- MMD
+def _sq_dist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # exact differences (not ‖a‖² + ‖b‖² − 2ab, which cancels badly in float32); finite gradients at 0
+    return torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist").square()
+
+
 def _kernel(sq_dist: torch.Tensor, kernel: str, scale: float) -> torch.Tensor:
     if kernel == "rbf":
         return torch.exp(-sq_dist / scale)
     return scale / (scale + sq_dist)
 
 
+@_float32
 def mmd(x: torch.Tensor, y: torch.Tensor, kernel: str = "rbf", **kernel_params: float) -> torch.Tensor:
     """Unbiased estimate of the squared MMD between the samples ``x`` (n, D) and ``y`` (m, D).
 
@@ -211,16 +241,17 @@ def mmd(x: torch.Tensor, y: torch.Tensor, kernel: str = "rbf", **kernel_params: 
     if not scale > 0:
         raise ValueError(f"the kernel scale must be positive, got {scale}.")
     x, y = x.float(), y.float()
-    k_xx = _kernel(torch.cdist(x, x).square(), kernel, scale)
-    k_yy = _kernel(torch.cdist(y, y).square(), kernel, scale)
-    k_xy = _kernel(torch.cdist(x, y).square(), kernel, scale)
-    # exact zero self-distances: k(x, x) is 1 for both kernels, remove the diagonal exactly
+    k_xx = _kernel(_sq_dist(x, x), kernel, scale)
+    k_yy = _kernel(_sq_dist(y, y), kernel, scale)
+    k_xy = _kernel(_sq_dist(x, y), kernel, scale)
+    # the i == i' terms are excluded (that is what makes the estimate unbiased)
     sum_xx = k_xx.sum() - k_xx.diagonal().sum()
     sum_yy = k_yy.sum() - k_yy.diagonal().sum()
     return sum_xx / (n * (n - 1)) + sum_yy / (m * (m - 1)) - 2.0 * k_xy.mean()
 
 
 # ---------------------------------------------------------------------------- DIP-VAE
+@_float32
 def dip_covariance(mu: torch.Tensor, logvar: torch.Tensor | None, kind: str) -> torch.Tensor:
     """DIP-VAE's covariance of the aggregate posterior, estimated on a batch (Kumar et al. 2018).
 

@@ -1,0 +1,192 @@
+"""Wall time of each disentanglement metric with its default settings, on a 10-dimensional code.
+
+Run::
+
+    python benchmarks/bench_metrics.py                       # sprites images if registered
+    python benchmarks/bench_metrics.py --data factors        # observations = the factor vector
+    python benchmarks/bench_metrics.py --metrics mig,dci --n-jobs 1
+    python benchmarks/bench_metrics.py --dci-booster hist    # the faster DCI option
+
+Data and representation (both cheap, so the times are those of the metrics themselves):
+
+* ``--data sprites`` (default when ``sprites`` is registered): procedural dSprites images
+  (3 x 6 x 40 x 32 x 32 factors). The representation is a fixed random linear map (seed 0) from
+  seven image statistics (mass, centroid x/y, the three second central moments and the radial
+  third moment, each standardised) to 10 dimensions: informative, continuous and entangled.
+* ``--data factors``: a stand-in with the same factor grid whose observations are the factors
+  scaled to [0, 1]. The representation is a near-perfect 10-dimensional code: the five scaled
+  factors plus deterministic pseudo-noise (std 0.05), five pure pseudo-noise dimensions (std 0.5),
+  all mixed by a fixed near-identity rotation (angle ~0.1 rad).
+
+The reference column is disentanglement_lib with its defaults, timed on the same kind of 2-core
+machine (numbers from issue 2): DCI about 295 s on a 10-dimensional code, the other five metrics
+about 1 s each or less (taken as 1 s), about 5 minutes for the six.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from disentangle.metrics import LOCATELLO_METRICS, METRICS  # noqa: E402
+from disentangle.metrics.synthetic import FactorObservationDataset  # noqa: E402
+
+#: disentanglement_lib, default settings, 10-dimensional code, 2-core machine (issue 2)
+REFERENCE_SECONDS = {
+    "beta_vae_score": 1.0,
+    "factor_vae_score": 1.0,
+    "mig": 1.0,
+    "modularity_explicitness": 1.0,
+    "dci": 295.0,
+    "sap_score": 1.0,
+    "downstream_task": 25.0,  # logistic regression only
+}
+DSPRITES_SIZES = (3, 6, 40, 32, 32)
+NAMES = ("shape", "scale", "orientation", "position_x", "position_y")
+
+
+def _pseudo_noise(factors: np.ndarray, salt: int, dims: int) -> np.ndarray:
+    """Deterministic standard-normal-ish values per factor vector (a fixed hash, no generator)."""
+    from scipy.special import erfinv
+
+    f = factors.astype(np.float64)
+    weights = np.arange(1, f.shape[1] + 1) * 12.9898 + salt * 78.233
+    base = (f * weights).sum(axis=1, keepdims=True) + np.arange(dims) * 37.719
+    u = np.clip(np.abs(np.modf(np.sin(base) * 43758.5453)[0]), 1e-6, 1 - 1e-6)
+    return math.sqrt(2.0) * erfinv(2.0 * u - 1.0)
+
+
+class NearPerfectCode:
+    """10-d code of factor observations: factors + small noise, nuisance dims, near-identity rotation.
+
+    Precomputed once for every grid point, so a call is a table look-up (the cost is nil).
+    """
+
+    def __init__(self, dataset: FactorObservationDataset) -> None:
+        self.sizes = np.asarray(dataset.factor_sizes)
+        skew = np.random.default_rng(0).normal(size=(10, 10))
+        skew = 0.1 * (skew - skew.T) / math.sqrt(10)
+        from scipy.linalg import expm
+
+        rotation = expm(skew)
+        grid = np.indices(self.sizes).reshape(len(self.sizes), -1).T
+        scaled = grid / (self.sizes - 1)
+        informative = scaled + 0.05 * _pseudo_noise(grid, 1, len(self.sizes))
+        nuisance = 0.5 * _pseudo_noise(grid, 2, 5)
+        self.table = (np.concatenate([informative, nuisance], axis=1) @ rotation.T).astype(np.float32)
+        self.strides = np.cumprod(self.sizes[::-1])[::-1][1:].tolist() + [1]
+
+    def __call__(self, x: torch.Tensor) -> np.ndarray:
+        factors = np.rint(np.asarray(x) * (self.sizes - 1)).astype(np.int64)
+        return self.table[factors @ np.asarray(self.strides)]
+
+
+class ImageStatistics:
+    """Fixed random linear map (seed 0) of seven standardised image statistics to 10 dimensions."""
+
+    def __init__(self) -> None:
+        self.weights = torch.as_tensor(np.random.default_rng(0).normal(size=(7, 10)), dtype=torch.float32)
+        self.mean = None
+        self.std = None
+
+    def stats(self, x: torch.Tensor) -> torch.Tensor:
+        img = x.float().mean(dim=1)  # (n, H, W)
+        n, h, w = img.shape
+        ys = torch.linspace(-1, 1, h).view(1, h, 1)
+        xs = torch.linspace(-1, 1, w).view(1, 1, w)
+        mass = img.sum(dim=(1, 2)).clamp_min(1e-6)
+        cx = (img * xs).sum(dim=(1, 2)) / mass
+        cy = (img * ys).sum(dim=(1, 2)) / mass
+        dx = xs - cx.view(n, 1, 1)
+        dy = ys - cy.view(n, 1, 1)
+        mu20 = (img * dx * dx).sum(dim=(1, 2)) / mass
+        mu02 = (img * dy * dy).sum(dim=(1, 2)) / mass
+        mu11 = (img * dx * dy).sum(dim=(1, 2)) / mass
+        r3 = (img * (dx * dx + dy * dy) ** 1.5).sum(dim=(1, 2)) / mass
+        return torch.stack([mass / (h * w), cx, cy, mu20, mu02, mu11, r3], dim=1)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.stats(x)
+        if self.mean is None:  # fixed on the first batch, then frozen
+            self.mean, self.std = s.mean(dim=0), s.std(dim=0).clamp_min(1e-6)
+        return ((s - self.mean) / self.std) @ self.weights
+
+
+def build(data: str):
+    if data == "sprites":
+        from disentangle.data import DATASETS
+
+        dataset = DATASETS.build("sprites")
+        rep = ImageStatistics()
+        rep(dataset.sample_observations_from_factors(dataset.sample_factors(4096, np.random.default_rng(123)), np.random.default_rng(123)))
+        return dataset, rep, "sprites images; code = random linear map of 7 image statistics (10-d)"
+    dataset = FactorObservationDataset(DSPRITES_SIZES, NAMES)
+    return dataset, NearPerfectCode(dataset), "factor observations (dSprites grid); near-perfect rotated 10-d code"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", choices=("auto", "sprites", "factors"), default="auto")
+    parser.add_argument("--metrics", default=",".join(LOCATELLO_METRICS),
+                        help="comma-separated metric names (default: the six of Locatello et al.)")
+    parser.add_argument("--n-jobs", type=int, default=None, help="joblib workers (default: one per core)")
+    parser.add_argument("--dci-booster", default="sklearn", choices=("sklearn", "hist"))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    data = args.data
+    if data == "auto":
+        from disentangle.data import DATASETS
+
+        data = "sprites" if "sprites" in DATASETS else "factors"
+    dataset, rep, description = build(data)
+    names = [n.strip() for n in args.metrics.split(",") if n.strip()]
+    for n in names:
+        METRICS.get(n)
+    import sklearn
+
+    print(f"data: {description}")
+    print(f"python {platform.python_version()}, torch {torch.__version__}, scikit-learn {sklearn.__version__}, "
+          f"{len(os.sched_getaffinity(0))} cores, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'metric':<26}{'seconds':>9}{'reference':>11}{'speed-up':>10}   scores")
+    total = ref_total = six_total = 0.0
+    # warm the imports (scikit-learn, joblib workers) outside the timings
+    METRICS.get("sap_score")(dataset, rep, seed=args.seed, num_train=200, num_test=100, n_jobs=args.n_jobs)
+    for name in names:
+        kwargs = {}
+        if name in ("dci", "modularity_explicitness", "sap_score", "downstream_task"):
+            kwargs["n_jobs"] = args.n_jobs
+        if name == "dci":
+            kwargs["booster"] = args.dci_booster
+        if name == "downstream_task":
+            kwargs["predictors"] = ("logistic_regression",)
+        start = time.perf_counter()
+        scores = METRICS.get(name)(dataset, rep, seed=args.seed, **kwargs)
+        seconds = time.perf_counter() - start
+        ref = REFERENCE_SECONDS.get(name)
+        total += seconds
+        if name in LOCATELLO_METRICS:
+            ref_total += ref
+            six_total += seconds
+        main_scores = ", ".join(f"{k}={v:.3f}" for k, v in list(scores.items())[:4])
+        ratio = f"{ref / seconds:9.1f}x" if ref else f"{'':>10}"
+        ref_s = f"{ref:10.0f}s" if ref else f"{'':>11}"
+        print(f"{name:<26}{seconds:8.1f}s{ref_s}{ratio}   {main_scores}", flush=True)
+    six = [n for n in names if n in LOCATELLO_METRICS]
+    print(f"{'total':<26}{total:8.1f}s")
+    if len(six) == len(LOCATELLO_METRICS):
+        print(f"six defaults: {six_total:.1f} s vs reference {ref_total:.0f} s: {ref_total / six_total:.1f}x faster")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

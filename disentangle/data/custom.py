@@ -1,0 +1,174 @@
+"""Your own ground-truth dataset: arrays of images plus their factor classes.
+
+Two ways in:
+
+* In Python, :func:`from_arrays` turns ``images`` and ``factor_classes`` (one row of class
+  indices per image, any order) into an :class:`~disentangle.data.IndexedImageDataset` that
+  metrics and the trainer accept::
+
+      from disentangle.data.custom import from_arrays
+      ds = from_arrays(images, classes, factor_names=("size", "x", "y"))
+
+* From a YAML config, ``data.name: npz`` with ``data.path`` pointing to an ``.npz`` file holding
+  ``images`` (uint8) and ``factor_classes`` (integers), optionally ``factor_names`` (strings)::
+
+      np.savez("mine.npz", images=images, factor_classes=classes,
+               factor_names=np.array(["size", "x", "y"]))
+      python -m disentangle.train --config cfg.yaml data.name=npz data.path=mine.npz
+
+The classes must cover the full factor grid (every combination exactly once, as in all the
+benchmark datasets): that is what makes ``sample_observations_from_factors`` well defined.
+See ``examples/custom_dataset.py`` for a complete, runnable example.
+"""
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+import numpy as np
+import torch
+
+from . import DATASETS
+from .base import IndexedImageDataset, factor_strides, to_nchw_uint8
+from .download import CorruptDataFileError, load_npz_array, npz_keys
+
+Layout = Literal["auto", "NHW", "NHWC", "NCHW"]
+
+
+def infer_layout(shape: Sequence[int]) -> str:
+    """``"NHW"``, ``"NHWC"`` or ``"NCHW"`` for an image-stack shape; raises if ambiguous."""
+    if len(shape) == 3:
+        return "NHW"
+    if len(shape) != 4:
+        raise ValueError(f"images must have 3 or 4 axes (N,H,W / N,H,W,C / N,C,H,W), got shape {tuple(shape)}.")
+    last_is_c, second_is_c = shape[3] in (1, 3), shape[1] in (1, 3)
+    if last_is_c and not second_is_c:
+        return "NHWC"
+    if second_is_c and not last_is_c:
+        return "NCHW"
+    raise ValueError(f"cannot tell whether images of shape {tuple(shape)} are NHWC or NCHW; pass layout=.")
+
+
+def grid_order(factor_classes: np.ndarray) -> tuple[tuple[int, ...], np.ndarray]:
+    """Factor sizes of a complete grid and the permutation putting rows in row-major order.
+
+    Raises ``ValueError`` unless every combination of classes occurs exactly once.
+    """
+    classes = np.asarray(factor_classes)
+    if classes.ndim != 2 or not np.issubdtype(classes.dtype, np.integer):
+        raise ValueError(f"factor_classes must be an integer array (N, K), got {classes.dtype} {classes.shape}.")
+    if classes.size == 0 or (classes < 0).any():
+        raise ValueError("factor_classes must be non-empty with classes >= 0.")
+    classes = classes.astype(np.int64, copy=False)
+    sizes = tuple(int(s) for s in classes.max(axis=0) + 1)
+    n = int(np.prod(sizes))
+    index = classes @ factor_strides(sizes)
+    if classes.shape[0] != n or np.bincount(index, minlength=n).max() != 1:
+        missing = n - np.unique(index).size
+        raise ValueError(
+            f"factor_classes must cover the full grid of sizes {sizes} ({n} combinations) exactly "
+            f"once; got {classes.shape[0]} rows with {missing} combinations missing."
+        )
+    return sizes, np.argsort(index, kind="stable")
+
+
+def from_arrays(
+    images,
+    factor_classes,
+    factor_names: Sequence[str] | None = None,
+    *,
+    layout: Layout = "auto",
+    scale: float | None = None,
+    factor_values: Sequence[np.ndarray] | None = None,
+    device: str | torch.device = "cpu",
+) -> IndexedImageDataset:
+    """A ground-truth dataset from in-memory arrays.
+
+    Parameters
+    ----------
+    images:
+        uint8 (or bool) images, numpy or torch, ``(N, H, W)``, ``(N, H, W, C)`` or
+        ``(N, C, H, W)`` (``layout="auto"`` tells them apart by a channel axis of size 1 or 3).
+        Float images in [0, 1] are quantised to uint8.
+    factor_classes:
+        Integer array ``(N, K)``: the class of each factor for each image, in any row order.
+    factor_names:
+        ``K`` names (default ``factor0``, ``factor1``, ...).
+    scale:
+        Multiplier from the stored integers to [0, 1]; default 1.0 for 0/1 images, else 1/255.
+    factor_values:
+        Optional physical value of each class, one array per factor.
+    """
+    if isinstance(images, torch.Tensor):
+        images = images.detach().cpu().numpy()
+    images = np.asarray(images)
+    if images.dtype == np.bool_:
+        images = images.astype(np.uint8)
+    elif np.issubdtype(images.dtype, np.floating):
+        if images.size and (images.min() < 0 or images.max() > 1):
+            raise ValueError("float images must lie in [0, 1]; pass uint8 images otherwise.")
+        images = np.round(images * 255).astype(np.uint8)
+    elif images.dtype != np.uint8:
+        raise TypeError(f"images must be uint8, bool or float in [0, 1], got {images.dtype}.")
+    sizes, order = grid_order(np.asarray(factor_classes))
+    if images.shape[0] != order.size:
+        raise ValueError(f"{images.shape[0]} images but {order.size} rows of factor_classes.")
+    if factor_names is None:
+        factor_names = tuple(f"factor{k}" for k in range(len(sizes)))
+    if len(factor_names) != len(sizes):
+        raise ValueError(f"{len(factor_names)} factor_names for {len(sizes)} factors.")
+    fmt = infer_layout(images.shape) if layout == "auto" else layout
+    if not np.array_equal(order, np.arange(order.size)):
+        images = images[order]
+    if scale is None:
+        scale = 1.0 if int(images.max(initial=0)) <= 1 else 1.0 / 255.0
+    tensor = to_nchw_uint8(images, fmt).to(device)
+    return IndexedImageDataset(tensor, factor_names, sizes, scale=scale, factor_values=factor_values)
+
+
+@DATASETS.register("npz")
+def npz_dataset(
+    path: str,
+    *,
+    images_key: str = "images",
+    classes_key: str = "factor_classes",
+    factor_names: list[str] | None = None,
+    layout: Layout = "auto",
+    device: str = "cpu",
+) -> IndexedImageDataset:
+    """Your own dataset from an ``.npz`` file (read without pickle); see the module docstring.
+
+    ``factor_names`` defaults to the file's ``factor_names`` array if it has one.
+    """
+    keys = npz_keys(path)
+    for key in (images_key, classes_key):
+        if key not in keys:
+            raise CorruptDataFileError(
+                f"{path} has no array '{key}' (it has {', '.join(keys) or 'none'}); set "
+                "data.images_key / data.classes_key to the names your file uses."
+            )
+    images = load_npz_array(path, images_key)
+    classes = load_npz_array(path, classes_key)
+    if factor_names is None and "factor_names" in keys:
+        factor_names = [str(s) for s in load_npz_array(path, "factor_names")]
+    try:
+        return from_arrays(images, classes, factor_names, layout=layout, device=device)
+    except (ValueError, TypeError) as err:
+        raise CorruptDataFileError(f"{path}: {err}") from err
+
+
+def resize_images(images: np.ndarray, size: int = 64) -> np.ndarray:
+    """Resize a uint8 stack ``(N, H, W)`` or ``(N, H, W, C)`` to ``size``×``size`` (Lanczos).
+
+    Used once at load time by the loaders whose originals are larger than 64×64 (SmallNORB 96,
+    Cars3D 128), with the same filter family as disentanglement_lib's PIL ``ANTIALIAS``. It loops
+    over images with PIL (about 20 µs each): loading only, never sampling.
+    """
+    from PIL import Image
+
+    if images.shape[1:3] == (size, size):
+        return images
+    out = np.empty((images.shape[0], size, size, *images.shape[3:]), dtype=np.uint8)
+    for i in range(images.shape[0]):
+        img = Image.fromarray(images[i].squeeze(-1) if images.ndim == 4 and images.shape[3] == 1 else images[i])
+        out[i] = np.asarray(img.resize((size, size), Image.Resampling.LANCZOS)).reshape(out.shape[1:])
+    return out

@@ -1,0 +1,156 @@
+"""Command line: ``python -m disentangle.evaluate RUN_DIR [--metrics NAMES|all] [--output FILE]``.
+
+Evaluates a saved run on its own dataset (the ``data`` section of its config) and writes the
+scores as JSON (default ``RUN_DIR/metrics.json``)::
+
+    python -m disentangle.evaluate runs/quickstart                     # every metric
+    python -m disentangle.evaluate runs/quickstart --metrics mig,dci
+    python -m disentangle.evaluate runs/x --metrics dci --set dci.booster=hist --set dci.num_train=2000
+
+The JSON holds ``{"run_dir", "seed", "metrics": {metric: {score: value}}, "seconds": {metric: s}}``.
+An unknown metric name or setting is reported on stderr (with the valid names) and exits with
+status 2, before anything is loaded.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .registry import ConfigError, DisentangleError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m disentangle.evaluate",
+        description="Compute disentanglement metrics of a trained run on its own dataset.",
+    )
+    p.add_argument("run_dir", help="run folder (holding checkpoint.pt and config.yaml) or checkpoint file")
+    p.add_argument("--metrics", "-m", default="all",
+                   help="comma-separated metric names, or 'all' (default); see disentangle.metrics.METRICS")
+    p.add_argument("--output", "-o", default=None, help="JSON file to write (default: RUN_DIR/metrics.json)")
+    p.add_argument("--seed", type=int, default=None, help="metric seed (default: the run's config seed, else 0)")
+    p.add_argument("--device", default="cpu", help="device for the model and the dataset (default: cpu)")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="METRIC.KEY=VALUE",
+                   help="a metric setting, e.g. dci.num_train=2000 or downstream_task.predictors=[logistic_regression]"
+                   " (repeatable; VALUE is parsed as YAML)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[str, Any]]:
+    """``["dci.num_train=2000"]`` -> ``{"dci": {"num_train": 2000}}``, checked against the signatures."""
+    import inspect
+
+    import yaml
+
+    from .metrics import METRICS
+    from .registry import did_you_mean
+
+    settings: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        metric, dot, option = key.strip().partition(".")
+        if not sep or not dot or not option:
+            raise ConfigError(f"--set expects METRIC.KEY=VALUE (e.g. dci.num_train=2000), got '{item}'.")
+        fn = METRICS.get(metric)
+        if metric not in metric_names:
+            raise ConfigError(f"--set {key}: metric '{metric}' is not among the metrics being computed.")
+        params = [
+            name for name, p in inspect.signature(fn).parameters.items()
+            if p.kind == p.KEYWORD_ONLY and name != "seed"
+        ]
+        if option not in params:
+            raise ConfigError(
+                f"--set {key}: '{metric}' has no setting '{option}'.{did_you_mean(option, params)} "
+                f"Its settings: {', '.join(params)}."
+            )
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"--set {key}: cannot parse the value '{raw}' ({err}).") from None
+        settings.setdefault(metric, {})[option] = value
+    return settings
+
+
+def _load_run(run_dir: Path, device: str):
+    import disentangle
+    from .data import build_dataset
+
+    model = disentangle.load(run_dir, map_location=device)
+    config = getattr(model, "config", None)
+    if not isinstance(config, dict) or "data" not in config:
+        raise ConfigError(f"the model loaded from '{run_dir}' has no config with a 'data' section.")
+    dataset = build_dataset(dict(config["data"]), device=device)
+    return model, dataset, config
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        from .metrics import evaluate_metrics, resolve_metric_names
+
+        names = resolve_metric_names(args.metrics)  # fails fast on a typo, before loading anything
+        settings = parse_settings(args.settings, names)
+        run_dir = Path(args.run_dir)
+        model, dataset, config = _load_run(run_dir, args.device)
+        names = resolve_metric_names(args.metrics, model)  # "all" now knows whether there is an encoder
+        seed = args.seed if args.seed is not None else int(config.get("seed", 0) or 0)
+        output = Path(args.output) if args.output else (run_dir if run_dir.is_dir() else run_dir.parent) / "metrics.json"
+
+        seconds: dict[str, float] = {}
+        bar = None
+        if not args.no_progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(names), desc="metrics", unit="metric", file=sys.stderr)
+            bar.set_postfix_str(names[0])
+
+        def done(name: str, scores: dict[str, float], secs: float) -> None:
+            seconds[name] = round(secs, 3)
+            if bar is not None:
+                bar.update(1)
+                nxt = names.index(name) + 1
+                bar.set_postfix_str(names[nxt] if nxt < len(names) else "")
+
+        start = time.perf_counter()
+        try:
+            results = evaluate_metrics(dataset, model, names, seed=seed, settings=settings, callback=done)
+        finally:
+            if bar is not None:
+                bar.close()
+        record = {
+            "run_dir": str(run_dir),
+            "seed": seed,
+            "metrics": results,
+            "seconds": seconds,
+            "total_seconds": round(time.perf_counter() - start, 3),
+        }
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(record, indent=2) + "\n")
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (DisentangleError, FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: no metrics were written.", file=sys.stderr)
+        return 130
+    print(_table(results))
+    print(f"wrote {output}")
+    return 0
+
+
+def _table(results: dict[str, dict[str, float]]) -> str:
+    """A plain two-column table of every score."""
+    rows = [(f"{metric}.{key}", value) for metric, scores in results.items() for key, value in scores.items()]
+    width = max((len(r[0]) for r in rows), default=10)
+    return "\n".join(f"{name:<{width}}  {value:.4f}" for name, value in rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,458 @@
+"""Shared machinery of the metrics: representation calls, sampling, discretisation, information.
+
+Conventions used by every metric in this package:
+
+* codes are ``(n, d)`` float64 arrays (one row per observation) and factors ``(n, K)`` int64
+  arrays of class indices. (disentanglement_lib stores both transposed; the maths is the same.)
+* a metric draws all of its randomness from ``np.random.default_rng(seed)`` (sampling) and from
+  integers derived from ``seed`` (classifier ``random_state``), never from global state, so the same
+  seed gives the same numbers, whatever ``n_jobs`` is.
+* the representation is called on batches of ``representation_batch_size`` observations (1,024 by
+  default) under :func:`torch.no_grad`, observations moved to the model's device.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+import os
+import warnings
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import torch
+
+from ..registry import ConfigError
+
+#: observations per representation call unless a metric is told otherwise
+DEFAULT_REPRESENTATION_BATCH_SIZE = 1024
+
+
+# --------------------------------------------------------------------------- argument checks
+def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    """``value`` as an int, or a :class:`ConfigError` saying what was expected."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise ConfigError(
+            f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}."
+        )
+    return value
+
+
+def check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}.")
+    return int(seed)
+
+
+def check_dataset(dataset: Any) -> tuple[int, ...]:
+    """Check ``dataset`` has the ground-truth interface; return its factor sizes."""
+    missing = [
+        name
+        for name in ("factor_sizes", "sample_factors", "sample_observations_from_factors")
+        if not hasattr(dataset, name)
+    ]
+    if missing:
+        raise TypeError(
+            f"{type(dataset).__name__} lacks {', '.join(missing)}: a metric needs a dataset with "
+            "the ground-truth interface (factor_names, factor_sizes, sample_factors(n, rng), "
+            "sample_observations_from_factors(factors, rng)); see disentangle.data.GroundTruthDataset."
+        )
+    sizes = tuple(int(s) for s in dataset.factor_sizes)
+    if not sizes or any(s < 1 for s in sizes):
+        raise ValueError(f"dataset.factor_sizes must be positive integers, got {sizes}.")
+    return sizes
+
+
+def factor_names(dataset: Any) -> tuple[str, ...]:
+    """The dataset's factor names, or ``factor_0, factor_1, ...`` where it has none."""
+    sizes = check_dataset(dataset)
+    names = getattr(dataset, "factor_names", None)
+    if names is None or len(names) != len(sizes):
+        return tuple(f"factor_{i}" for i in range(len(sizes)))
+    return tuple(str(n) for n in names)
+
+
+def derived_seed(seed: int, tag: int) -> int:
+    """A 32-bit integer derived from ``(seed, tag)``, used as a classifier ``random_state``.
+
+    Kept separate from the sampling generator so that the sampled data do not depend on how many
+    classifiers a metric fits.
+    """
+    return int(np.random.SeedSequence([int(seed), int(tag)]).generate_state(1)[0])
+
+
+# --------------------------------------------------------------------------- representations
+class RepresentationFunction:
+    """Batched, gradient-free calls of a representation, returning float64 ``(n, d)`` arrays.
+
+    ``representation`` is either a model (anything with a ``representation(x)`` method, such as
+    a trained VAE, whose posterior means are the codes) or any callable mapping a batch of
+    observations to codes ``(n, d)`` as a tensor or array. When the model (or the callable) is a
+    :class:`torch.nn.Module`, observations are moved to the device of its first parameter.
+    """
+
+    def __init__(self, representation: Any, batch_size: int = DEFAULT_REPRESENTATION_BATCH_SIZE):
+        if isinstance(representation, RepresentationFunction):
+            representation = representation.target
+        self.target = representation
+        self.batch_size = check_positive_int("representation_batch_size", batch_size)
+        method = getattr(representation, "representation", None)
+        if callable(method):
+            self._fn: Callable[[Any], Any] = method
+        elif callable(representation):
+            self._fn = representation
+        else:
+            raise TypeError(
+                "representation must be a model with a representation(x) method or a callable "
+                f"mapping a batch of observations to codes (n, d); got {type(representation).__name__}."
+            )
+        module = representation if isinstance(representation, torch.nn.Module) else None
+        self.device: torch.device | None = None
+        if module is not None:
+            first = next(module.parameters(), None)
+            if first is None:
+                first = next(module.buffers(), None)
+            self.device = first.device if first is not None else None
+
+    def _call(self, observations: Any) -> np.ndarray:
+        if self.device is not None:
+            if isinstance(observations, np.ndarray):
+                observations = torch.as_tensor(observations)
+            if isinstance(observations, torch.Tensor) and observations.device != self.device:
+                observations = observations.to(self.device)
+        with torch.no_grad():
+            out = self._fn(observations)
+        if isinstance(out, tuple):
+            raise TypeError(
+                "the representation returned a tuple; it must return one array of codes (n, d). "
+                "(A model's encode() returns (mu, logvar): pass the model itself, whose "
+                "representation() gives the posterior means.)"
+            )
+        if isinstance(out, torch.Tensor):
+            out = out.detach().to("cpu", torch.float64).numpy()
+        out = np.asarray(out, dtype=np.float64)
+        return out
+
+    def __call__(self, observations: Any) -> np.ndarray:
+        """Codes ``(n, d)`` float64 for a batch of observations, called in chunks."""
+        n = len(observations)
+        parts = [
+            self._call(observations[start : start + self.batch_size])
+            for start in range(0, n, self.batch_size)
+        ]
+        codes = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        return check_codes(codes, n)
+
+
+def check_codes(codes: np.ndarray, n: int | None = None) -> np.ndarray:
+    """Validate the codes a representation returned: finite, 2-D, one row per observation."""
+    if codes.ndim == 1 and n is not None and codes.shape[0] == n:
+        raise ValueError(
+            f"the representation returned a 1-D array of shape {codes.shape}; codes must have "
+            "shape (n, d) (use codes[:, None] for a one-dimensional code)."
+        )
+    if codes.ndim != 2:
+        raise ValueError(
+            f"the representation must return codes of shape (n, d), got shape {codes.shape}."
+        )
+    if n is not None and codes.shape[0] != n:
+        raise ValueError(
+            f"the representation returned {codes.shape[0]} rows for {n} observations; it must "
+            "return one code per observation."
+        )
+    if codes.shape[1] < 1:
+        raise ValueError("the representation returned codes with zero dimensions.")
+    if not np.isfinite(codes).all():
+        raise ValueError("the representation returned non-finite values (NaN or inf).")
+    return codes
+
+
+def as_representation_function(representation: Any, batch_size: int | None = None) -> RepresentationFunction:
+    if isinstance(representation, RepresentationFunction) and (
+        batch_size is None or batch_size == representation.batch_size
+    ):
+        return representation
+    return RepresentationFunction(
+        representation, DEFAULT_REPRESENTATION_BATCH_SIZE if batch_size is None else batch_size
+    )
+
+
+# --------------------------------------------------------------------------- sampling
+def sample_factors(dataset: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+    sizes = check_dataset(dataset)
+    factors = np.asarray(dataset.sample_factors(n, rng))
+    if factors.shape != (n, len(sizes)):
+        raise ValueError(
+            f"dataset.sample_factors({n}, rng) returned shape {factors.shape}, expected {(n, len(sizes))}."
+        )
+    return factors.astype(np.int64, copy=False)
+
+
+def codes_for_factors(
+    dataset: Any, code_fn: RepresentationFunction, factors: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Codes of observations drawn for ``factors``, in chunks of ``code_fn.batch_size``."""
+    step = code_fn.batch_size
+    parts = []
+    for start in range(0, len(factors), step):
+        chunk = factors[start : start + step]
+        parts.append(code_fn(dataset.sample_observations_from_factors(chunk, rng)))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+
+class _CodeCache:
+    """Memo of :func:`sample_codes_and_factors` keyed on the generator state (see :func:`code_cache`)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple, tuple[np.ndarray, np.ndarray, dict]] = {}
+        self.hits = 0
+
+
+_ACTIVE_CACHE: list[_CodeCache] = []
+
+
+@contextlib.contextmanager
+def code_cache():
+    """Within this context, identical draws of (codes, factors) are computed once.
+
+    Most metrics start with ``rng = default_rng(seed)`` and draw ``num_train`` then ``num_test``
+    points, so with the same seed MIG, DCI, SAP, modularity and the unsupervised scores use the same
+    samples (as in disentanglement_lib, where each metric re-seeds its RandomState). A draw is keyed
+    on (dataset, representation, generator state, n); a hit returns the stored arrays *and* advances
+    the generator to the state the draw left it in, so results are identical with or without the
+    cache. :func:`disentangle.metrics.evaluate_metrics` uses it.
+    """
+    cache = _CodeCache()
+    _ACTIVE_CACHE.append(cache)
+    try:
+        yield cache
+    finally:
+        _ACTIVE_CACHE.remove(cache)
+
+
+def sample_codes_and_factors(
+    dataset: Any, code_fn: RepresentationFunction, n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` uniformly drawn factor vectors and the codes of observations drawn for them.
+
+    Returns ``(codes (n, d) float64, factors (n, K) int64)``.
+    """
+    cache = _ACTIVE_CACHE[-1] if _ACTIVE_CACHE else None
+    key = None
+    if cache is not None:
+        key = (id(dataset), id(code_fn.target), code_fn.batch_size, repr(rng.bit_generator.state), n)
+        hit = cache.entries.get(key)
+        if hit is not None:
+            codes, factors, state_after = hit
+            rng.bit_generator.state = state_after
+            cache.hits += 1
+            return codes.copy(), factors.copy()
+    factors = sample_factors(dataset, n, rng)
+    codes = codes_for_factors(dataset, code_fn, factors, rng)
+    if cache is not None:
+        cache.entries[key] = (codes.copy(), factors.copy(), rng.bit_generator.state)
+    return codes, factors
+
+
+def sample_fixed_factor_groups(
+    dataset: Any, num_groups: int, group_size: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Groups of factor vectors sharing the value of one random factor (others uniform).
+
+    Returns ``(factor_index (num_groups,), factors (num_groups, group_size, K))``: in group ``g``
+    every row has factor ``factor_index[g]`` equal to that of the group's first row (the sampling
+    step of the FactorVAE score, vectorised over groups).
+    """
+    sizes = check_dataset(dataset)
+    index = rng.integers(len(sizes), size=num_groups)
+    factors = sample_factors(dataset, num_groups * group_size, rng).reshape(
+        num_groups, group_size, len(sizes)
+    )
+    rows = np.arange(num_groups)
+    factors[rows, :, index] = factors[rows, 0, index][:, None]
+    return index, factors
+
+
+# --------------------------------------------------------------------------- discretisation
+def histogram_discretize(codes: np.ndarray, num_bins: int = 20) -> np.ndarray:
+    """Per code dimension, the bin index (0-based) in ``num_bins`` equal-width bins.
+
+    Bit-for-bit the reference rule ``np.digitize(x, np.histogram(x, num_bins)[1][:-1]) - 1``
+    applied to each column ``x``: the bin edges span ``[min, max]`` of that column (``[x-0.5,
+    x+0.5]`` for a constant column, as in :func:`np.histogram`), the maximum falls into the last bin.
+    Vectorised over columns: the bin is computed arithmetically and corrected against the exact
+    ``np.linspace`` edges, so no per-column loop is needed. Returns int64 ``(n, d)``.
+    """
+    num_bins = check_positive_int("num_bins", num_bins)
+    codes = np.asarray(codes, dtype=np.float64)
+    if codes.ndim != 2:
+        raise ValueError(f"codes must have shape (n, d), got {codes.shape}.")
+    if not np.isfinite(codes).all():
+        raise ValueError("codes must be finite to be discretised.")
+    lo = codes.min(axis=0)
+    hi = codes.max(axis=0)
+    const = lo == hi
+    lo = np.where(const, lo - 0.5, lo)
+    hi = np.where(const, hi + 0.5, hi)
+    edges = np.linspace(lo, hi, num_bins + 1, axis=0)  # (num_bins + 1, d), as np.histogram
+    with np.errstate(invalid="ignore", divide="ignore"):
+        guess = np.floor((codes - lo) / (hi - lo) * num_bins)
+    bins = np.clip(np.nan_to_num(guess), 0, num_bins - 1).astype(np.int64)
+    cols = np.broadcast_to(np.arange(codes.shape[1]), codes.shape)
+    for _ in range(4):  # the arithmetic guess is off by at most one edge; fix against the edges
+        down = (codes < edges[bins, cols]) & (bins > 0)
+        up = (bins < num_bins - 1) & (codes >= edges[np.minimum(bins + 1, num_bins), cols])
+        if not (down.any() or up.any()):
+            break
+        bins = bins - down + up
+    return bins
+
+
+# --------------------------------------------------------------------------- information
+def _compact_labels(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Relabel each column to ``0..c-1``; return the labels offset into one joint index and the offsets."""
+    labels = np.asarray(labels)
+    if labels.ndim != 2:
+        raise ValueError(f"labels must have shape (n, k), got {labels.shape}.")
+    if not (np.issubdtype(labels.dtype, np.integer) or np.issubdtype(labels.dtype, np.bool_)):
+        raise ValueError(f"labels must be integers (discretise codes first), got {labels.dtype}.")
+    compact = np.empty(labels.shape, dtype=np.int64)
+    sizes = np.empty(labels.shape[1], dtype=np.int64)
+    for j in range(labels.shape[1]):  # one pass per column (not per pair)
+        uniq, inverse = np.unique(labels[:, j], return_inverse=True)
+        compact[:, j] = inverse.ravel()
+        sizes[j] = len(uniq)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return compact + offsets, offsets
+
+
+def _one_hot(joint_labels: np.ndarray, total: int) -> np.ndarray:
+    n, k = joint_labels.shape
+    # float32 sums integer counts exactly below 2**24 and halves the matrix-product time
+    out = np.zeros((n, total), dtype=np.float32 if n < 2**24 else np.float64)
+    out[np.repeat(np.arange(n), k), joint_labels.ravel()] = 1.0
+    return out
+
+
+def discrete_mutual_info(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Mutual information in nats between every column of ``a`` and every column of ``b``.
+
+    ``a`` is ``(n, p)`` and ``b`` is ``(n, q)``, both integer labels; returns ``(p, q)`` with entry
+    ``[i, j] = sklearn.metrics.mutual_info_score(a[:, i], b[:, j])`` (plug-in estimate from the joint
+    histogram, natural log, clipped at 0). All ``p x q`` contingency tables come from one matrix
+    product of one-hot encodings, so there is no loop over pairs.
+    """
+    a_lab, a_off = _compact_labels(a)
+    b_lab, b_off = _compact_labels(b)
+    if a_lab.shape[0] != b_lab.shape[0]:
+        raise ValueError(f"a and b must have the same number of rows, got {a.shape[0]} and {b.shape[0]}.")
+    n = a_lab.shape[0]
+    if n == 0:
+        raise ValueError("mutual information needs at least one sample.")
+    na = int(a_lab.max()) + 1
+    nb = int(b_lab.max()) + 1
+    a_hot = _one_hot(a_lab, na)
+    b_hot = a_hot if (b is a) else _one_hot(b_lab, nb)
+    # (na, nb) counts: every pair's contingency table is one block of this product
+    joint = (a_hot.T @ b_hot).astype(np.float64)
+    count_a = np.bincount(a_lab.ravel(), minlength=na).astype(np.float64)
+    count_b = np.bincount(b_lab.ravel(), minlength=nb).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = joint * (np.log(joint) + math.log(n) - np.log(count_a)[:, None] - np.log(count_b)[None, :])
+    terms[joint == 0] = 0.0
+    mi = np.add.reduceat(np.add.reduceat(terms, a_off, axis=0), b_off, axis=1) / n
+    return np.maximum(mi, 0.0)
+
+
+def discrete_entropy(labels: np.ndarray) -> np.ndarray:
+    """Plug-in entropy in nats of each column of integer ``labels`` ``(n, k)``; returns ``(k,)``."""
+    joint_labels, offsets = _compact_labels(labels)
+    n = joint_labels.shape[0]
+    if n == 0:
+        raise ValueError("entropy needs at least one sample.")
+    counts = np.bincount(joint_labels.ravel(), minlength=int(joint_labels.max()) + 1).astype(np.float64)
+    p = counts / n
+    terms = -p * np.log(p)
+    return np.maximum(np.add.reduceat(terms, offsets), 0.0)
+
+
+def normalize_codes(
+    train: np.ndarray, test: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Standardise with the training mean and standard deviation (a constant column is only centred)."""
+    mean = train.mean(axis=0)
+    std = train.std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    return (train - mean) / std, None if test is None else (test - mean) / std
+
+
+# --------------------------------------------------------------------------- parallel fits
+def resolve_n_jobs(n_jobs: int | None, num_tasks: int) -> int:
+    """``None`` means one worker per available core (at most one per task); ``-1`` all cores."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    if n_jobs is None or n_jobs == -1:
+        n_jobs = cores
+    elif isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs < 1:
+        raise ConfigError(f"n_jobs must be None, -1 or a positive integer, got {n_jobs!r}.")
+    return max(1, min(int(n_jobs), num_tasks))
+
+
+_CONTROLLER: list = []
+
+
+def _thread_limit():
+    """A context limiting BLAS/OpenMP to one thread (the controller is built once per process)."""
+    if not _CONTROLLER:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1)
+
+
+def _run_task(fn: Callable, args: tuple) -> Any:
+    # One BLAS/OpenMP thread per task: the tasks are small, oversubscription slows them down a lot,
+    # and a fixed thread count keeps the floating-point results identical for any n_jobs.
+    with _thread_limit(), warnings.catch_warnings():
+        from sklearn.exceptions import ConvergenceWarning
+
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return fn(*args)
+
+
+def parallel_map(
+    fn: Callable, tasks: Iterable[tuple], n_jobs: int | None, costs: Sequence[float] | None = None
+) -> list:
+    """``[fn(*t) for t in tasks]``, run on ``n_jobs`` joblib workers when there is more than one.
+
+    ``costs`` (optional, one per task) schedules the most expensive tasks first, which balances
+    uneven tasks (e.g. one boosted-trees fit per factor with 3 vs 40 classes) across the workers.
+    Results are returned in task order and do not depend on ``n_jobs``. The joblib backend is
+    joblib's default (``loky`` processes) unless changed with ``joblib.parallel_config``.
+    """
+    tasks = list(tasks)
+    workers = resolve_n_jobs(n_jobs, len(tasks))
+    order = list(range(len(tasks)))
+    if costs is not None:
+        order.sort(key=lambda i: -costs[i])
+    if workers == 1:
+        results = {i: _run_task(fn, tasks[i]) for i in order}
+    else:
+        from joblib import Parallel, delayed
+
+        out = Parallel(n_jobs=workers, batch_size=1)(delayed(_run_task)(fn, tasks[i]) for i in order)
+        results = dict(zip(order, out))
+    return [results[i] for i in range(len(tasks))]
+
+
+def as_float_dict(scores: dict[str, Any]) -> dict[str, float]:
+    """Every value as a plain Python float (the contract of a metric's return value)."""
+    return {str(k): float(v) for k, v in scores.items()}

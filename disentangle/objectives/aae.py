@@ -1,0 +1,185 @@
+"""Adversarial autoencoder (Makhzani et al. 2015): match q(z) to the prior with a latent discriminator."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..precision import Precision
+from . import OBJECTIVES
+from .base import Objective
+from .discriminator import MLPDiscriminator, adam_betas, frozen, non_negative, positive
+from .losses import RECONSTRUCTIONS, reconstruction_loss, reparameterize
+
+ENCODERS = ("deterministic", "gaussian")
+
+
+@OBJECTIVES.register("aae")
+class AAE(Objective):
+    """Adversarial autoencoder: reconstruction phase, then regularisation phase.
+
+    Makhzani, Shlens, Jaitly, Goodfellow & Frey, "Adversarial Autoencoders", arXiv:1511.05644
+    (section 2). Each training step, on one batch:
+
+    1. **Reconstruction phase** (optimizer ``"model"``: encoder + decoder): minimise ``recon``.
+    2. **Regularisation phase**, on the codes ``z = q(x)`` of the updated encoder:
+
+       a. *discriminator* (optimizer ``"discriminator"``): binary cross-entropy telling prior
+          samples ``z' ~ N(0, I)`` (label 1) from ``z.detach()`` (label 0); detached, so no
+          gradient reaches the encoder;
+       b. *generator* (optimizer ``"generator"``: encoder only): ``adversarial_weight ·
+          BCE(D(z), 1)`` (the non-saturating form of ``−log D(z)``) with D's parameters frozen.
+
+    The encoder is deterministic by default (``z = μ(x)``, the paper's main choice; the
+    log-variance head is unused); ``encoder: gaussian`` samples ``z = μ + σ·ε``. There is no KL term
+    and no β.
+
+    Parameters
+    ----------
+    encoder:
+        ``"deterministic"`` (default) or ``"gaussian"``.
+    adversarial_weight:
+        Weight of the generator loss. Default 1.
+    discriminator_lr, discriminator_betas:
+        Adam for D. Defaults 1e-4 and [0.5, 0.9] (not from the paper, which used SGD with momentum).
+    discriminator_hidden, discriminator_layers:
+        D's width and depth (ReLU). Defaults 1000 and 2 (Makhzani et al.).
+    reconstruction:
+        ``"bernoulli"`` (default) or ``"gaussian"``.
+
+    Terms: ``loss`` (= recon + adversarial_weight · generator_loss, what the encoder minimises over
+    the step), ``recon``, ``generator_loss``, ``discriminator_loss``, ``discriminator_accuracy``
+    (fraction of prior and encoded codes classified correctly).
+    """
+
+    def __init__(
+        self,
+        encoder: str = "deterministic",
+        adversarial_weight: float = 1.0,
+        discriminator_lr: float = 1e-4,
+        discriminator_betas: list[float] = [0.5, 0.9],
+        discriminator_hidden: int = 1000,
+        discriminator_layers: int = 2,
+        reconstruction: str = "bernoulli",
+    ) -> None:
+        super().__init__()
+        if encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}.")
+        self.encoder_kind = encoder
+        self.adversarial_weight = non_negative("adversarial_weight", adversarial_weight)
+        self.discriminator_lr = positive("discriminator_lr", discriminator_lr)
+        self.discriminator_betas = adam_betas("discriminator_betas", discriminator_betas)
+        if discriminator_hidden < 1 or discriminator_layers < 1:
+            raise ValueError(
+                "discriminator_hidden and discriminator_layers must be positive integers, got "
+                f"{discriminator_hidden} and {discriminator_layers}."
+            )
+        self.discriminator_hidden = int(discriminator_hidden)
+        self.discriminator_layers = int(discriminator_layers)
+        if reconstruction not in RECONSTRUCTIONS:
+            raise ValueError(f"reconstruction must be one of {RECONSTRUCTIONS}, got {reconstruction!r}.")
+        self.reconstruction = reconstruction
+        self.discriminator: MLPDiscriminator | None = None
+
+    # ------------------------------------------------------------------ setup
+    def setup(self, *, model, dataset_size: int) -> None:
+        super().setup(model=model, dataset_size=dataset_size)
+        latent_dim = int(model.latent_dim)
+        if self.discriminator is None or self.discriminator.in_features != latent_dim:
+            self.discriminator = MLPDiscriminator(
+                latent_dim, self.discriminator_hidden, self.discriminator_layers, 1, "relu"
+            )
+        self.discriminator.to(next(model.parameters()).device)
+
+    def _require_discriminator(self) -> MLPDiscriminator:
+        if self.discriminator is None:
+            raise RuntimeError("AAE needs setup(model=..., dataset_size=...) before use (it builds D there).")
+        return self.discriminator
+
+    def configure_optimizers(self, model, *, lr: float, betas: tuple[float, float], eps: float = 1e-8):
+        disc = self._require_discriminator()
+        return {
+            "model": torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps),
+            "discriminator": torch.optim.Adam(
+                disc.parameters(), lr=self.discriminator_lr, betas=self.discriminator_betas, eps=eps
+            ),
+            "generator": torch.optim.Adam(model.encoder.parameters(), lr=lr, betas=betas, eps=eps),
+        }
+
+    # ------------------------------------------------------------------ pieces
+    def encode(self, model, x: torch.Tensor) -> torch.Tensor:
+        """The code ``z`` of ``x``: ``μ(x)``, or a sample of ``q(z|x)`` for ``encoder: gaussian``."""
+        mu, logvar = model.encode(x)
+        return mu if self.encoder_kind == "deterministic" else reparameterize(mu, logvar)
+
+    def reconstruction_terms(self, model, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        recon = reconstruction_loss(model.decode(self.encode(model, x)), x, self.reconstruction)
+        return {"recon": recon}
+
+    def discriminator_terms(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        """D's loss on prior samples (label 1) and ``z.detach()`` (label 0); never reaches the encoder."""
+        disc = self._require_discriminator()
+        z = z.detach()
+        prior = torch.randn(z.shape, device=z.device, dtype=z.dtype)
+        logits = disc(torch.cat([prior, z])).float().squeeze(1)
+        b = z.shape[0]
+        labels = torch.cat([torch.ones(b), torch.zeros(b)]).to(logits.device)
+        loss = F.binary_cross_entropy_with_logits(logits, labels)
+        accuracy = ((logits > 0).float() == labels).float().mean()
+        return {"discriminator_loss": loss, "discriminator_accuracy": accuracy}
+
+    def generator_terms(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``BCE(D(z), 1)`` with D frozen: gradients reach the encoder only."""
+        disc = self._require_discriminator()
+        with frozen(disc):
+            logits = disc(z).float().squeeze(1)
+        return {"generator_loss": F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))}
+
+    def forward(self, model, x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
+        """All terms on one batch without any update (for evaluation)."""
+        z = self.encode(model, x)
+        recon = reconstruction_loss(model.decode(z), x, self.reconstruction)
+        gen = self.generator_terms(z)["generator_loss"]
+        with torch.no_grad():
+            d_terms = self.discriminator_terms(z)
+        return {
+            "loss": recon + self.adversarial_weight * gen,
+            "recon": recon,
+            "generator_loss": gen,
+            **d_terms,
+        }
+
+    # ------------------------------------------------------------------ training
+    def train_step(
+        self,
+        model,
+        x: torch.Tensor,
+        *,
+        step: int,
+        optimizers: dict[str, torch.optim.Optimizer],
+        precision: Precision,
+    ) -> dict[str, torch.Tensor]:
+        terms = self.reconstruction_step(model, x, optimizers["model"], precision)
+        with precision.autocast():
+            z = self.encode(model, x)  # the codes after the reconstruction update
+        terms.update(self.discriminator_step(z.detach(), optimizers["discriminator"], precision))
+        terms.update(self.generator_step(z, optimizers["generator"], precision))
+        terms["loss"] = terms["recon"] + self.adversarial_weight * terms["generator_loss"]
+        return terms
+
+    def reconstruction_step(self, model, x, optimizer, precision: Precision) -> dict[str, torch.Tensor]:
+        with precision.autocast():
+            terms = self.reconstruction_terms(model, x)
+        precision.minimize(terms["recon"], optimizer)
+        return {k: v.detach() for k, v in terms.items()}
+
+    def discriminator_step(self, z, optimizer, precision: Precision) -> dict[str, torch.Tensor]:
+        with precision.autocast():
+            terms = self.discriminator_terms(z.detach())
+        precision.minimize(terms["discriminator_loss"], optimizer)
+        return {k: v.detach() for k, v in terms.items()}
+
+    def generator_step(self, z, optimizer, precision: Precision) -> dict[str, torch.Tensor]:
+        with precision.autocast():
+            terms = self.generator_terms(z)
+        precision.minimize(self.adversarial_weight * terms["generator_loss"], optimizer)
+        return {k: v.detach() for k, v in terms.items()}

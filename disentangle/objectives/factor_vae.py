@@ -1,0 +1,169 @@
+"""FactorVAE (Kim & Mnih 2018): VAE + γ · TC, TC estimated by a discriminator (density-ratio trick)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..precision import Precision
+from . import OBJECTIVES
+from .base import Objective
+from .discriminator import MLPDiscriminator, adam_betas, frozen, non_negative, positive
+from .estimators import permute_dims
+from .losses import RECONSTRUCTIONS, kl_normal_per_dim, reconstruction_loss
+
+
+@OBJECTIVES.register("factor_vae")
+class FactorVAE(Objective):
+    """FactorVAE: ``recon + KL + γ · TC`` with ``TC ≈ E_q(z)[D₀(z) − D₁(z)]``.
+
+    Kim & Mnih, "Disentangling by Factorising", ICML 2018 (eq. 2 and Algorithm 1). ``D`` is a
+    classifier with two logits, class 0 = "a sample of q(z)" and class 1 = "a sample of
+    Π_j q(z_j)"; at its optimum ``D₀(z) − D₁(z) = log q(z)/Π_j q(z_j)``, so the batch mean of the
+    logit difference estimates the total correlation in nats (the density-ratio trick).
+
+    One training step (:meth:`train_step`), in this order:
+
+    1. **VAE step** (optimizer ``"model"``): ``recon + KL + γ·TC`` with ``TC`` from ``D(z)``;
+       ``D``'s parameters are frozen, so this loss moves the encoder/decoder only.
+    2. **D step** (optimizer ``"discriminator"``, Adam lr 1e-4, β 0.5/0.9 by default): cross-entropy
+       on ``z.detach()`` (class 0) and ``permute_dims(z.detach())`` (class 1), the codes of the
+       same batch with each dimension permuted independently across it (as in disentanglement_lib;
+       Kim & Mnih permute a second batch). Only detached codes enter, so it sends no gradient into
+       the encoder.
+
+    The KL weight is 1 (the paper has no β). The discriminator is a submodule, built in
+    :meth:`setup` once the latent size is known; it is saved with ``objective.state_dict()`` and its
+    optimizer state by the trainer.
+
+    Parameters
+    ----------
+    gamma:
+        TC weight. Default 30 (one value of Locatello et al.'s sweep 10, 20, 30, 40, 50, 100).
+    discriminator_lr, discriminator_betas:
+        Adam for D. Defaults 1e-4 and [0.5, 0.9] (Kim & Mnih; Locatello et al.).
+    discriminator_hidden, discriminator_layers:
+        D's width and number of hidden layers. Defaults 1000 and 6 (LeakyReLU 0.2, 2 logits).
+    reconstruction:
+        ``"bernoulli"`` (default) or ``"gaussian"``.
+
+    Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim``, ``tc`` (the discriminator's TC estimate,
+    nats), ``elbo``, and from the D step ``discriminator_loss`` and ``discriminator_accuracy``
+    (fraction of the 2·B codes, real and permuted, classified correctly).
+    """
+
+    def __init__(
+        self,
+        gamma: float = 30.0,
+        discriminator_lr: float = 1e-4,
+        discriminator_betas: list[float] = [0.5, 0.9],
+        discriminator_hidden: int = 1000,
+        discriminator_layers: int = 6,
+        reconstruction: str = "bernoulli",
+    ) -> None:
+        super().__init__()
+        self.gamma = non_negative("gamma", gamma)
+        self.discriminator_lr = positive("discriminator_lr", discriminator_lr)
+        self.discriminator_betas = adam_betas("discriminator_betas", discriminator_betas)
+        if discriminator_hidden < 1 or discriminator_layers < 1:
+            raise ValueError(
+                "discriminator_hidden and discriminator_layers must be positive integers, got "
+                f"{discriminator_hidden} and {discriminator_layers}."
+            )
+        self.discriminator_hidden = int(discriminator_hidden)
+        self.discriminator_layers = int(discriminator_layers)
+        if reconstruction not in RECONSTRUCTIONS:
+            raise ValueError(f"reconstruction must be one of {RECONSTRUCTIONS}, got {reconstruction!r}.")
+        self.reconstruction = reconstruction
+        self.discriminator: MLPDiscriminator | None = None
+
+    # ------------------------------------------------------------------ setup
+    def setup(self, *, model, dataset_size: int) -> None:
+        super().setup(model=model, dataset_size=dataset_size)
+        latent_dim = int(model.latent_dim)
+        if self.discriminator is None or self.discriminator.in_features != latent_dim:
+            self.discriminator = MLPDiscriminator(
+                latent_dim, self.discriminator_hidden, self.discriminator_layers, 2, "leaky_relu", 0.2
+            )
+        self.discriminator.to(next(model.parameters()).device)
+
+    def _require_discriminator(self) -> MLPDiscriminator:
+        if self.discriminator is None:
+            raise RuntimeError("FactorVAE needs setup(model=..., dataset_size=...) before use (it builds D there).")
+        return self.discriminator
+
+    def configure_optimizers(self, model, *, lr: float, betas: tuple[float, float], eps: float = 1e-8):
+        disc = self._require_discriminator()
+        return {
+            "model": torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps),
+            "discriminator": torch.optim.Adam(
+                disc.parameters(), lr=self.discriminator_lr, betas=self.discriminator_betas, eps=eps
+            ),
+        }
+
+    # ------------------------------------------------------------------ losses
+    def vae_terms(self, model, x: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The VAE step's terms and the sampled codes ``z`` (with their graph)."""
+        disc = self._require_discriminator()
+        out = model(x)
+        recon = reconstruction_loss(out.logits, x, self.reconstruction)
+        kl_per_dim = kl_normal_per_dim(out.mu, out.logvar)
+        kl = kl_per_dim.sum()
+        with frozen(disc):  # gradients reach the encoder through z, never D's parameters
+            logits = disc(out.z).float()
+        tc = (logits[:, 0] - logits[:, 1]).mean()
+        terms = {
+            "loss": recon + kl + self.gamma * tc,
+            "recon": recon,
+            "kl": kl,
+            "kl_per_dim": kl_per_dim,
+            "tc": tc,
+            "elbo": -(recon + kl),
+        }
+        return terms, out.z
+
+    def discriminator_terms(self, z: torch.Tensor, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """D's loss and accuracy on codes ``z`` (class 0) and their permutation (class 1).
+
+        ``z`` is detached here, whatever the caller passes: this loss never reaches the encoder.
+        """
+        disc = self._require_discriminator()
+        z = z.detach()
+        z_perm = permute_dims(z, generator)
+        logits = disc(torch.cat([z, z_perm])).float()
+        b = z.shape[0]
+        labels = torch.cat([torch.zeros(b, dtype=torch.long), torch.ones(b, dtype=torch.long)]).to(logits.device)
+        # ½ E_q(z)[−log D₀] + ½ E_Πq(z_j)[−log D₁]  (equal halves, so the plain mean)
+        loss = F.cross_entropy(logits, labels)
+        accuracy = (logits.argmax(1) == labels).float().mean()
+        return {"discriminator_loss": loss, "discriminator_accuracy": accuracy}
+
+    def forward(self, model, x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
+        terms, z = self.vae_terms(model, x)
+        with torch.no_grad():
+            d_terms = self.discriminator_terms(z)
+        return {**terms, **{k: v.detach() for k, v in d_terms.items()}}
+
+    # ------------------------------------------------------------------ training
+    def train_step(
+        self,
+        model,
+        x: torch.Tensor,
+        *,
+        step: int,
+        optimizers: dict[str, torch.optim.Optimizer],
+        precision: Precision,
+    ) -> dict[str, torch.Tensor]:
+        with precision.autocast():
+            terms, z = self.vae_terms(model, x)
+        precision.minimize(terms["loss"], optimizers["model"])
+        terms.update(self.discriminator_step(z.detach(), optimizers["discriminator"], precision))
+        return {k: v.detach() for k, v in terms.items()}
+
+    def discriminator_step(
+        self, z: torch.Tensor, optimizer: torch.optim.Optimizer, precision: Precision
+    ) -> dict[str, torch.Tensor]:
+        """One update of D on detached codes; returns its (detached) terms."""
+        with precision.autocast():
+            d_terms = self.discriminator_terms(z.detach())
+        precision.minimize(d_terms["discriminator_loss"], optimizer)
+        return {k: v.detach() for k, v in d_terms.items()}

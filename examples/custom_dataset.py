@@ -1,6 +1,6 @@
 """Your own ground-truth dataset: wrap arrays of images + factor classes, then train on them.
 
-Runs offline on CPU in about a minute::
+Runs offline on CPU (a minute or two)::
 
     python examples/custom_dataset.py [--steps 300] [--out runs/custom_example]
 
@@ -64,7 +64,7 @@ def my_bars(shuffle: bool = True, device: str = "cpu"):
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--steps", type=int, default=200)
     p.add_argument("--out", default="runs/custom_example", help="folder for the .npz, the YAML and the run")
     args = p.parse_args(argv)
     out = Path(args.out)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from disentangle.data import DATASETS, IndexedImageDataset  # noqa: E402
-from disentangle.data.download import DisentangleError, cache_path  # noqa: E402
+from disentangle.registry import DisentangleError  # noqa: E402
+from disentangle.data.download import cache_path  # noqa: E402
 from disentangle.data.variants import SCREAM_FILE, ColorSprites, NoisySprites, ScreamSprites  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "output"
@@ -80,7 +82,7 @@ def main(argv=None) -> None:
     background = args.background
     if background is None:
         scream = cache_path(SCREAM_FILE)
-        background = str(scream) if scream.is_file() else str(synthetic_background(OUT / ".background.png"))
+        background = str(scream) if scream.is_file() else str(synthetic_background(Path(tempfile.mkdtemp()) / "background.png"))
     print(f"Scream background: {background}")
 
     def draw(name, ds):

@@ -13,8 +13,8 @@ SIZES = (3, 4, 5)
 NAMES = ("a", "b", "c")
 
 
-def dataset() -> FactorObservationDataset:
-    return FactorObservationDataset(SIZES, NAMES)
+def dataset(noise: float = 0.0) -> FactorObservationDataset:
+    return FactorObservationDataset(SIZES, NAMES, noise=noise)
 
 
 def perfect(x):
@@ -22,9 +22,9 @@ def perfect(x):
     return x
 
 
-def rotation(dim: int = len(SIZES), seed: int = 1) -> np.ndarray:
-    q, r = np.linalg.qr(np.random.default_rng(seed).normal(size=(dim, dim)))
-    return q * np.sign(np.diag(r))
+def rotation(dim: int = len(SIZES)) -> np.ndarray:
+    """An orthogonal matrix that mixes every factor into every code (``I - 2/d * ones``)."""
+    return np.eye(dim) - 2.0 / dim * np.ones((dim, dim))
 
 
 class Linear:

@@ -18,10 +18,10 @@ from disentangle.metrics import (
 CHANCE = float(np.mean([1.0 / s for s in SIZES]))
 SMALL = {
     "mig": dict(num_train=3000),
-    "dci": dict(num_train=1000, num_test=500),
+    "dci": dict(num_train=500, num_test=300),
     "sap_score": dict(num_train=1000, num_test=500),
     "modularity_explicitness": dict(num_train=2000, num_test=1000),
-    "beta_vae_score": dict(num_train=300, num_eval=200, batch_size=16),
+    "beta_vae_score": dict(num_train=200, num_eval=200, batch_size=16),
     "factor_vae_score": dict(num_train=300, num_eval=200, num_variance_estimate=1000, batch_size=16),
     "unsupervised_scores": dict(num_train=2000),
 }
@@ -36,8 +36,8 @@ FUNCS = {
 }
 
 
-def run(name, rep, seed=0, **extra):
-    return FUNCS[name](dataset(), rep, seed=seed, **{**SMALL[name], **extra})
+def run(name, rep, seed=0, noise=0.0, **extra):
+    return FUNCS[name](dataset(noise), rep, seed=seed, **{**SMALL[name], **extra})
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,10 @@ def test_rotation_keeps_information_but_loses_disentanglement(scores):
     assert s["dci"]["disentanglement"] < 0.6
     assert s["dci"]["informativeness_test"] > 0.95  # trees still read every factor
     assert s["modularity_explicitness"]["modularity"] < p["modularity_explicitness"]["modularity"] - 0.1
-    assert s["unsupervised_scores"]["gaussian_total_correlation"] > 0.1
+    # a rotation of (nearly) isotropic factors stays uncorrelated: the Gaussian TC cannot see it,
+    # the histogram mutual information between codes can
+    mi = "mutual_info_score"
+    assert s["unsupervised_scores"][mi] > 10 * p["unsupervised_scores"][mi] + 0.1
 
 
 def test_noise_scores_zero_or_chance(scores):
@@ -93,13 +96,16 @@ def test_a_copy_of_each_factor_drops_mig_but_not_informativeness(scores):
 
 @pytest.mark.parametrize("name", sorted(FUNCS))
 def test_permuting_code_dimensions_changes_nothing(name):
+    # Observation noise makes every code value distinct. Classifier fits on permuted columns agree
+    # up to the solvers' tolerance; boosted trees also meet exact ties between features (a node of
+    # two samples is split the same way by every feature), which sklearn, as the reference, breaks
+    # by its random feature order, so DCI's importances move by a little.
     base = rotated()
-    a = run(name, base)
-    b = run(name, permuted(base, [2, 0, 1]))
+    a = run(name, base, noise=0.1)
+    b = run(name, permuted(base, [2, 0, 1]), noise=0.1)
     assert a.keys() == b.keys()
+    tol = {"beta_vae_score": 2e-3, "modularity_explicitness": 2e-3, "dci": 1e-2}.get(name, 1e-9)
     for key in a:
-        # classifier fits on permuted columns agree up to the solvers' tolerance
-        tol = 2e-3 if name in ("beta_vae_score", "modularity_explicitness") else 1e-9
         assert a[key] == pytest.approx(b[key], abs=tol), key
 
 

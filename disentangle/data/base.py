@@ -261,7 +261,8 @@ def to_nchw_uint8(array, layout: str, *, chunk: int = 8192) -> torch.Tensor:
     ``array`` is anything sliceable along its first axis into numpy arrays (an ndarray, a
     ``np.memmap``, an ``h5py.Dataset``); ``layout`` is ``"NHW"``, ``"NHWC"`` or ``"NCHW"``. The copy
     is made ``chunk`` images at a time, so the peak memory is the result plus one chunk even when
-    the source is a memory map or an HDF5 file.
+    the source is a memory map or an HDF5 file. A C-contiguous, writable in-memory uint8 ndarray
+    already in ``NHW``/``NCHW`` layout is wrapped without a copy (it shares the memory).
     """
     if layout not in ("NHW", "NHWC", "NCHW"):
         raise ValueError(f"layout must be 'NHW', 'NHWC' or 'NCHW', got {layout!r}.")
@@ -275,6 +276,9 @@ def to_nchw_uint8(array, layout: str, *, chunk: int = 8192) -> torch.Tensor:
         n, h, w, c = shape
     else:
         n, c, h, w = shape
+    if type(array) is np.ndarray and array.dtype == np.uint8 and layout != "NHWC" \
+            and array.flags.c_contiguous and array.flags.writeable:
+        return torch.from_numpy(array).view(n, c, h, w)  # already in place: no copy
     out = torch.empty((n, c, h, w), dtype=torch.uint8)
     dst = out.numpy()
     for start in range(0, n, chunk):

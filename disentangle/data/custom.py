@@ -97,6 +97,9 @@ def from_arrays(
         Multiplier from the stored integers to [0, 1]; default 1.0 for 0/1 images, else 1/255.
     factor_values:
         Optional physical value of each class, one array per factor.
+
+    The stored images share memory with ``images`` when these are already a contiguous uint8
+    array in grid order (no copy); otherwise they are a copy.
     """
     if isinstance(images, torch.Tensor):
         images = images.detach().cpu().numpy()

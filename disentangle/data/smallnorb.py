@@ -125,7 +125,7 @@ def read_binary_matrix(path: str | os.PathLike) -> np.ndarray:
             f"{path}: the header announces {dims} of {dtype.name} ({expected} bytes) but "
             f"{len(data) - offset} bytes follow; the file is truncated or corrupt."
         )
-    return np.frombuffer(data, dtype, offset=offset).reshape(dims).astype(dtype.newbyteorder("="))
+    return np.frombuffer(data, dtype, offset=offset).reshape(dims).astype(dtype.newbyteorder("="), copy=False)
 
 
 def _locate(chunk: str, part: str, path, cache_dir, download) -> Path:

@@ -56,6 +56,10 @@ def downstream_task(
         U.check_choice("predictor", p, tuple(PREDICTORS))
     if not predictors:
         raise U.ConfigError(f"predictors must name at least one of {', '.join(PREDICTORS)}.")
+    if "logistic_regression" in predictors and min(sizes) < 5:
+        raise U.ConfigError(
+            f"num_train entries must be >= 5 for logistic_regression (5-fold cross-validation); got {min(sizes)}."
+        )
     U.check_dataset(dataset)
     names = U.factor_names(dataset)
     code_fn = U.as_representation_function(representation, representation_batch_size)

@@ -17,7 +17,8 @@ class FactorObservationDataset:
 
     ``sample_observations_from_factors(factors, rng)`` returns ``factors / (size - 1)`` scaled to
     [0, 1] per factor (a float tensor ``(n, K)``) if ``normalise`` (default) else the class indices
-    as floats. ``len(dataset)`` is the number of grid points.
+    as floats, plus Gaussian observation noise of standard deviation ``noise`` drawn from ``rng``
+    (none by default). ``len(dataset)`` is the number of grid points.
     """
 
     def __init__(
@@ -26,6 +27,7 @@ class FactorObservationDataset:
         factor_names: Sequence[str] | None = None,
         *,
         normalise: bool = True,
+        noise: float = 0.0,
     ) -> None:
         self.factor_sizes = tuple(int(s) for s in factor_sizes)
         if not self.factor_sizes or min(self.factor_sizes) < 1:
@@ -36,6 +38,9 @@ class FactorObservationDataset:
             raise ValueError("factor_names and factor_sizes must have the same length.")
         self.factor_names = tuple(factor_names)
         self.normalise = normalise
+        if not noise >= 0:
+            raise ValueError(f"noise must be >= 0, got {noise!r}.")
+        self.noise = float(noise)
 
     def __len__(self) -> int:
         return int(np.prod(self.factor_sizes))
@@ -48,4 +53,6 @@ class FactorObservationDataset:
         values = np.asarray(factors, dtype=np.float64)
         if self.normalise:
             values = values / np.maximum(np.asarray(self.factor_sizes, dtype=np.float64) - 1.0, 1.0)
+        if self.noise > 0:
+            values = values + self.noise * rng.standard_normal(values.shape)
         return torch.as_tensor(values)

@@ -1,7 +1,8 @@
 """Training steps per second of every registered objective (conv64, batch 64, synthetic 64×64 data).
 
     python benchmarks/bench_objectives.py                       # all objectives, CPU, fp32
-    python benchmarks/bench_objectives.py --steps 50 --objectives factor_vae beta_tcvae
+    python benchmarks/bench_objectives.py --repeats 5 --objectives factor_vae beta_tcvae
+    python benchmarks/bench_objectives.py --threads 1           # on a busy machine: less contention
     python benchmarks/bench_objectives.py --device cuda --precision bf16
 
 Each objective runs its own ``train_step`` (all of its optimizers, e.g. FactorVAE's discriminator
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -45,8 +47,8 @@ def _synthetic_pool(n: int, device: torch.device) -> torch.Tensor:
     return img.unsqueeze(1).to(torch.uint8).to(device)
 
 
-def bench(name: str, pool: torch.Tensor, *, steps: int, warmup: int, batch_size: int, precision: str, device: torch.device) -> float:
-    """Steps per second of ``name``'s ``train_step`` (after ``warmup`` untimed steps)."""
+def make_stepper(name: str, pool: torch.Tensor, *, batch_size: int, precision: str, device: torch.device):
+    """A function ``run(n)`` doing ``n`` training steps of objective ``name`` (fresh model, default params)."""
     torch.manual_seed(0)
     model = VAE.from_backbone("conv64", image_shape=(1, 64, 64), latent_dim=10).to(device)
     objective = OBJECTIVES.build(name).to(device)
@@ -54,27 +56,42 @@ def bench(name: str, pool: torch.Tensor, *, steps: int, warmup: int, batch_size:
     optimizers = objective.configure_optimizers(model, lr=1e-4, betas=(0.9, 0.999))
     prec = Precision(precision, device)
     g = torch.Generator(device=device).manual_seed(1)
+    counter = [0]
 
-    def step(i: int) -> None:
-        idx = torch.randint(len(pool), (batch_size,), generator=g, device=device)
-        x = pool[idx].float()
-        objective.train_step(model, x, step=i, optimizers=optimizers, precision=prec)
-        prec.update()
+    def run(n: int) -> None:
+        for _ in range(n):
+            idx = torch.randint(len(pool), (batch_size,), generator=g, device=device)
+            objective.train_step(model, pool[idx].float(), step=counter[0], optimizers=optimizers, precision=prec)
+            prec.update()
+            counter[0] += 1
+        _sync(device)
 
-    for i in range(warmup):
-        step(i)
-    _sync(device)
-    start = time.perf_counter()
-    for i in range(steps):
-        step(warmup + i)
-    _sync(device)
-    return steps / (time.perf_counter() - start)
+    return run
+
+
+def bench(names, pool, *, steps: int, warmup: int, repeats: int, batch_size: int, precision: str, device: torch.device):
+    """Median steps/s per objective over ``repeats`` timed blocks of ``steps`` steps.
+
+    The blocks are interleaved across objectives (round robin), so a burst of load on a shared
+    machine spreads over all of them instead of hitting one.
+    """
+    runners = {n: make_stepper(n, pool, batch_size=batch_size, precision=precision, device=device) for n in names}
+    for run in runners.values():
+        run(warmup)
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    for _ in range(repeats):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            run(steps)
+            rates[name].append(steps / (time.perf_counter() - start))
+    return {n: statistics.median(r) for n, r in rates.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--objectives", nargs="*", default=None, help="registry names (default: all)")
-    p.add_argument("--steps", type=int, default=30, help="timed steps per objective")
+    p.add_argument("--steps", type=int, default=10, help="timed steps per block")
+    p.add_argument("--repeats", type=int, default=3, help="timed blocks per objective (the median is printed)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--device", default="cpu")
@@ -89,13 +106,13 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"# conv64, latent_dim 10, batch {args.batch_size}, {args.precision}, device {device} "
         f"({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads), torch {torch.__version__}, "
-        f"{args.steps} timed steps after {args.warmup} warm-up"
+        f"median of {args.repeats} x {args.steps} timed steps after {args.warmup} warm-up"
     )
+    rates = bench(names, pool, steps=args.steps, warmup=args.warmup, repeats=args.repeats,
+                  batch_size=args.batch_size, precision=args.precision, device=device)
     print(f"{'objective':<14} {'steps/s':>8} {'ms/step':>8}")
-    for name in names:
-        rate = bench(name, pool, steps=args.steps, warmup=args.warmup, batch_size=args.batch_size,
-                     precision=args.precision, device=device)
-        print(f"{name:<14} {rate:>8.2f} {1000.0 / rate:>8.1f}", flush=True)
+    for name, rate in rates.items():
+        print(f"{name:<14} {rate:>8.2f} {1000.0 / rate:>8.1f}")
 
 
 if __name__ == "__main__":

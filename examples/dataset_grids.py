@@ -82,7 +82,10 @@ def main(argv=None) -> None:
     background = args.background
     if background is None:
         scream = cache_path(SCREAM_FILE)
-        background = str(scream) if scream.is_file() else str(synthetic_background(Path(tempfile.mkdtemp()) / "background.png"))
+        if scream.is_file():
+            background = str(scream)
+        else:
+            background = str(synthetic_background(Path(tempfile.mkdtemp()) / "background.png"))
     print(f"Scream background: {background}")
 
     def draw(name, ds):

@@ -145,3 +145,39 @@ def test_sprites_variants_from_registry(background):
         assert x.shape == (8, 3, *base.image_shape[1:]) and 0 <= x.min() and x.max() <= 1
     params = DATASETS.parameters("scream_sprites")
     assert "background" in params and set(DATASETS.parameters("sprites")) <= set(params)
+
+
+def test_sprites_variant_builders_take_the_renderer_parameters(monkeypatch, background):
+    """The <variant>_sprites entries expose the ``sprites`` builder's parameters (checked here
+    against a stand-in renderer, so this runs whether or not sprites.py exists)."""
+    from disentangle.config import load_config
+    from disentangle.registry import ConfigError
+
+    def fake_sprites(size: int = 64, device: str = "cpu") -> IndexedImageDataset:
+        images = torch.zeros(24, 1, size, size, dtype=torch.uint8)
+        images[:, :, 10:30, 10:30] = 1
+        return IndexedImageDataset(images, ("a", "b", "c"), SIZES, scale=1.0).to(device)
+
+    monkeypatch.setitem(DATASETS._entries, "sprites", fake_sprites)
+    params = DATASETS.parameters("scream_sprites")
+    assert {"size", "device", "background", "cache_dir", "download"} <= set(params)
+    assert set(DATASETS.parameters("color_sprites")) == {"size", "device"}
+    cfg = load_config(None, ["data.name=scream_sprites", f"data.background={background}", "data.size=64"])
+    assert cfg.data.params["size"] == 64 and cfg.data.params["background"] == str(background)
+    with pytest.raises(ConfigError, match="data.size"):
+        load_config(None, ["data.name=noisy_sprites", "data.size=big"])
+    with pytest.raises(ConfigError, match="Unknown key 'data.sizes'"):
+        load_config(None, ["data.name=color_sprites", "data.sizes=3"])
+    ds = DATASETS.build("scream_sprites", background=str(background), size=64, device="cpu")
+    assert isinstance(ds, ScreamSprites) and ds.sample_batch(2, torch.Generator()).shape == (2, 3, 64, 64)
+    with pytest.raises(TypeError, match="unknown parameter"):
+        DATASETS.build("color_sprites", colour="red")
+
+
+def test_scream_torch_crop_path_matches_numpy_path(sprites, background):
+    """The crop gather used on GPUs (torch unfold) gives the same images as the CPU one."""
+    ds = ScreamSprites(sprites, str(background))
+    a = ds.sample_batch(32, torch.Generator().manual_seed(11))
+    ds.numpy_crops_on_cpu = False
+    b = ds.sample_batch(32, torch.Generator().manual_seed(11))
+    assert torch.equal(a, b)

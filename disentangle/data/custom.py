@@ -170,8 +170,9 @@ def resize_images(images: np.ndarray, size: int = 64) -> np.ndarray:
 
     if images.shape[1:3] == (size, size):
         return images
+    lanczos = getattr(Image, "Resampling", Image).LANCZOS  # Pillow < 9.1 has no Resampling
     out = np.empty((images.shape[0], size, size, *images.shape[3:]), dtype=np.uint8)
     for i in range(images.shape[0]):
         img = Image.fromarray(images[i].squeeze(-1) if images.ndim == 4 and images.shape[3] == 1 else images[i])
-        out[i] = np.asarray(img.resize((size, size), Image.Resampling.LANCZOS)).reshape(out.shape[1:])
+        out[i] = np.asarray(img.resize((size, size), lanczos)).reshape(out.shape[1:])
     return out

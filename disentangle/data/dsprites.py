@@ -66,7 +66,7 @@ def _check_grid(classes: np.ndarray, path) -> tuple[int, ...]:
 
 @DATASETS.register("dsprites")
 class DSprites(IndexedImageDataset):
-    """dSprites from its official ``.npz`` file, all images on ``device`` as uint8 (3 MB per 1k).
+    """dSprites from its official ``.npz`` file, all images on ``device`` as uint8 (2.8 GiB).
 
     Parameters
     ----------
@@ -96,13 +96,13 @@ class DSprites(IndexedImageDataset):
         device: str = "cpu",
     ) -> None:
         file = fetch(DSPRITES_FILE, path=path, cache_dir=cache_dir, download=download, what="dSprites file")
-        imgs = load_npz_array(file, "imgs")
-        classes = load_npz_array(file, "latents_classes")
+        classes = load_npz_array(file, "latents_classes")  # small: checked before the 3 GB of images
         if classes.ndim != 2 or classes.shape[1] != 6 or not np.issubdtype(classes.dtype, np.integer):
             raise CorruptDataFileError(
                 f"{file}: latents_classes must be an integer array of shape (N, 6), got "
                 f"{classes.dtype} {classes.shape}; this is not a dSprites file."
             )
+        imgs = load_npz_array(file, "imgs")
         if imgs.dtype != np.uint8 or imgs.ndim != 3:
             raise CorruptDataFileError(
                 f"{file}: imgs must be uint8 of shape (N, H, W), got {imgs.dtype} {imgs.shape}; "

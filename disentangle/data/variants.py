@@ -146,12 +146,13 @@ def load_background(path: str | os.PathLike, min_size: tuple[int, int] = (64, 64
     try:
         with Image.open(path) as img:
             img = img.convert("RGB")
-            img.thumbnail(BACKGROUND_BOX, Image.Resampling.LANCZOS)
+            img.thumbnail(BACKGROUND_BOX, getattr(Image, "Resampling", Image).LANCZOS)
             array = np.asarray(img, dtype=np.uint8).copy()
     except (UnidentifiedImageError, OSError, ValueError) as err:
         raise CorruptDataFileError(
             f"The background image {path} could not be read ({type(err).__name__}: {err}). "
-            "Give data.background an RGB image file (PNG, JPEG, ...)."
+            "Give data.background an RGB image file (PNG, JPEG, ...); if this file is a download "
+            "in the cache, delete it to fetch it again."
         ) from err
     h, w = array.shape[:2]
     if h < min_size[0] or w < min_size[1]:
@@ -176,6 +177,8 @@ class ScreamSprites(SpriteVariant):
     """
 
     variant = "Scream"
+    #: gather the crops with numpy on the CPU (faster there); the torch path serves other devices
+    numpy_crops_on_cpu = True
 
     def __init__(
         self,
@@ -205,7 +208,7 @@ class ScreamSprites(SpriteVariant):
 
     def _crops(self, top: torch.Tensor, left: torch.Tensor, h: int, w: int) -> torch.Tensor:
         """``background[top:top+h, left:left+w]`` for each sample, as ``(n, 3, h, w)``."""
-        if self.background.device.type == "cpu":  # numpy's fancy indexing is much faster here
+        if self.background.device.type == "cpu" and self.numpy_crops_on_cpu:
             windows = np.lib.stride_tricks.sliding_window_view(self.background.numpy(), (h, w), axis=(0, 1))
             return torch.from_numpy(windows[top.cpu().numpy(), left.cpu().numpy()])
         windows = self.background.unfold(0, h, 1).unfold(1, w, 1)  # (H-h+1, W-w+1, 3, h, w) view
@@ -331,6 +334,10 @@ DATASETS.register(
     _SpritesVariantBuilder(
         "scream_sprites",
         ScreamSprites,
-        {"background": (typing.Optional[str], None), "cache_dir": (typing.Optional[str], None), "download": (bool, True)},
+        {
+            "background": (typing.Optional[str], None),
+            "cache_dir": (typing.Optional[str], None),
+            "download": (bool, True),
+        },
     ),
 )

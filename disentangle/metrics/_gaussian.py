@@ -109,8 +109,10 @@ def logsumexp_mixture(
             lp = const[None, n0 : n0 + block_n] - 0.5 * (zs[:, None, :] - mu[None, n0 : n0 + block_n]) ** 2 * inv_var[
                 None, n0 : n0 + block_n
             ]  # (s, n, d)
-            w = torch.full(lp.shape[:2], float(log_weight), dtype=z.dtype, device=z.device)
-            if own_index is not None:
+            if own_index is None:
+                w = torch.tensor(float(log_weight), dtype=z.dtype, device=z.device).expand(lp.shape[:2])
+            else:
+                w = torch.full(lp.shape[:2], float(log_weight), dtype=z.dtype, device=z.device)
                 rows = torch.arange(lp.shape[0], device=z.device)
                 cols = own_index[s0 : s0 + block_s] - n0
                 inside = (cols >= 0) & (cols < lp.shape[1])

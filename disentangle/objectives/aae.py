@@ -56,7 +56,7 @@ class AAE(Objective):
         encoder: str = "deterministic",
         adversarial_weight: float = 1.0,
         discriminator_lr: float = 1e-4,
-        discriminator_betas: list[float] = [0.5, 0.9],
+        discriminator_betas: tuple[float, float] = (0.5, 0.9),
         discriminator_hidden: int = 1000,
         discriminator_layers: int = 2,
         reconstruction: str = "bernoulli",

@@ -55,7 +55,7 @@ class FactorVAE(Objective):
         self,
         gamma: float = 30.0,
         discriminator_lr: float = 1e-4,
-        discriminator_betas: list[float] = [0.5, 0.9],
+        discriminator_betas: tuple[float, float] = (0.5, 0.9),
         discriminator_hidden: int = 1000,
         discriminator_layers: int = 6,
         reconstruction: str = "bernoulli",

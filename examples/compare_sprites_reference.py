@@ -88,43 +88,65 @@ def iou_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def best_matches(
     frames: torch.Tensor, dataset: ProceduralSprites, chunk: int, progress: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Best IoU and its grid index for each frame, over the whole grid (first index on ties).
+    """Best IoU and its grid index for each frame, over the whole grid (lowest index on ties).
 
-    Exhaustive and exact; two things make it fast. All IoUs of a chunk come from one matrix
-    product of flattened 0/1 masks. And a frame skips a chunk when no image in it can beat the
-    frame's best IoU so far, by the bound ``IoU(F, R) <= min(|F|, |R|) / max(|F|, |R|)`` on the
-    areas: a chunk is a run of orientations of one shape and scale, whose areas span a narrow
-    range, so most frames skip most chunks once they have a good match.
+    Exhaustive and exact; three things make it fast:
+
+    * all IoUs of a chunk of rendered images come from one matrix product of flattened 0/1 masks;
+    * a frame skips a chunk when no image in it can beat the frame's best IoU so far, by the bound
+      ``IoU(F, R) <= min(|F|, |R|) / max(|F|, |R|)`` on the areas (a chunk is a run of
+      orientations of one shape and scale, whose areas span a narrow range);
+    * a first pass over every 13th grid image seeds the best IoUs, so that the bound bites from
+      the start of the full pass.
     """
     device = dataset.device
     f = frames.flatten(1).to(device=device, dtype=torch.float32)  # 0/1: exact sums in float32
     area_f = f.sum(1)
     best = torch.full((f.shape[0],), -1.0, dtype=torch.float64, device=device)
-    best_idx = torch.zeros(f.shape[0], dtype=torch.int64, device=device)
-    n = len(dataset)
-    start_time, next_report, pairs = time.perf_counter(), 0.1, 0
-    for start in range(0, n, chunk):
-        idx = torch.arange(start, min(start + chunk, n), device=device)
+    best_idx = torch.full((f.shape[0],), len(dataset), dtype=torch.int64, device=device)
+    pairs = 0
+
+    def visit(idx: torch.Tensor) -> None:
+        nonlocal pairs
         r = dataset.render(idx).flatten(1).to(torch.float32)
         area_r = r.sum(1)
         lo, hi = area_r.min(), area_r.max()
         bound = torch.where(area_f < lo, area_f / lo, torch.where(area_f > hi, hi / area_f.clamp(min=1), 1.0))
-        active = (bound.double() > best).nonzero().squeeze(1)
-        if active.numel():
-            pairs += active.numel() * idx.numel()
-            inter = f[active] @ r.T
-            union = area_f[active].unsqueeze(1) + area_r.unsqueeze(0) - inter
-            value, arg = (inter / union.clamp(min=1)).double().max(dim=1)
-            better = value > best[active]
-            best[active] = torch.where(better, value, best[active])
-            best_idx[active] = torch.where(better, arg + start, best_idx[active])
+        active = (bound.double() >= best).nonzero().squeeze(1)  # >=: an equal IoU may have a lower index
+        if active.numel() == 0:
+            return
+        pairs += active.numel() * idx.numel()
+        inter = f[active] @ r.T
+        union = area_f[active].unsqueeze(1) + area_r.unsqueeze(0) - inter
+        iou = (inter / union.clamp(min=1)).double()
+        value, _ = iou.max(dim=1)
+        # the lowest grid index reaching the maximum (idx is increasing within a visit)
+        first = (iou == value.unsqueeze(1)).to(torch.int8).argmax(dim=1)
+        cand = idx[first]
+        old_v, old_i = best[active], best_idx[active]
+        better = (value > old_v) | ((value == old_v) & (cand < old_i))
+        best[active] = torch.where(better, value, old_v)
+        best_idx[active] = torch.where(better, cand, old_i)
+
+    n = len(dataset)
+    start_time = time.perf_counter()
+    seeds = torch.arange(0, n, 13, device=device)
+    for start in range(0, seeds.numel(), chunk):
+        visit(seeds[start : start + chunk])
+    if progress:
+        print(f"  seeded with {seeds.numel():,} images (mean IoU {best.mean():.3f}, "
+              f"{time.perf_counter() - start_time:.1f} s)", flush=True)
+    next_report = 0.1
+    for start in range(0, n, chunk):
+        idx = torch.arange(start, min(start + chunk, n), device=device)
+        visit(idx)
         done = (start + idx.numel()) / n
         if progress and done >= next_report:
-            elapsed = time.perf_counter() - start_time
-            print(f"  searched {done:4.0%} of the grid ({elapsed:5.1f} s)", flush=True)
+            print(f"  searched {done:4.0%} of the grid ({time.perf_counter() - start_time:5.1f} s)", flush=True)
             next_report += 0.1
     if progress:
-        print(f"  IoU computed for {pairs / (f.shape[0] * n):.1%} of the (frame, image) pairs; "
+        total = f.shape[0] * (n + seeds.numel())
+        print(f"  IoU computed for {pairs / total:.1%} of the (frame, image) pairs; "
               "the rest were ruled out by their areas")
     return best.cpu(), best_idx.cpu()
 

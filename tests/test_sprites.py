@@ -289,7 +289,7 @@ def test_matches_the_real_dsprites_frames():
         frame = torch.as_tensor(frames[i])
         a = float(frame.sum())
         fx, fy = centroid(frames[i])
-        keep = ((area > 0.75 * a) & (area < a / 0.75)).nonzero().squeeze(1)
+        keep = ((area > 0.8 * a) & (area < a / 0.8)).nonzero().squeeze(1)
         # position class from the centre the centroid implies: centre = 15.5 + 32/31 * class
         kx = ((fx - offset_x[keep]) - 15.5) * 31 / 32
         ky = ((fy - offset_y[keep]) - 15.5) * 31 / 32

@@ -423,17 +423,21 @@ def _thread_limit():
 
 
 def _run_task(fn: Callable, args: tuple, parent_pid: int) -> Any:
-    if os.getpid() != parent_pid:  # a worker process (joblib's loky backend): quiet the solvers here
+    if os.getpid() != parent_pid:  # a worker process (joblib's loky backend): same limits as here
         from sklearn.exceptions import ConvergenceWarning
 
-        with warnings.catch_warnings():
+        with _thread_limit(), warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             return fn(*args)
     return fn(*args)
 
 
 def parallel_map(
-    fn: Callable, tasks: Iterable[tuple], n_jobs: int | None, costs: Sequence[float] | None = None
+    fn: Callable,
+    tasks: Iterable[tuple],
+    n_jobs: int | None,
+    costs: Sequence[float] | None = None,
+    prefer: str = "threads",
 ) -> list:
     """``[fn(*t) for t in tasks]``, run on ``n_jobs`` joblib workers when there is more than one.
 
@@ -441,12 +445,14 @@ def parallel_map(
     uneven tasks (e.g. one boosted-trees fit per factor with 3 vs 40 classes) across the workers.
     Results are returned in task order and do not depend on ``n_jobs``.
 
-    Workers are threads by default (scikit-learn's tree builders and liblinear release the GIL,
-    and threads start instantly, with no data copies); ``joblib.parallel_config(backend="loky")``
-    switches to processes. BLAS/OpenMP are limited to one thread meanwhile: the fits are small,
-    oversubscribing two cores slows them down severalfold, and a fixed thread count keeps the
-    floating-point results identical for any ``n_jobs``. Solver convergence warnings are silenced
-    (the reference settings, e.g. 100 lbfgs iterations, are kept on purpose).
+    ``prefer`` is joblib's hint: ``"threads"`` where the fits release the GIL (liblinear's SVMs:
+    threads start instantly and copy nothing), ``"processes"`` where they hold it for long
+    (lbfgs logistic regression, the Python loops of the boosters); worker processes start once per
+    session (a few seconds) and are reused. ``joblib.parallel_config(backend=...)`` overrides it.
+    BLAS/OpenMP are limited to one thread per task: the fits are small, oversubscribing the cores
+    slows them down severalfold, and a fixed thread count keeps the floating-point results
+    identical for any ``n_jobs``. Solver convergence warnings are silenced (the reference
+    settings, e.g. 100 lbfgs iterations, are kept on purpose).
     """
     tasks = list(tasks)
     workers = resolve_n_jobs(n_jobs, len(tasks))
@@ -463,7 +469,7 @@ def parallel_map(
         else:
             from joblib import Parallel, delayed
 
-            out = Parallel(n_jobs=workers, batch_size=1, prefer="threads")(
+            out = Parallel(n_jobs=workers, batch_size=1, prefer=prefer)(
                 delayed(_run_task)(fn, tasks[i], pid) for i in order
             )
             results = dict(zip(order, out))

@@ -100,7 +100,7 @@ def importance_matrix(
         for k in range(factors_train.shape[1])
     ]
     costs = [len(np.unique(t[1])) for t in tasks]  # a multiclass booster fits one tree per class
-    results = U.parallel_map(_fit_factor, tasks, n_jobs, costs)
+    results = U.parallel_map(_fit_factor, tasks, n_jobs, costs, prefer="processes")
     importance = np.stack([r[0] for r in results], axis=1)
     return importance, np.array([r[1] for r in results]), np.array([r[2] for r in results])
 

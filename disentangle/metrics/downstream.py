@@ -76,7 +76,7 @@ def downstream_task(
                 classes = len(np.unique(y_train[:, k]))
                 costs.append(n * (classes if predictor != "logistic_regression" else 1))
                 keys.append((predictor, n, k))
-    results = U.parallel_map(_fit_predictor, tasks, n_jobs, costs)
+    results = U.parallel_map(_fit_predictor, tasks, n_jobs, costs, prefer="processes")
 
     scores: dict[str, float] = {}
     for predictor in predictors:

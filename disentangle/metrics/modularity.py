@@ -58,7 +58,7 @@ def modularity_explicitness(
         for k in range(factors_train.shape[1])
     ]
     costs = [len(np.unique(t[1])) for t in tasks]
-    aucs = np.array(U.parallel_map(_explicitness_per_factor, tasks, n_jobs, costs))
+    aucs = np.array(U.parallel_map(_explicitness_per_factor, tasks, n_jobs, costs, prefer="processes"))
     return U.as_float_dict(
         {
             "modularity": modularity_from_mutual_info(mi),

@@ -93,10 +93,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--pool", type=int, default=65536, help="images in the shared pool")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers for the baseline")
+    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     args = p.parse_args(argv)
+    if args.threads:
+        # on a small, shared CPU, OpenMP contention can make 2 threads far slower than 1
+        torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     bs = args.batch_size
-    torch.set_num_threads(max(torch.get_num_threads(), 1))
     print(f"device: {device}  torch {torch.__version__}  threads {torch.get_num_threads()}  batch {bs}")
 
     sprites = DATASETS.build("sprites", device=str(device))

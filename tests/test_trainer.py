@@ -126,3 +126,20 @@ def test_load_gives_eval_model_with_public_api(tmp_path):
 def test_mixed_precision_runs_on_cpu(tmp_path, precision):
     result = train(load_config(None, tiny_overrides(tmp_path / precision, steps=4, **{"train.precision": precision})))
     assert math.isfinite(result.last_terms["loss"])
+
+
+def test_metrics_during_training_are_logged_and_do_not_perturb_training(tmp_path):
+    plain, evaluated = tmp_path / "plain", tmp_path / "eval"
+    train(load_config(None, tiny_overrides(plain, steps=8)))
+    train(load_config(None, tiny_overrides(evaluated, steps=8, **{"train.eval_every": 4, "train.eval_metrics": "[mig]"})))
+    records = _records(evaluated)
+    metric_records = [r for r in records if "metrics" in r]
+    assert [r["step"] for r in metric_records] == [4, 8]
+    assert 0.0 <= metric_records[-1]["metrics"]["mig"]["mig"] <= 1.0
+    # evaluation draws no randomness from the training streams: the losses are identical
+    assert _loss_fields(_records(plain)) == _loss_fields([r for r in records if "metrics" not in r])
+
+
+def test_unknown_eval_metric_is_a_config_error(tmp_path):
+    with pytest.raises(disentangle.ConfigError, match="Did you mean 'mig'"):
+        load_config(None, tiny_overrides(tmp_path, **{"train.eval_metrics": "[mgi]"}))

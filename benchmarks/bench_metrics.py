@@ -166,7 +166,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"data: {description}")
     print(f"python {platform.python_version()}, torch {torch.__version__}, scikit-learn {sklearn.__version__}, "
           f"{len(os.sched_getaffinity(0))} cores, load average {os.getloadavg()[0]:.1f}")
-    print(f"{'metric':<26}{'seconds':>8}{'reference':>11}{'speed-up':>10}   scores")
     total = ref_total = six_total = 0.0
     # Warm up outside the timings: imports, and joblib's worker processes, which start once per
     # session (a few seconds) and are reused by every later metric.
@@ -174,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     METRICS.get("sap_score")(dataset, rep, seed=args.seed, num_train=200, num_test=100, n_jobs=args.n_jobs)
     METRICS.get("modularity_explicitness")(dataset, rep, seed=args.seed, num_train=200, num_test=100, n_jobs=args.n_jobs)
     print(f"(warm-up: imports and worker processes, {time.perf_counter() - start:.1f} s, not counted)")
+    print(f"{'metric':<26}{'seconds':>8}{'reference':>11}{'speed-up':>10}   scores")
     for name in names:
         kwargs = {}
         if name in ("dci", "modularity_explicitness", "sap_score", "downstream_task"):

@@ -39,8 +39,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from disentangle.metrics import LOCATELLO_METRICS, METRICS  # noqa: E402
-from disentangle.metrics.synthetic import FactorObservationDataset  # noqa: E402
+from disentangle.metrics import LOCATELLO_METRICS, METRICS
+from disentangle.metrics.synthetic import FactorObservationDataset
 
 #: disentanglement_lib, default settings, 10-dimensional code, 2-core machine (issue 2)
 REFERENCE_SECONDS = {
@@ -106,12 +106,12 @@ class ImageStatistics:
 
     def stats(self, x: torch.Tensor) -> torch.Tensor:
         img = x.float().sum(dim=1)  # (n, H, W)
-        n, h, w = img.shape
+        h, w = img.shape[1:]
         cols = img.sum(dim=1)  # (n, W)
         rows = img.sum(dim=2)  # (n, H)
         xs = torch.linspace(-1, 1, w)
         ys = torch.linspace(-1, 1, h)
-        mass = cols.sum(dim=1).clamp_min(1e-6)
+        mass = cols.sum(dim=1).clamp_min(1e-6)  # (n,)
         cx = cols @ xs / mass
         cy = rows @ ys / mass
         dx = xs[None] - cx[:, None]

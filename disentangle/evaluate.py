@@ -78,6 +78,7 @@ def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[
 
 def _load_run(run_dir: Path, device: str):
     import disentangle
+
     from .data import build_dataset
 
     model = disentangle.load(run_dir, map_location=device)

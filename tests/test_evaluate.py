@@ -83,7 +83,7 @@ def test_missing_run_exits_1(tmp_path, capsys):
 def test_module_entry_point_reports_unknown_metric_without_traceback(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "disentangle.evaluate", str(tmp_path), "--metrics", "sap"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode == 2

@@ -1,11 +1,17 @@
 """The downstream task and the registry / evaluate_metrics glue."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from test_metrics_common import Noise, dataset, perfect
 
-from disentangle.metrics import LOCATELLO_METRICS, FactorObservationDataset, METRICS, available_metrics, downstream_task, evaluate_metrics
+from disentangle.metrics import (
+    LOCATELLO_METRICS,
+    METRICS,
+    FactorObservationDataset,
+    available_metrics,
+    downstream_task,
+    evaluate_metrics,
+)
 from disentangle.registry import ConfigError, UnknownNameError
 
 ALL = {

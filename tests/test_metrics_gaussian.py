@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from test_metrics_common import SIZES, GaussianEncoder, dataset, rotation
+from test_metrics_common import GaussianEncoder, dataset, rotation
 
 from disentangle.metrics import FactorObservationDataset, elbo_decomposition, mig
 from disentangle.metrics.mig import factor_grid

@@ -10,11 +10,18 @@ import scipy.stats
 from test_metrics_common import dataset, perfect, rotated
 
 from disentangle.metrics import dci
-from disentangle.metrics.dci import completeness_per_factor, dci_from_importance, disentanglement_per_code
+from disentangle.metrics.dci import (
+    completeness_per_factor,
+    dci_from_importance,
+    disentanglement_per_code,
+)
 from disentangle.metrics.mig import mig_from_mutual_info
 from disentangle.metrics.modularity import modularity_from_mutual_info
 from disentangle.metrics.sap import sap_from_score_matrix, squared_correlation_matrix
-from disentangle.metrics.unsupervised import gaussian_total_correlation, gaussian_wasserstein_correlation
+from disentangle.metrics.unsupervised import (
+    gaussian_total_correlation,
+    gaussian_wasserstein_correlation,
+)
 
 
 def _reference_dci(r):

@@ -3,7 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_metrics_common import SIZES, Noise, dataset, duplicated, perfect, permuted, rotated
+from test_metrics_common import (
+    SIZES,
+    Noise,
+    dataset,
+    duplicated,
+    perfect,
+    permuted,
+    rotated,
+)
 
 from disentangle.metrics import (
     beta_vae_score,
@@ -17,13 +25,13 @@ from disentangle.metrics import (
 
 CHANCE = float(np.mean([1.0 / s for s in SIZES]))
 SMALL = {
-    "mig": dict(num_train=3000),
-    "dci": dict(num_train=500, num_test=300),
-    "sap_score": dict(num_train=1000, num_test=500),
-    "modularity_explicitness": dict(num_train=2000, num_test=1000),
-    "beta_vae_score": dict(num_train=200, num_eval=200, batch_size=16),
-    "factor_vae_score": dict(num_train=300, num_eval=200, num_variance_estimate=1000, batch_size=16),
-    "unsupervised_scores": dict(num_train=2000),
+    "mig": {"num_train": 3000},
+    "dci": {"num_train": 500, "num_test": 300},
+    "sap_score": {"num_train": 1000, "num_test": 500},
+    "modularity_explicitness": {"num_train": 2000, "num_test": 1000},
+    "beta_vae_score": {"num_train": 200, "num_eval": 200, "batch_size": 16},
+    "factor_vae_score": {"num_train": 300, "num_eval": 200, "num_variance_estimate": 1000, "batch_size": 16},
+    "unsupervised_scores": {"num_train": 2000},
 }
 FUNCS = {
     "mig": mig,

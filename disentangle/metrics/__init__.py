@@ -27,10 +27,16 @@ runs several at once, sharing the sampled codes between metrics that draw the sa
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ..registry import Registry
-from ._utils import code_cache, discrete_entropy, discrete_mutual_info, histogram_discretize
+from ._utils import (
+    code_cache,
+    discrete_entropy,
+    discrete_mutual_info,
+    histogram_discretize,
+)
 from .beta_vae import beta_vae_score
 from .dci import dci
 from .downstream import downstream_task

@@ -17,7 +17,8 @@ import math
 import numbers
 import os
 import warnings
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -413,8 +414,8 @@ def _thread_limit():
     """A context limiting BLAS/OpenMP to one thread (the controller is built once per process)."""
     if not _CONTROLLER:
         # load the native libraries of the estimators first, so that the controller sees them
-        import sklearn.ensemble  # noqa: F401
-        import sklearn.linear_model  # noqa: F401
+        import sklearn.ensemble
+        import sklearn.linear_model
         import sklearn.svm  # noqa: F401
         from threadpoolctl import ThreadpoolController
 

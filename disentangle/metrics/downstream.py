@@ -1,7 +1,8 @@
 """Downstream classification from the codes (Locatello et al., 2019)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -55,8 +55,7 @@ def mig(
     """
     seed = U.check_seed(seed)
     U.check_choice("estimator", estimator, ESTIMATORS)
-    sizes = U.check_dataset(dataset)
-    names = U.factor_names(dataset)
+    names = U.factor_names(dataset)  # also checks the dataset
     if estimator == "chen":
         num_samples = U.check_positive_int("num_samples", num_samples)
         mi, entropy = _chen_mutual_information(
@@ -108,7 +107,6 @@ def factor_grid(factor_sizes) -> np.ndarray:
 def _chen_mutual_information(dataset, model, seed, num_samples, batch_size):
     """``(d, K)`` mutual information and ``(K,)`` factor entropies with Chen et al.'s estimator."""
     sizes = U.check_dataset(dataset)
-    G.encoder_of(model)
     rng = np.random.default_rng(seed)
     grid = factor_grid(sizes)
     mu, logvar = G.encode_factors(dataset, model, grid, rng, batch_size)

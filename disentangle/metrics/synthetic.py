@@ -6,7 +6,7 @@ a rotation of it, or noise.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _utils as U
 
-BOOSTERS = ("sklearn", "hist")
+BOOSTERS = ("exact", "sklearn", "hist")
 
 #: added to every importance before normalising (as in disentanglement_lib), so that a code or
 #: factor with no importance at all gets a uniform distribution (score 0) instead of 0/0.
@@ -21,7 +21,7 @@ def dci(
     seed: int = 0,
     num_train: int = 10_000,
     num_test: int = 5_000,
-    booster: str = "sklearn",
+    booster: str = "exact",
     n_jobs: int | None = None,
     representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
 ) -> dict[str, float]:
@@ -30,11 +30,19 @@ def dci(
     Definition (Eastwood & Williams 2018, as in disentanglement_lib's ``compute_dci``):
 
     * For each factor ``k`` a classifier predicts the factor class from the codes of ``num_train``
-      points. ``booster="sklearn"`` (default, the reference): scikit-learn's
-      ``GradientBoostingClassifier()`` with its default settings (100 stages of depth-3 regression
-      trees, learning rate 0.1, log-loss), ``random_state`` derived from ``seed``. Column ``k`` of the
-      importance matrix ``R`` (``d x K``) is its ``feature_importances_`` (mean decrease of squared
-      error per code, summing to 1 over codes).
+      points: gradient-boosted trees with scikit-learn's ``GradientBoostingClassifier()`` defaults
+      (100 stages of depth-3 regression trees on the log-loss gradient, one tree per class per
+      stage, learning rate 0.1, exact greedy splits). Column ``k`` of the importance matrix ``R``
+      (``d x K``) is its impurity-based ``feature_importances_`` (total decrease of squared error
+      per code over all trees, summing to 1 over codes).
+
+      ``booster="exact"`` (default) grows these trees with our numba implementation of the same
+      algorithm (:mod:`disentangle.metrics._boosting`): all factors at once, ``n_jobs`` threads,
+      about 20x faster than scikit-learn on 2 cores. Its training-set predictions equal
+      scikit-learn's to 1e-14; importances differ only where two codes separate a node's samples
+      identically (an exact tie, broken at random by both), by about as much as scikit-learn's
+      own ``random_state`` moves them. ``booster="sklearn"`` runs ``GradientBoostingClassifier``
+      itself (the reference, ``random_state`` derived from ``seed``).
     * ``informativeness_train``/``informativeness_test``: the classifiers' accuracies on the
       training points and on ``num_test`` test points, averaged over factors (accuracy, not error, as
       in disentanglement_lib).
@@ -50,10 +58,11 @@ def dci(
     scikit-learn's ``HistGradientBoostingClassifier`` with the same structure (100 iterations, depth
     3, learning rate 0.1, ``min_samples_leaf=1``, no L2, no early stopping; features binned into 255
     quantile bins) and importances from the total split gain per code (normalised per factor). See
-    docs/metrics.md for its measured agreement with the default.
+    the README for its measured agreement with the default.
 
-    The per-factor fits run on ``n_jobs`` joblib workers (default: one per core), the largest
-    factors first; results do not depend on ``n_jobs``.
+    ``n_jobs`` (default: one per core) is the number of threads growing trees (``"exact"``) or of
+    joblib workers fitting factors, the largest first (``"sklearn"``, ``"hist"``); results do not
+    depend on it.
 
     Returns ``{"disentanglement", "completeness", "informativeness_train", "informativeness_test"}``.
     """
@@ -82,7 +91,7 @@ def importance_matrix(
     codes_test: np.ndarray,
     factors_test: np.ndarray,
     *,
-    booster: str = "sklearn",
+    booster: str = "exact",
     random_state: int = 0,
     n_jobs: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,6 +104,8 @@ def importance_matrix(
             f"codes (n, d) and factors (n, K) must have the same number of rows; got "
             f"{codes_train.shape} and {factors_train.shape}."
         )
+    if booster == "exact":
+        return _exact_importance_matrix(codes_train, factors_train, codes_test, factors_test, random_state, n_jobs)
     tasks = [
         (codes_train, factors_train[:, k], codes_test, factors_test[:, k], booster, random_state)
         for k in range(factors_train.shape[1])
@@ -103,6 +114,27 @@ def importance_matrix(
     results = U.parallel_map(_fit_factor, tasks, n_jobs, costs, prefer="processes")
     importance = np.stack([r[0] for r in results], axis=1)
     return importance, np.array([r[1] for r in results]), np.array([r[2] for r in results])
+
+
+def _exact_importance_matrix(codes_train, factors_train, codes_test, factors_test, random_state, n_jobs):
+    from ._boosting import fit_boosted_trees
+
+    num_factors = factors_train.shape[1]
+    importance = np.zeros((codes_train.shape[1], num_factors))
+    train_acc, test_acc = np.empty(num_factors), np.empty(num_factors)
+    varying = [k for k in range(num_factors) if len(np.unique(factors_train[:, k])) >= 2]
+    for k in set(range(num_factors)) - set(varying):  # constant factor: no importance
+        value = factors_train[0, k]
+        train_acc[k], test_acc[k] = np.mean(factors_train[:, k] == value), np.mean(factors_test[:, k] == value)
+    if varying:
+        model = fit_boosted_trees(
+            codes_train, factors_train[:, varying], seed=random_state,
+            n_threads=U.resolve_n_jobs(n_jobs, codes_train.shape[0]),
+        )
+        importance[:, varying] = np.abs(model.importances)  # as the reference: |rounding| near 0
+        train_acc[varying] = np.mean(model.predict(codes_train) == factors_train[:, varying], axis=0)
+        test_acc[varying] = np.mean(model.predict(codes_test) == factors_test[:, varying], axis=0)
+    return importance, train_acc, test_acc
 
 
 def _fit_factor(x_train, y_train, x_test, y_test, booster, random_state):

@@ -36,6 +36,23 @@ def test_downstream_scores_and_keys():
     assert noise["hgbt_300:mean_test_accuracy"] < 0.45
 
 
+def test_downstream_exact_booster_agrees_with_scikit_learn():
+    def rotated(factors):
+        import numpy as np
+
+        f = np.asarray(factors, dtype=float)
+        return np.stack([f[:, 0] + 0.3 * f[:, 1], f[:, 1] - 0.2 * f[:, 2], f[:, 2] + 0.1 * f[:, 0]], axis=1)
+
+    kwargs = dict(num_train=(40, 200), num_test=300, predictors="gradient_boosting", n_jobs=1)
+    exact = downstream_task(dataset(), rotated, booster="exact", **kwargs)
+    ref = downstream_task(dataset(), rotated, booster="sklearn", **kwargs)
+    assert exact.keys() == ref.keys()
+    for key in ref:
+        assert exact[key] == pytest.approx(ref[key], abs=0.02), key
+    with pytest.raises(ConfigError, match="booster"):
+        downstream_task(dataset(), rotated, booster="hist", **kwargs)
+
+
 @pytest.mark.slow
 def test_downstream_sample_efficiency():
     out = downstream_task(dataset(), perfect, num_train=(100, 10_000), num_test=500, predictors=("logistic_regression",))

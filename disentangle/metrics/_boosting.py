@@ -298,7 +298,7 @@ def fit_boosted_trees(
         raise ValueError(f"max_depth must be between 1 and 16, got {max_depth}.")
     n, d = x.shape
     x32 = np.ascontiguousarray(x, dtype=np.float32)
-    order = np.argsort(x32, axis=0, kind="stable").T.copy()
+    order = np.ascontiguousarray(np.argsort(x32, axis=0, kind="stable").T, dtype=np.int32)
     sorted_values = np.take_along_axis(x32, order.T, axis=0).T.copy()
 
     classes, encoded, init_raw, tree_slices, leaf_scales = [], [], [], [], []

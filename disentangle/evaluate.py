@@ -5,7 +5,7 @@ scores as JSON (default ``RUN_DIR/metrics.json``)::
 
     python -m disentangle.evaluate runs/quickstart                     # every metric
     python -m disentangle.evaluate runs/quickstart --metrics mig,dci
-    python -m disentangle.evaluate runs/x --metrics dci --set dci.booster=hist --set dci.num_train=2000
+    python -m disentangle.evaluate runs/x --metrics dci --set dci.booster=sklearn --set dci.num_train=2000
 
 The JSON holds ``{"run_dir", "seed", "metrics": {metric: {score: value}}, "seconds": {metric: s}}``.
 An unknown metric name or setting is reported on stderr (with the valid names) and exits with

@@ -4,8 +4,9 @@ This is scikit-learn's ``GradientBoostingClassifier()`` at its default settings,
 the many small trees DCI needs can be grown fast. It is what ``dci(..., booster="exact")`` (the
 default) uses; ``booster="sklearn"`` runs scikit-learn itself and is kept as the reference.
 
-The algorithm, step for step as in scikit-learn 1.4 to 1.9 (``sklearn/ensemble/_gb.py`` and
-``sklearn/tree``):
+The algorithm, step for step as in scikit-learn 1.9 (``sklearn/ensemble/_gb.py`` and
+``sklearn/tree``; earlier versions split by Friedman's MSE, which ranks every split of a node the
+same way as the squared-error proxy below):
 
 * Codes are cast to float32, as scikit-learn does before growing any tree.
 * Initial raw predictions: class priors of the training labels, clipped to ``[eps, 1 - eps]``
@@ -37,7 +38,7 @@ importances with ``GradientBoostingClassifier``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -254,7 +255,7 @@ class BoostedTrees:
     def raw_predictions(self, x: np.ndarray) -> list[np.ndarray]:
         """Per target, the ``(n, K)`` (or ``(n, 1)`` for two classes) raw scores for ``x``."""
         _require_numba()
-        x32 = _as_float32_features(x, self.split_feature, self.importances.shape[0])
+        x32 = _as_float32_features(x, self.importances.shape[0])
         initial = np.concatenate(self.init_raw)
         raw = _predict_trees(x32, initial, self.learning_rate, self.split_feature, self.threshold, self.value)
         return [raw[trees].T for trees in self.tree_slices]
@@ -262,7 +263,7 @@ class BoostedTrees:
     def predict(self, x: np.ndarray) -> np.ndarray:
         """``(n, C)`` predicted labels, one column per target."""
         columns = []
-        for classes, raw in zip(self.classes, self.raw_predictions(x)):
+        for classes, raw in zip(self.classes, self.raw_predictions(x), strict=True):
             columns.append(classes[_encoded_prediction(raw)])
         return np.stack(columns, axis=1)
 
@@ -296,6 +297,8 @@ def fit_boosted_trees(
         raise ValueError("the features contain NaN or infinite values.")
     if max_depth < 1 or max_depth > 16:
         raise ValueError(f"max_depth must be between 1 and 16, got {max_depth}.")
+    if n_stages < 1 or not learning_rate > 0:
+        raise ValueError(f"n_stages must be >= 1 and learning_rate > 0; got {n_stages} and {learning_rate}.")
     n, d = x.shape
     x32 = np.ascontiguousarray(x, dtype=np.float32)
     order = np.ascontiguousarray(np.argsort(x32, axis=0, kind="stable").T, dtype=np.int32)
@@ -389,7 +392,7 @@ def _encoded_prediction(raw: np.ndarray) -> np.ndarray:
     return np.argmax(raw, axis=1)
 
 
-def _as_float32_features(x: np.ndarray, split_feature: np.ndarray, d: int) -> np.ndarray:
+def _as_float32_features(x: np.ndarray, d: int) -> np.ndarray:
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[1] != d:
         raise ValueError(f"expected features of shape (n, {d}), got {x.shape}.")
@@ -409,4 +412,4 @@ def _numba_threads(n_threads: int | None) -> Iterator[None]:
         numba.set_num_threads(previous)
 
 
-__all__: Sequence[str] = ("BoostedTrees", "fit_boosted_trees", "numba_available")
+__all__ = ["BoostedTrees", "fit_boosted_trees", "numba_available"]

@@ -54,7 +54,7 @@ def dci(
     * As in the reference, ``1e-11`` is added to ``R`` before each normalisation. With one factor
       (or one code) the base-1 entropy is undefined and ``D_j`` (``C_k``) is taken as 1.
 
-    ``booster="hist"`` is a faster option that gives different (close, not equal) values:
+    ``booster="hist"`` is an option that gives different (close, not equal) values:
     scikit-learn's ``HistGradientBoostingClassifier`` with the same structure (100 iterations, depth
     3, learning rate 0.1, ``min_samples_leaf=1``, no L2, no early stopping; features binned into 255
     quantile bins) and importances from the total split gain per code (normalised per factor). See

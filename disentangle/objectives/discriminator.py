@@ -4,6 +4,8 @@
 * :func:`frozen` — a context in which a module's parameters do not require gradients, so a loss
   computed through it sends gradients only to its *inputs* (the encoder), never to it.
 * :func:`adam_betas` — validation of a ``[β1, β2]`` pair from the config.
+* :class:`LatentDiscriminatorMixin` — the discriminator's settings, construction at ``setup`` and
+  its own Adam optimizer, shared by the objectives that train one.
 """
 from __future__ import annotations
 
@@ -90,3 +92,52 @@ def non_negative(name: str, value: float) -> float:
     if not value >= 0:
         raise ValueError(f"{name} must be non-negative, got {value}.")
     return float(value)
+
+
+class LatentDiscriminatorMixin:
+    """For an objective that trains a discriminator on latent codes with its own Adam optimizer.
+
+    Call :meth:`_init_discriminator` in ``__init__`` (it validates and stores ``discriminator_lr``,
+    ``discriminator_betas``, ``discriminator_hidden`` and ``discriminator_layers``),
+    :meth:`_setup_discriminator` in ``setup`` (it builds D for the model's latent size on the
+    model's device, keeping an existing D of the right size, e.g. one restored from a checkpoint)
+    and :meth:`_discriminator_optimizer` in ``configure_optimizers``.
+    """
+
+    discriminator: MLPDiscriminator | None
+
+    def _init_discriminator(self, lr: float, betas: Sequence[float], hidden: int, layers: int) -> None:
+        self.discriminator_lr = positive("discriminator_lr", lr)
+        self.discriminator_betas = adam_betas("discriminator_betas", betas)
+        if hidden < 1 or layers < 1:
+            raise ValueError(
+                "discriminator_hidden and discriminator_layers must be positive integers, got "
+                f"{hidden} and {layers}."
+            )
+        self.discriminator_hidden = int(hidden)
+        self.discriminator_layers = int(layers)
+        self.discriminator = None
+
+    def _setup_discriminator(
+        self, model: nn.Module, out_features: int, activation: str, negative_slope: float = 0.2
+    ) -> None:
+        latent_dim = int(model.latent_dim)
+        if self.discriminator is None or self.discriminator.in_features != latent_dim:
+            self.discriminator = MLPDiscriminator(
+                latent_dim, self.discriminator_hidden, self.discriminator_layers, out_features,
+                activation, negative_slope,
+            )
+        self.discriminator.to(next(model.parameters()).device)
+
+    def _require_discriminator(self) -> MLPDiscriminator:
+        if self.discriminator is None:
+            raise RuntimeError(
+                f"{type(self).__name__} needs setup(model=..., dataset_size=...) before use (it builds D there)."
+            )
+        return self.discriminator
+
+    def _discriminator_optimizer(self, eps: float = 1e-8) -> torch.optim.Adam:
+        return torch.optim.Adam(
+            self._require_discriminator().parameters(),
+            lr=self.discriminator_lr, betas=self.discriminator_betas, eps=eps,
+        )

@@ -7,13 +7,13 @@ import torch.nn.functional as F
 from ..precision import Precision
 from . import OBJECTIVES
 from .base import Objective
-from .discriminator import MLPDiscriminator, adam_betas, frozen, non_negative, positive
+from .discriminator import LatentDiscriminatorMixin, frozen, non_negative
 from .estimators import permute_dims
 from .losses import RECONSTRUCTIONS, kl_normal_per_dim, reconstruction_loss
 
 
 @OBJECTIVES.register("factor_vae")
-class FactorVAE(Objective):
+class FactorVAE(LatentDiscriminatorMixin, Objective):
     """FactorVAE: ``recon + KL + γ · TC`` with ``TC ≈ E_q(z)[D₀(z) − D₁(z)]``.
 
     Kim & Mnih, "Disentangling by Factorising", ICML 2018 (eq. 2 and Algorithm 1). ``D`` is a
@@ -62,42 +62,21 @@ class FactorVAE(Objective):
     ) -> None:
         super().__init__()
         self.gamma = non_negative("gamma", gamma)
-        self.discriminator_lr = positive("discriminator_lr", discriminator_lr)
-        self.discriminator_betas = adam_betas("discriminator_betas", discriminator_betas)
-        if discriminator_hidden < 1 or discriminator_layers < 1:
-            raise ValueError(
-                "discriminator_hidden and discriminator_layers must be positive integers, got "
-                f"{discriminator_hidden} and {discriminator_layers}."
-            )
-        self.discriminator_hidden = int(discriminator_hidden)
-        self.discriminator_layers = int(discriminator_layers)
+        self._init_discriminator(discriminator_lr, discriminator_betas, discriminator_hidden, discriminator_layers)
         if reconstruction not in RECONSTRUCTIONS:
             raise ValueError(f"reconstruction must be one of {RECONSTRUCTIONS}, got {reconstruction!r}.")
         self.reconstruction = reconstruction
-        self.discriminator: MLPDiscriminator | None = None
 
     # ------------------------------------------------------------------ setup
     def setup(self, *, model, dataset_size: int) -> None:
         super().setup(model=model, dataset_size=dataset_size)
-        latent_dim = int(model.latent_dim)
-        if self.discriminator is None or self.discriminator.in_features != latent_dim:
-            self.discriminator = MLPDiscriminator(
-                latent_dim, self.discriminator_hidden, self.discriminator_layers, 2, "leaky_relu", 0.2
-            )
-        self.discriminator.to(next(model.parameters()).device)
-
-    def _require_discriminator(self) -> MLPDiscriminator:
-        if self.discriminator is None:
-            raise RuntimeError("FactorVAE needs setup(model=..., dataset_size=...) before use (it builds D there).")
-        return self.discriminator
+        # Kim & Mnih: two logits, LeakyReLU 0.2
+        self._setup_discriminator(model, out_features=2, activation="leaky_relu", negative_slope=0.2)
 
     def configure_optimizers(self, model, *, lr: float, betas: tuple[float, float], eps: float = 1e-8):
-        disc = self._require_discriminator()
         return {
             "model": torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps),
-            "discriminator": torch.optim.Adam(
-                disc.parameters(), lr=self.discriminator_lr, betas=self.discriminator_betas, eps=eps
-            ),
+            "discriminator": self._discriminator_optimizer(eps),
         }
 
     # ------------------------------------------------------------------ losses

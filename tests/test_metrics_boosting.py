@@ -58,6 +58,8 @@ def test_same_fit_as_scikit_learn(classes):
     # the fitted function on the training points is the same after all 100 stages
     np.testing.assert_allclose(ours.raw_predictions(x)[0], _raw(ref, x), rtol=0, atol=1e-8)
     np.testing.assert_array_equal(ours.predict(x)[:, 0], ref.predict(x))
+    np.testing.assert_allclose(ours.train_raw[0], ours.raw_predictions(x)[0], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(ours.predict(), ours.predict(x))
     # elsewhere only exact ties (two features separating a node identically) may differ
     assert np.mean(ours.predict(x_test)[:, 0] == ref.predict(x_test)) > 0.97
     np.testing.assert_allclose(ours.importances[:, 0], ref.feature_importances_, atol=0.01)

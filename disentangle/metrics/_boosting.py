@@ -211,6 +211,24 @@ if numba is not None:
             )
 
     @njit(cache=True, nogil=True, parallel=True)
+    def _multinomial_gradient(codes, raw, residual, hessian):  # pragma: no cover - compiled
+        """``residual[k] = y_k - softmax(raw)_k`` and ``hessian[k] = p_k (1 - p_k)`` per sample,
+        with ``p_k`` recovered from the residual as scikit-learn does (``y - neg_gradient``)."""
+        n, num_classes = raw.shape
+        for i in prange(n):
+            top = raw[i, 0]
+            for k in range(1, num_classes):
+                top = max(top, raw[i, k])
+            norm = 0.0
+            for k in range(num_classes):
+                norm += np.exp(raw[i, k] - top)
+            for k in range(num_classes):
+                y = 1.0 if codes[i] == k else 0.0
+                residual[k, i] = y - np.exp(raw[i, k] - top) / norm
+                p = y - residual[k, i]
+                hessian[k, i] = p * (1.0 - p)
+
+    @njit(cache=True, nogil=True, parallel=True)
     def _predict_trees(x, initial, learning_rate, split_features, thresholds, values):  # pragma: no cover
         """Raw score of each tree sequence for ``x``, ``(n_trees_per_stage, n)``: its initial value
         plus ``learning_rate`` times each stage's leaf value, added stage by stage as scikit-learn's
@@ -239,14 +257,17 @@ class BoostedTrees:
     """Fitted classifiers, one per target column, sharing their input features.
 
     ``classes[c]`` are the sorted training labels of target ``c``; ``importances`` is ``(d, C)``,
-    each column summing to 1 (all zero when no tree of that target split); ``trees`` holds the
-    heap-ordered ``split_feature``/``threshold``/``value`` arrays of shape ``(stages, trees, nodes)``.
+    each column summing to 1 (all zero when no tree of that target split); ``train_raw[c]`` are
+    the raw scores of the training points after the last stage (what :meth:`raw_predictions` gives
+    for them); ``split_feature``/``threshold``/``value`` are the heap-ordered trees, arrays of shape
+    ``(stages, trees, nodes)``.
     """
 
     classes: list[np.ndarray]
     importances: np.ndarray
     learning_rate: float
     init_raw: list[np.ndarray]
+    train_raw: list[np.ndarray]
     tree_slices: list[slice]
     split_feature: np.ndarray
     threshold: np.ndarray
@@ -260,11 +281,10 @@ class BoostedTrees:
         raw = _predict_trees(x32, initial, self.learning_rate, self.split_feature, self.threshold, self.value)
         return [raw[trees].T for trees in self.tree_slices]
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """``(n, C)`` predicted labels, one column per target."""
-        columns = []
-        for classes, raw in zip(self.classes, self.raw_predictions(x), strict=True):
-            columns.append(classes[_encoded_prediction(raw)])
+    def predict(self, x: np.ndarray | None = None) -> np.ndarray:
+        """``(n, C)`` predicted labels, one column per target; ``x=None``: of the training points."""
+        raws = self.train_raw if x is None else self.raw_predictions(x)
+        columns = [classes[_encoded_prediction(raw)] for classes, raw in zip(self.classes, raws, strict=True)]
         return np.stack(columns, axis=1)
 
 
@@ -360,6 +380,7 @@ def fit_boosted_trees(
         importances=per_target,
         learning_rate=learning_rate,
         init_raw=init_raw,
+        train_raw=raw,
         tree_slices=tree_slices,
         split_feature=split_feature,
         threshold=threshold,
@@ -376,14 +397,7 @@ def _negative_gradient(codes: np.ndarray, raw: np.ndarray, residual: np.ndarray,
         p = y - residual[0]  # as scikit-learn: prob recovered from the negative gradient
         hessian[0] = p * (1 - p)
         return
-    shifted = raw - raw.max(axis=1, keepdims=True)
-    prob = np.exp(shifted)
-    prob /= prob.sum(axis=1, keepdims=True)
-    y = np.zeros_like(prob)
-    y[np.arange(len(codes)), codes] = 1.0
-    residual[:] = (y - prob).T
-    p = y.T - residual
-    hessian[:] = p * (1 - p)
+    _multinomial_gradient(codes, raw, residual, hessian)
 
 
 def _encoded_prediction(raw: np.ndarray) -> np.ndarray:

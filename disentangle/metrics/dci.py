@@ -132,7 +132,7 @@ def _exact_importance_matrix(codes_train, factors_train, codes_test, factors_tes
             n_threads=U.resolve_n_jobs(n_jobs, codes_train.shape[0]),
         )
         importance[:, varying] = np.abs(model.importances)  # as the reference: |rounding| near 0
-        train_acc[varying] = np.mean(model.predict(codes_train) == factors_train[:, varying], axis=0)
+        train_acc[varying] = np.mean(model.predict() == factors_train[:, varying], axis=0)
         test_acc[varying] = np.mean(model.predict(codes_test) == factors_test[:, varying], axis=0)
     return importance, train_acc, test_acc
 

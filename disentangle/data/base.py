@@ -177,7 +177,8 @@ class GridDataset:
         """Float images in [0, 1], shape ``(n, C, H, W)``, for grid indices."""
         out = self.transform(self.raw(indices), generator)
         if out.dtype == torch.uint8:
-            return out.float().mul_(self.scale)
+            # binary images (dSprites) have scale 1: skip a second pass over the float batch
+            return out.float() if self.scale == 1.0 else out.float().mul_(self.scale)
         return out
 
     def sample_batch(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:

@@ -38,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="a metric setting, e.g. dci.num_train=2000 or downstream_task.predictors=[logistic_regression]"
                    " (repeatable; VALUE is parsed as YAML)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-code-table", action="store_true",
+                   help="encode every drawn observation, even where the dataset's observations are a function "
+                        "of the factors alone (by default each grid point is then encoded once)")
     return p
 
 
@@ -119,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
 
         start = time.perf_counter()
         try:
-            results = evaluate_metrics(dataset, model, names, seed=seed, settings=settings, callback=done)
+            results = evaluate_metrics(
+                dataset, model, names, seed=seed, settings=settings, callback=done,
+                code_table=not args.no_code_table,
+            )
         finally:
             if bar is not None:
                 bar.close()

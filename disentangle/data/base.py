@@ -164,6 +164,17 @@ class GridDataset:
         generator = torch_generator_from_numpy(rng, self.device)
         return self.observe(idx, generator)
 
+    @property
+    def deterministic_observations(self) -> bool:
+        """Whether an observation is a function of its grid index alone (no per-draw nuisance)."""
+        return type(self).transform is GridDataset.transform
+
+    def sample_indices_from_factors(self, factors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The grid indices :meth:`sample_observations_from_factors` would observe for ``factors``,
+        drawing from ``rng`` exactly what it draws (so later draws are the same either way)."""
+        torch_generator_from_numpy(rng, self.device)
+        return self.factors_to_indices(factors)
+
     # ------------------------------------------------------------------ observations
     def raw(self, indices: torch.Tensor) -> torch.Tensor:
         """Stored integer images ``(n, C, H, W)`` for grid indices (on :attr:`device`)."""

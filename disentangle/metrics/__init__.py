@@ -38,6 +38,7 @@ from ._utils import (
     histogram_discretize,
 )
 from .beta_vae import beta_vae_score
+from .code_table import CodeTable, supports_code_table
 from .dci import dci
 from .downstream import downstream_task
 from .elbo_decomposition import elbo_decomposition
@@ -119,6 +120,7 @@ def evaluate_metrics(
     seed: int = 0,
     settings: Mapping[str, Mapping[str, Any]] | None = None,
     callback: Callable[[str, dict[str, float], float], None] | None = None,
+    code_table: bool = True,
 ) -> dict[str, dict[str, float]]:
     """Run several metrics on one representation: ``{metric name: {score name: value}}``.
 
@@ -127,6 +129,16 @@ def evaluate_metrics(
     after each metric (for progress reporting). All names are checked before anything runs.
     Sampled ``(codes, factors)`` are shared between metrics that draw the same points with the same
     seed (see :func:`disentangle.metrics._utils.code_cache`), which changes no value.
+
+    ``code_table`` (default on): when the dataset's observations are a function of the factors alone
+    (``dataset.deterministic_observations``, e.g. dSprites, not its noisy or coloured variants),
+    each grid point is encoded at most once and its code looked up afterwards
+    (:class:`disentangle.metrics.code_table.CodeTable`), which makes the BetaVAE and FactorVAE
+    scores 2-3x cheaper in representation calls. Metrics that need the model itself (the ELBO
+    decomposition, ``mig(estimator="chen")``) get the model. The same points are drawn; an image's
+    code may differ in the last bits when computed in another batch, which can move a classifier
+    score slightly (BetaVAE train accuracy 0.830 vs 0.828 on the sprites benchmark, within its seed
+    spread of 0.003). ``code_table=False`` reproduces separate metric calls exactly.
     """
     import time
 
@@ -136,18 +148,30 @@ def evaluate_metrics(
     if unknown:
         METRICS.get(unknown[0])
     results: dict[str, dict[str, float]] = {}
+    table = CodeTable(dataset, representation) if code_table and supports_code_table(dataset) else None
     with code_cache():
         for name in resolved:
+            metric, metric_settings = METRICS.get(name), dict(settings.get(name, {}))
             start = time.perf_counter()
-            results[name] = METRICS.get(name)(dataset, representation, seed=seed, **settings.get(name, {}))
+            if table is None or _needs_model(metric, metric_settings):
+                results[name] = metric(dataset, representation, seed=seed, **metric_settings)
+            else:
+                results[name] = metric(table, table.identity, seed=seed, **metric_settings)
             if callback is not None:
                 callback(name, results[name], time.perf_counter() - start)
     return results
 
 
+def _needs_model(metric: Callable, settings: Mapping[str, Any]) -> bool:
+    """Whether a metric needs the model's ``encode``, not only codes of observations."""
+    return bool(getattr(metric, "requires_encoder", False)) or settings.get("estimator") == "chen"
+
+
 __all__ = [
     "LOCATELLO_METRICS",
     "METRICS",
+    "CodeTable",
+    "supports_code_table",
     "FactorObservationDataset",
     "available_metrics",
     "beta_vae_score",

@@ -1,0 +1,92 @@
+"""Encoding each grid point once (CodeTable) gives the same scores as encoding every draw."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_dataset
+
+from disentangle.data import DATASETS
+from disentangle.metrics import (
+    LOCATELLO_METRICS,
+    METRICS,
+    CodeTable,
+    evaluate_metrics,
+    supports_code_table,
+)
+from disentangle.model import VAE
+
+SMALL = {
+    "beta_vae_score": {"num_train": 60, "num_eval": 30, "batch_size": 8},
+    "factor_vae_score": {"num_train": 60, "num_eval": 30, "num_variance_estimate": 200, "batch_size": 8},
+    "mig": {"num_train": 300},
+    "modularity_explicitness": {"num_train": 300, "num_test": 100},
+    "dci": {"num_train": 300, "num_test": 100},
+    "sap_score": {"num_train": 300, "num_test": 100},
+    "unsupervised_scores": {"num_train": 300},
+}
+
+
+class CountingProjection:
+    """Exact codes (integer sums of 0/1 pixels) that count how many images they encoded."""
+
+    def __init__(self, pixels: int, dims: int = 4) -> None:
+        self.weights = torch.as_tensor(np.random.default_rng(0).integers(-3, 4, size=(pixels, dims)), dtype=torch.float64)
+        self.calls = 0
+        self.images = 0
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        self.images += len(x)
+        return x.flatten(1).double() @ self.weights
+
+
+def test_each_metric_scores_the_same_with_a_code_table_and_encodes_each_grid_point_once():
+    dataset = tiny_dataset()
+    for name, settings in SMALL.items():
+        direct_rep = CountingProjection(256)
+        direct = METRICS.get(name)(dataset, direct_rep, seed=3, **settings)
+        table_rep = CountingProjection(256)
+        table = CodeTable(dataset, table_rep)
+        cached = METRICS.get(name)(table, table.identity, seed=3, **settings)
+        assert cached == direct, name
+        assert table_rep.images == table.encoded <= len(dataset), name  # at most 24 images encoded
+        assert table.served == direct_rep.images, name  # every draw still served, same points
+
+
+def test_the_generator_advances_as_with_the_dataset():
+    dataset = tiny_dataset()
+    table = CodeTable(dataset, CountingProjection(256))
+    factors = dataset.sample_factors(50, np.random.default_rng(0))
+    a, b = np.random.default_rng(7), np.random.default_rng(7)
+    codes = table.sample_observations_from_factors(factors, a)
+    observations = dataset.sample_observations_from_factors(factors, b)
+    np.testing.assert_array_equal(codes, CountingProjection(256)(observations).numpy())
+    assert a.integers(1 << 30) == b.integers(1 << 30)
+
+
+def test_datasets_with_per_draw_nuisance_are_not_tabled():
+    assert supports_code_table(tiny_dataset())
+    noisy = DATASETS.build("noisy_sprites")
+    assert not noisy.deterministic_observations and not supports_code_table(noisy)
+    with pytest.raises(ValueError, match="not a function of the factors alone"):
+        CodeTable(noisy, CountingProjection(4096))
+    assert DATASETS.build("sprites").deterministic_observations
+
+
+def test_evaluate_metrics_uses_the_table_and_gives_the_model_to_metrics_that_need_it():
+    dataset = tiny_dataset()
+    names = [*LOCATELLO_METRICS, "unsupervised_scores"]
+    with_table_rep, without_rep = CountingProjection(256), CountingProjection(256)
+    with_table = evaluate_metrics(dataset, with_table_rep, names, seed=1, settings=SMALL)
+    without = evaluate_metrics(dataset, without_rep, names, seed=1, settings=SMALL, code_table=False)
+    assert with_table == without
+    assert with_table_rep.images <= len(dataset) < without_rep.images
+
+    torch.manual_seed(0)
+    model = VAE.from_backbone("mlp", image_shape=(1, 16, 16), latent_dim=3, hidden_sizes=[16]).eval()
+    out = evaluate_metrics(
+        dataset, model, ["mig", "elbo_decomposition"], seed=0,
+        settings={"mig": {"num_train": 200}, "elbo_decomposition": {"num_samples": 24}},
+    )
+    assert np.isfinite(out["elbo_decomposition"]["kl"]) and 0.0 <= out["mig"]["mig"] <= 1.0

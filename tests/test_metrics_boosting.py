@@ -147,3 +147,13 @@ def test_dci_exact_booster_constant_factor():
     np.testing.assert_array_equal(importance[:, 1], 0.0)
     assert train_acc[1] == test_acc[1] == 1.0
     assert importance[0, 0] > 0.9
+
+
+def test_missing_numba_is_explained(monkeypatch):
+    from disentangle.metrics import _boosting
+
+    monkeypatch.setattr(_boosting, "numba", None)
+    monkeypatch.setattr(_boosting, "_NUMBA_ERROR", ImportError("No module named 'numba'"))
+    x, y = _problem(50, 3)
+    with pytest.raises(ImportError, match=r"pip install numba.*booster='sklearn'"):
+        fit_boosted_trees(x, y)

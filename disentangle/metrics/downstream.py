@@ -37,7 +37,7 @@ def downstream_task(
       by our exact numba implementation of the same algorithm (``booster="exact"``, default, all
       factors at once; see :func:`disentangle.metrics.dci`) or by scikit-learn itself
       (``booster="sklearn"``);
-    * ``"hist_gradient_boosting"`` (``hgbt``, not in the reference): the faster histogram booster
+    * ``"hist_gradient_boosting"`` (``hgbt``, not in the reference): the histogram booster
       with the same structure as the DCI ``booster="hist"`` option.
 
     A factor whose training sample holds a single class is predicted as that class.

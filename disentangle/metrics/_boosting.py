@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit
 
 try:  # numba is a dependency; the import is guarded so that the error can say what to do
     import numba
@@ -391,7 +392,7 @@ def fit_boosted_trees(
 def _negative_gradient(codes: np.ndarray, raw: np.ndarray, residual: np.ndarray, hessian: np.ndarray) -> None:
     """Fill ``residual = y - p`` and ``hessian = p (1 - p)`` (rows: trees) for one target."""
     if raw.shape[1] == 1:  # two classes: one logit
-        prob = 1.0 / (1.0 + np.exp(-raw[:, 0]))
+        prob = expit(raw[:, 0])  # no overflow warning for very negative logits
         y = (codes == 1).astype(np.float64)
         residual[0] = y - prob
         p = y - residual[0]  # as scikit-learn: prob recovered from the negative gradient

@@ -77,6 +77,28 @@ def _require_numba() -> None:
 if numba is not None:
 
     @njit(cache=True, nogil=True)
+    def _scan_root(values, order, residual, count, total, f, best, best_feature, best_threshold):  # pragma: no cover
+        """The best split of the root on feature ``f`` (see the level loop of :func:`_grow_tree`)."""
+        left_sum = 0.0
+        left_count = 0.0
+        previous = values[0]
+        for p in range(values.shape[0]):
+            v = values[p]
+            if left_count > 0 and v > previous + FEATURE_THRESHOLD:
+                s_right = total - left_sum
+                proxy = left_sum * left_sum / left_count + s_right * s_right / (count - left_count)
+                if proxy > best[0]:
+                    best[0] = proxy
+                    best_feature[0] = f
+                    t = np.float64(previous) / 2.0 + np.float64(v) / 2.0
+                    if t == np.float64(v) or t == np.inf or t == -np.inf:
+                        t = np.float64(previous)
+                    best_threshold[0] = t
+            left_sum += residual[order[p]]
+            left_count += 1.0
+            previous = v
+
+    @njit(cache=True, nogil=True)
     def _grow_tree(
         sorted_values, order, x, residual, hessian, leaf_scale, max_depth, feature_order,
         split_feature, threshold, value, node_of, importance, update,
@@ -121,6 +143,10 @@ if numba is not None:
                 break
             for rank in range(n_features):
                 f = feature_order[depth, rank]
+                if depth == 0:
+                    # the root holds every sample: the same scan with the sums in registers
+                    _scan_root(sorted_values[f], order[f], residual, count[0], total[0], f, best, best_feature, best_threshold)
+                    continue
                 for j in range(first, stop):
                     left_sum[j] = 0.0
                     left_count[j] = 0.0

@@ -1,0 +1,130 @@
+"""Value checks shared by configs, objectives, backbones, datasets and metrics.
+
+Every check returns the validated (converted) value or raises :class:`~disentangle.ConfigError`
+with one paragraph: which parameter, what was given, what is valid and, for choices, a
+did-you-mean. ``name`` is the parameter as the user wrote it (``"beta"``, ``"num_train"``); the
+config layer prefixes its section (``objective.beta``) when it re-raises, so the same check gives a
+good message from Python and from YAML.
+
+Because ``ConfigError`` subclasses ``ValueError``, callers that catch ``ValueError`` keep working.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from .registry import ConfigError, did_you_mean
+
+T = TypeVar("T")
+
+
+class ParameterError(ConfigError):
+    """A bad parameter value; ``parameter`` names it so callers can add their section prefix."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _number(name: str, value: Any, what: str) -> float:
+    if not _is_number(value) or math.isnan(float(value)):
+        raise ParameterError(name, f"{name} must be {what}, got {value!r}.")
+    return float(value)
+
+
+def positive(name: str, value: Any) -> float:
+    """``value > 0`` (finite or infinite), as a float."""
+    v = _number(name, value, "a positive number")
+    if not v > 0:
+        raise ParameterError(name, f"{name} must be a positive number (> 0), got {value!r}.")
+    return v
+
+
+def non_negative(name: str, value: Any) -> float:
+    """``value >= 0``, as a float."""
+    v = _number(name, value, "a non-negative number")
+    if not v >= 0:
+        raise ParameterError(name, f"{name} must be a non-negative number (>= 0), got {value!r}.")
+    return v
+
+
+def in_range(
+    name: str,
+    value: Any,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    hint: str = "",
+) -> float:
+    """``low <= value <= high`` (``<`` where ``*_open``), either bound optional; as a float."""
+    lo = "-inf" if low is None else f"{low:g}"
+    hi = "inf" if high is None else f"{high:g}"
+    interval = f"{'(' if low_open or low is None else '['}{lo}, {hi}{')' if high_open or high is None else ']'}"
+    v = _number(name, value, f"a number in {interval}")
+    bad = (low is not None and (v < low or (low_open and v == low))) or (
+        high is not None and (v > high or (high_open and v == high))
+    )
+    if bad:
+        extra = f" {hint}" if hint else ""
+        raise ParameterError(name, f"{name} must be in {interval}, got {value!r}.{extra}")
+    return v
+
+
+def integer(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer (bools refused) within the optional bounds."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise ParameterError(name, f"{name} must be an integer, got {value!r}.")
+    v = int(value)
+    if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
+        bounds = (
+            f">= {minimum}" if maximum is None else f"<= {maximum}" if minimum is None
+            else f"between {minimum} and {maximum}"
+        )
+        raise ParameterError(name, f"{name} must be an integer {bounds}, got {value!r}.")
+    return v
+
+
+def positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    """An integer ``>= minimum`` (1 by default)."""
+    return integer(name, value, minimum=minimum)
+
+
+def choice(name: str, value: Any, choices: Sequence[T]) -> T:
+    """``value`` if it is one of ``choices``; else an error listing them with a did-you-mean."""
+    if value in choices:
+        return value
+    listing = ", ".join(repr(c) for c in choices)
+    suggestion = did_you_mean(str(value), [str(c) for c in choices])
+    raise ParameterError(name, f"{name} is {value!r}, which is not a valid choice.{suggestion} Valid choices: {listing}.")
+
+
+def adam_betas(name: str, value: Any) -> tuple[float, float]:
+    """Adam's ``(β1, β2)``: two numbers, each in [0, 1)."""
+    try:
+        values = tuple(value)
+    except TypeError:
+        values = ()
+    if len(values) != 2 or not all(_is_number(b) and 0.0 <= float(b) < 1.0 for b in values):
+        raise ParameterError(
+            name, f"{name} must be two numbers in [0, 1) (Adam's β1, β2, e.g. [0.9, 0.999]), got {value!r}."
+        )
+    return float(values[0]), float(values[1])
+
+
+def finite(name: str, value: Any) -> float:
+    """A finite number."""
+    v = _number(name, value, "a finite number")
+    if not math.isfinite(v):
+        raise ParameterError(name, f"{name} must be a finite number, got {value!r}.")
+    return v

@@ -274,3 +274,86 @@ def dip_covariance(mu: torch.Tensor, logvar: torch.Tensor | None, kind: str) -> 
             raise ValueError("DIP-VAE-II needs logvar of the same shape as mu.")
         cov = cov + torch.diag(logvar.float().exp().mean(0))
     return cov
+
+
+# ---------------------------------------------------------------------------- weak supervision
+#: ``aggregate_pair`` kinds: Hosoya's average, Bouchacourt et al.'s product, disentanglement_lib's product
+PAIR_AGGREGATIONS = ("gvae", "ml_vae", "ml_vae_dlib")
+__all__ += ["PAIR_AGGREGATIONS", "adaptive_shared_mask", "aggregate_pair", "pair_kl"]
+
+
+def _check_pair(*tensors: torch.Tensor) -> None:
+    shapes = {tuple(t.shape) for t in tensors}
+    if len(shapes) != 1:
+        raise ValueError(
+            "mu1, logvar1, mu2 and logvar2 must all have the same shape (batch, latent_dim); got "
+            + ", ".join(str(tuple(t.shape)) for t in tensors) + "."
+        )
+
+
+@_float32
+def pair_kl(mu1: torch.Tensor, logvar1: torch.Tensor, mu2: torch.Tensor, logvar2: torch.Tensor) -> torch.Tensor:
+    """Per-dimension ``δ_i = KL(N(μ1_i, σ1_i²) ‖ N(μ2_i, σ2_i²))`` in nats, shape ``(B, D)``.
+
+    ``δ_i = ½ (log σ2² − log σ1² + (σ1² + (μ1 − μ2)²) / σ2² − 1)``: the divergence between the two
+    posteriors of a pair, dimension by dimension, that Ada-GVAE / Ada-ML-VAE threshold
+    (Locatello et al. 2020, "Weakly-Supervised Disentanglement Without Compromises", §4).
+    disentanglement_lib's ``compute_kl`` returns twice this value (it leaves out the ½); the
+    adaptive mask is the same either way, since the threshold scales with δ.
+    """
+    _check_pair(mu1, logvar1, mu2, logvar2)
+    mu1, logvar1, mu2, logvar2 = mu1.float(), logvar1.float(), mu2.float(), logvar2.float()
+    return 0.5 * (
+        logvar2 - logvar1 + torch.exp(logvar1 - logvar2) + (mu1 - mu2).square() * torch.exp(-logvar2) - 1.0
+    )
+
+
+def adaptive_shared_mask(delta: torch.Tensor) -> torch.Tensor:
+    """``True`` where a latent dimension is treated as shared by the two elements of a pair.
+
+    Per pair (row of ``delta``, shape ``(B, D)``), the threshold is half-way between the largest and
+    the smallest divergence, ``τ = (max_i δ_i + min_i δ_i) / 2``, and dimension ``i`` is shared
+    when ``δ_i < τ`` (Locatello et al. 2020, §4; disentanglement_lib's ``aggregate_argmax``,
+    which puts the δ into two equal-width bins over [min, max] and aggregates the lower bin). A
+    dimension exactly at the threshold is not shared, and a row whose δ are all equal (e.g. two
+    identical images) shares nothing: its posteriors are then left as they are.
+    """
+    if delta.ndim != 2:
+        raise ValueError(f"delta must have shape (batch, latent_dim), got {tuple(delta.shape)}.")
+    tau = 0.5 * (delta.amax(dim=1, keepdim=True) + delta.amin(dim=1, keepdim=True))
+    return delta < tau
+
+
+@_float32
+def aggregate_pair(
+    mu1: torch.Tensor, logvar1: torch.Tensor, mu2: torch.Tensor, logvar2: torch.Tensor, kind: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The aggregate ``(μ, log σ²)`` of the two posteriors of a pair, for every dimension.
+
+    With ``σ1², σ2²`` the two variances:
+
+    * ``"gvae"`` (Hosoya 2019, group-VAE as in disentanglement_lib): the average of the means and
+      of the variances, ``μ = (μ1 + μ2)/2``, ``σ² = (σ1² + σ2²)/2``.
+    * ``"ml_vae"`` (Bouchacourt et al. 2018, ML-VAE): the normalised product of the two Gaussians,
+      ``σ² = σ1² σ2² / (σ1² + σ2²)``, ``μ = (μ1/σ1² + μ2/σ2²) σ²``.
+    * ``"ml_vae_dlib"``: disentanglement_lib's ``MLVae``: the product's mean with twice its
+      variance, ``σ² = 2 σ1² σ2² / (σ1² + σ2²)`` (the harmonic mean of the variances), so that
+      two identical posteriors aggregate to themselves, as with ``"gvae"``.
+
+    Computed in log space (``logaddexp``, a sigmoid weight for the mean), so extreme log-variances
+    neither overflow nor divide by zero.
+    """
+    if kind not in PAIR_AGGREGATIONS:
+        raise ValueError(f"kind must be one of {PAIR_AGGREGATIONS}, got {kind!r}.")
+    _check_pair(mu1, logvar1, mu2, logvar2)
+    mu1, logvar1, mu2, logvar2 = mu1.float(), logvar1.float(), mu2.float(), logvar2.float()
+    log_sum = torch.logaddexp(logvar1, logvar2)  # log(σ1² + σ2²)
+    if kind == "gvae":
+        return 0.5 * (mu1 + mu2), log_sum - math.log(2.0)
+    # product mean: (μ1 σ2² + μ2 σ1²) / (σ1² + σ2²), the weight of μ1 being σ2² / (σ1² + σ2²)
+    weight1 = torch.sigmoid(logvar2 - logvar1)
+    mu = weight1 * mu1 + (1.0 - weight1) * mu2
+    logvar = logvar1 + logvar2 - log_sum
+    if kind == "ml_vae_dlib":
+        logvar = logvar + math.log(2.0)
+    return mu, logvar

@@ -1,0 +1,152 @@
+"""Command line: ``python -m disentangle.visualize RUN_DIR|zoo:NAME [--out DIR] [--what NAMES]``.
+
+Loads the model with :func:`disentangle.load`, builds its dataset from the ``data`` section of its
+config, and writes the pictures of :mod:`disentangle.visualize.pictures` (by default all of them;
+``metrics.png`` only when scores exist: ``RUN_DIR/metrics.json`` or ``--metrics FILE``)::
+
+    python -m disentangle.visualize runs/quickstart                        # into runs/quickstart/
+    python -m disentangle.visualize runs/quickstart --what gif,latent_responses --out pictures/
+    python -m disentangle.visualize runs/quickstart --what gif --limit 3 --frames 60
+
+Bad input (an unknown picture name, a folder without a model, missing scores or matplotlib) is
+reported as one paragraph on stderr with exit status 2, before any file is written.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from ..checks import positive, positive_int
+from ..registry import ConfigError, DisentangleError
+from .pictures import PICTURES, PLOTTED, resolve_pictures
+
+ZOO_PREFIX = "zoo:"
+METRICS_FILE = "metrics.json"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m disentangle.visualize",
+        description="Write a trained model's pictures: traversals (PNG and GIF), reconstructions, prior "
+        "samples, latent responses, KL per latent and metric scores.",
+    )
+    p.add_argument("source", help="run folder, checkpoint file, or zoo:NAME")
+    p.add_argument("--out", "-o", default=None,
+                   help="folder to write into (default: the run folder; for zoo:NAME, ./NAME_pictures)")
+    p.add_argument("--what", "-w", default="all",
+                   help=f"comma-separated pictures, or 'all' (default): {', '.join(PICTURES)}")
+    p.add_argument("--device", default="cpu", help="device for the model and the dataset (default: cpu)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the images shown and of the prior samples (default: 0)")
+    p.add_argument("--metrics", default=None, metavar="FILE",
+                   help=f"scores for metrics.png (default: RUN_DIR/{METRICS_FILE} when it exists)")
+    p.add_argument("--limit", type=float, default=2.0, help="traversal range [-limit, limit] (default: 2)")
+    p.add_argument("--frames", type=int, default=40, help="frames of one loop of traversals.gif (default: 40)")
+    p.add_argument("--fps", type=float, default=20.0, help="frames per second of traversals.gif (default: 20)")
+    p.add_argument("--images", type=int, default=3, help="input images in traversals.png (default: 3)")
+    return p
+
+
+def _check_device(device: str) -> str:
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(f"--device '{device}' is not a device name; use cpu, cuda, cuda:N or mps.") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device is '{device}' but CUDA is not available here; use --device cpu.")
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("--device is 'mps' but MPS is not available here; use --device cpu.")
+    return device
+
+
+def _default_out(source: str) -> Path:
+    if source.startswith(ZOO_PREFIX):
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", source[len(ZOO_PREFIX):]) or "zoo"
+        return Path(f"{name}_pictures")
+    path = Path(source)
+    return path if path.is_dir() else path.parent
+
+
+def _metrics_path(source: str, given: str | None) -> Path | None:
+    if given is not None:
+        return Path(given)
+    if source.startswith(ZOO_PREFIX):
+        return None
+    path = Path(source)
+    return (path if path.is_dir() else path.parent) / METRICS_FILE
+
+
+def _load(source: str, device: str):
+    import disentangle
+
+    from ..data import build_dataset
+
+    try:
+        model = disentangle.load(source, map_location=device)
+    except FileNotFoundError as err:
+        raise DisentangleError(
+            f"No model to show at '{source}': {err} Pass a run folder written by python -m "
+            f"disentangle.train (it holds checkpoint.pt), a checkpoint file, or zoo:NAME."
+        ) from None
+    config = getattr(model, "config", None)
+    if not isinstance(config, dict) or "data" not in config:
+        raise DisentangleError(
+            f"The model loaded from '{source}' has no config with a 'data' section, so its dataset is "
+            f"unknown; use the Python API (disentangle.visualize.write_pictures) with your dataset."
+        )
+    return model, build_dataset(dict(config["data"]), device=device)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        from .plots import read_metrics, require_matplotlib
+
+        explicit = args.what != "all"
+        names = resolve_pictures(args.what)
+        device = _check_device(args.device)
+        positive("--limit", args.limit)
+        positive_int("--frames", args.frames, minimum=2)
+        positive("--fps", args.fps)
+        positive_int("--images", args.images)
+        metrics_path = _metrics_path(args.source, args.metrics)
+        metrics = None
+        if "metrics" in names:
+            if metrics_path is not None and (metrics_path.exists() or explicit or args.metrics is not None):
+                metrics = read_metrics(metrics_path)
+            elif explicit:
+                raise DisentangleError(
+                    f"metrics.png needs scores, and {args.source} has no {METRICS_FILE}; pass --metrics FILE "
+                    f"(a metrics.json written by python -m disentangle.evaluate) or leave 'metrics' out of --what."
+                )
+            else:  # 'all' writes metrics.png only where scores exist
+                names.remove("metrics")
+        if any(n in PLOTTED for n in names):
+            require_matplotlib()
+        out = Path(args.out) if args.out is not None else _default_out(args.source)
+        if out.exists() and not out.is_dir():
+            raise DisentangleError(f"--out '{out}' is a file, not a folder; choose a folder to write the pictures into.")
+        model, dataset = _load(args.source, device)
+
+        from .pictures import write_pictures
+
+        written = write_pictures(
+            model, dataset, out, names, seed=args.seed, metrics=metrics, limit=args.limit,
+            num_frames=args.frames, fps=args.fps, num_images=args.images,
+        )
+    except (DisentangleError, FileNotFoundError) as err:  # ConfigError is a DisentangleError
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the pictures written so far are complete; rerun to write the rest.", file=sys.stderr)
+        return 130
+    for path in written.values():
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""Writing a model's pictures into a folder: what ``python -m disentangle.visualize`` and the trainer call.
+
+=====================  ============================  =========================================
+``what``               file                          made by
+=====================  ============================  =========================================
+``traversals``         ``traversals.png``            :func:`~.traversals.traversal_grid`
+``gif``                ``traversals.gif``            :func:`~.traversals.traversal_animation`
+``reconstructions``    ``reconstructions.png``       :func:`~.reconstructions.reconstruction_grid`
+``samples``            ``samples.png``               :func:`~.reconstructions.sample_grid`
+``latent_responses``   ``latent_responses.png``      :func:`~.plots.latent_responses_figure`
+``kl_per_dim``         ``kl_per_dim.png``            :func:`~.plots.kl_per_dim_figure`
+``metrics``            ``metrics.png``               :func:`~.plots.metrics_figure`
+=====================  ============================  =========================================
+
+The last three need matplotlib (the ``plots`` extra). Every input is checked, and matplotlib
+imported, before the folder or any file is made; each file is written atomically, so a rerun
+rewrites the same files.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from ..checks import choice, positive, positive_int
+from ..registry import ConfigError
+from .grids import save_gif, save_png
+from .latents import ACTIVE_KL, kl_per_dim
+
+#: picture name -> file name, in the order they are written
+PICTURES: dict[str, str] = {
+    "traversals": "traversals.png",
+    "gif": "traversals.gif",
+    "reconstructions": "reconstructions.png",
+    "samples": "samples.png",
+    "latent_responses": "latent_responses.png",
+    "kl_per_dim": "kl_per_dim.png",
+    "metrics": "metrics.png",
+}
+#: the pictures drawn with matplotlib
+PLOTTED = ("latent_responses", "kl_per_dim", "metrics")
+#: what the trainer writes at the end of training
+TRAINING_PICTURES = ("traversals", "reconstructions")
+#: images whose mean KL orders the latents
+KL_IMAGES = 256
+
+
+def resolve_pictures(what: str | Iterable[str] | None) -> list[str]:
+    """Picture names from ``"traversals,gif"``, a list, ``"all"`` or ``None`` (all), checked."""
+    if what is None or what == "all":
+        return list(PICTURES)
+    names = [w.strip() for w in what.split(",")] if isinstance(what, str) else [str(w).strip() for w in what]
+    names = [n for n in names if n]
+    if not names:
+        raise ConfigError(f"--what is empty; give one or more of {', '.join(PICTURES)} (comma-separated) or 'all'.")
+    for name in names:
+        choice("what", name, list(PICTURES))
+    return [n for n in PICTURES if n in names]
+
+
+def sample_images(dataset: Any, n: int, seed: int) -> torch.Tensor:
+    """``n`` observations at uniformly drawn grid points, from ``np.random.default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    factors = np.asarray(dataset.sample_factors(n, rng), dtype=np.int64)
+    return torch.as_tensor(dataset.sample_observations_from_factors(factors, rng)).float()
+
+
+def write_pictures(
+    model: Any,
+    dataset: Any,
+    out_dir: str | Path,
+    what: str | Iterable[str] | None = None,
+    *,
+    seed: int = 0,
+    metrics: Mapping[str, Mapping[str, float]] | None = None,
+    num_images: int = 3,
+    num_values: int = 10,
+    limit: float = 2.0,
+    num_frames: int = 40,
+    fps: float = 20.0,
+    num_reconstructions: int = 16,
+    num_samples: int = 64,
+    num_per_value: int = 64,
+    min_kl: float = ACTIVE_KL,
+) -> dict[str, Path]:
+    """Write the pictures named in ``what`` (default: all) into ``out_dir``; return name -> path.
+
+    The images shown are drawn from the dataset with ``seed``; latents are ordered by their mean KL
+    over :data:`KL_IMAGES` of them. ``traversals.png`` shows the first ``num_images`` with
+    ``num_values`` values in ``[−limit, limit]``; ``traversals.gif`` sweeps the latents with
+    ``KL >= min_kl`` of the first image over ``num_frames`` frames at ``fps``;
+    ``reconstructions.png`` shows ``num_reconstructions`` images, ``samples.png`` ``num_samples``
+    prior draws (``z`` from ``torch.Generator().manual_seed(seed)``); ``latent_responses.png``
+    encodes ``num_per_value`` observations per factor value. ``metrics`` (``{metric: {score:
+    value}}``) is required for ``metrics.png``. The model is evaluated in eval mode and its mode
+    restored.
+    """
+    names = resolve_pictures(what)
+    settings = dict(
+        num_images=positive_int("num_images", num_images),
+        num_values=positive_int("num_values", num_values),
+        limit=positive("limit", limit),
+        num_frames=positive_int("num_frames", num_frames, minimum=2),
+        fps=positive("fps", fps),
+        num_reconstructions=positive_int("num_reconstructions", num_reconstructions),
+        num_samples=positive_int("num_samples", num_samples),
+        num_per_value=positive_int("num_per_value", num_per_value),
+    )
+    if any(n in PLOTTED for n in names):
+        from .plots import require_matplotlib
+
+        require_matplotlib()
+    if "metrics" in names:
+        from .plots import check_metrics
+
+        if metrics is None:
+            raise ConfigError(
+                "metrics.png needs scores: pass metrics={metric: {score: value}} (the 'metrics' entry of a "
+                "metrics.json written by python -m disentangle.evaluate), or leave 'metrics' out of what."
+            )
+        metrics = check_metrics(metrics)
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    was_training = getattr(model, "training", False)
+    model.eval()
+    try:
+        return _write(model, dataset, out_dir, names, seed, metrics, min_kl, **settings)
+    finally:
+        if was_training:
+            model.train()
+
+
+@torch.no_grad()
+def _write(
+    model: Any, dataset: Any, out_dir: Path, names: Sequence[str], seed: int,
+    metrics: Mapping[str, Mapping[str, float]] | None, min_kl: float, *, num_images: int, num_values: int,
+    limit: float, num_frames: int, fps: float, num_reconstructions: int, num_samples: int, num_per_value: int,
+) -> dict[str, Path]:
+    from . import plots, reconstructions, responses, traversals
+
+    x = sample_images(dataset, max(KL_IMAGES, num_images, num_reconstructions), seed)
+    kl = kl_per_dim(model, x)
+    written: dict[str, Path] = {}
+    for name in names:
+        path = out_dir / PICTURES[name]
+        if name == "traversals":
+            grid = traversals.traversal_grid(model, x[:num_images], kl, num_values=num_values, limit=limit)
+            save_png(grid, path)
+        elif name == "gif":
+            frames = traversals.traversal_animation(
+                model, x[:1], kl, num_frames=num_frames, limit=limit, min_kl=min_kl
+            )
+            save_gif(frames, path, fps=fps)
+        elif name == "reconstructions":
+            save_png(reconstructions.reconstruction_grid(model, x[:num_reconstructions]), path)
+        elif name == "samples":
+            generator = torch.Generator().manual_seed(seed)
+            save_png(reconstructions.sample_grid(model, num_samples, generator=generator), path)
+        elif name == "latent_responses":
+            found = responses.latent_responses(dataset, model, num_per_value=num_per_value, seed=seed)
+            plots.save_figure(plots.latent_responses_figure(found, kl), path)
+        elif name == "kl_per_dim":
+            plots.save_figure(plots.kl_per_dim_figure(kl, active_kl=min_kl), path)
+        elif name == "metrics":
+            plots.save_figure(plots.metrics_figure(metrics), path)
+        written[name] = path
+    return written
+
+
+def write_training_pictures(model: Any, dataset: Any, out_dir: str | Path, seed: int = 0) -> dict[str, Path]:
+    """The end-of-training pictures, ``traversals.png`` and ``reconstructions.png``, in ``out_dir``.
+
+    Made by :func:`write_pictures` (so they match ``python -m disentangle.visualize RUN_DIR``
+    with the same seed); the model's mode and the global torch RNG state are left as they were.
+    """
+    with torch.random.fork_rng(devices=[]):
+        return write_pictures(model, dataset, out_dir, TRAINING_PICTURES, seed=seed)

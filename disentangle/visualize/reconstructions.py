@@ -1,0 +1,60 @@
+"""Reconstructions (inputs above their reconstructions) and samples from the prior, as image grids."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..checks import positive_int
+from .grids import image_grid
+from .latents import model_device
+
+
+@torch.no_grad()
+def mean_reconstructions(model: Any, images: torch.Tensor) -> torch.Tensor:
+    """Mean reconstructions ``sigmoid(decode(μ(x)))`` of ``images`` (no sampling), on the CPU."""
+    mu, _ = model.encode(images.to(model_device(model)))
+    return model.decode_mean(mu).float().cpu()
+
+
+@torch.no_grad()
+def reconstruction_grid(model: Any, images: torch.Tensor, nrow: int = 8) -> np.ndarray:
+    """Inputs above their reconstructions as an ``(H', W', 3)`` uint8 array.
+
+    The ``N`` images go ``nrow`` to a row; each row of inputs is followed by the row of their
+    reconstructions, so grid row ``2r`` holds inputs ``r·nrow …`` and row ``2r + 1`` their
+    reconstructions (``2·ceil(N / nrow)`` rows in all; a short last row leaves padding).
+    """
+    nrow = positive_int("nrow", nrow)
+    inputs = images.float().cpu()
+    recon = mean_reconstructions(model, images)
+    tiles = []
+    for start in range(0, len(inputs), nrow):
+        chunk_in, chunk_rec = inputs[start : start + nrow], recon[start : start + nrow]
+        missing = nrow - len(chunk_in)
+        if missing:  # keep each reconstruction under its input
+            blank = torch.full((missing, *chunk_in.shape[1:]), 0.5)
+            chunk_in, chunk_rec = torch.cat([chunk_in, blank]), torch.cat([chunk_rec, blank])
+        tiles += [chunk_in, chunk_rec]
+    return image_grid(torch.cat(tiles), nrow=nrow)
+
+
+@torch.no_grad()
+def prior_samples(model: Any, num_samples: int = 64, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Decoded draws ``sigmoid(decode(z))``, ``z ~ N(0, I)``, on the CPU.
+
+    ``z`` is drawn on the CPU (from ``generator`` if given), so a seed gives the same samples on
+    every device.
+    """
+    num_samples = positive_int("num_samples", num_samples)
+    latent_dim = int(model.latent_dim)
+    z = torch.randn(num_samples, latent_dim, generator=generator)
+    return model.decode_mean(z.to(model_device(model))).float().cpu()
+
+
+def sample_grid(
+    model: Any, num_samples: int = 64, nrow: int = 8, generator: torch.Generator | None = None
+) -> np.ndarray:
+    """:func:`prior_samples` tiled ``nrow`` per row as an ``(H', W', 3)`` uint8 array."""
+    return image_grid(prior_samples(model, num_samples, generator), nrow=positive_int("nrow", nrow))

@@ -1,0 +1,152 @@
+"""Latent traversals: a grid of several images (``traversals.png``) and an animation (``traversals.gif``).
+
+A traversal starts from the posterior mean ``μ(x)`` of an image and sets one latent ``z_j`` to a
+range of values while the others stay at ``μ(x)``; decoded (``sigmoid`` of the decoder logits),
+the images show what ``z_j`` controls. Latents are ordered by their KL to the prior
+(:func:`~disentangle.visualize.latents.kl_per_dim`), largest first: latents with (near) zero KL
+carry no information and decode to the same image whatever their value.
+
+The animation follows disentanglement_lib's ``visualize_model`` animated traversals (one panel
+per latent, all panels moving together), sweeping every active latent from ``−limit`` to ``+limit``
+and back on a triangle wave.
+
+A model here is anything with ``encode(x) -> (mu, logvar)`` and ``decode_mean(z) -> images``
+(a :class:`~disentangle.model.VAE`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ..checks import positive, positive_int
+from .grids import PADDING, add_row_labels, image_grid, labelled_panels, save_gif, save_png
+from .latents import ACTIVE_KL, active_latents, kl_per_dim, latent_order, model_device
+
+
+def traversal_values(num_values: int = 10, limit: float = 2.0) -> torch.Tensor:
+    """``num_values`` evenly spaced values from ``−limit`` to ``+limit`` (±2 prior σ by default)."""
+    num_values = positive_int("num_values", num_values)
+    limit = positive("limit", limit)
+    return torch.linspace(-limit, limit, num_values)
+
+
+def sweep_values(num_frames: int = 40, limit: float = 2.0) -> np.ndarray:
+    """A looping triangle wave over ``num_frames`` frames: ``−limit`` → ``+limit`` → back.
+
+    Frame ``k`` has value ``−limit + 2·limit·(1 − |2k/num_frames − 1|)``: frame 0 is ``−limit``,
+    frame ``num_frames/2`` is ``+limit`` (for an even count) and the last frame leads back to frame 0.
+    """
+    num_frames = positive_int("num_frames", num_frames, minimum=2)
+    limit = positive("limit", limit)
+    k = np.arange(num_frames, dtype=np.float64)
+    return -limit + 2.0 * limit * (1.0 - np.abs(2.0 * k / num_frames - 1.0))
+
+
+@torch.no_grad()
+def latent_traversals(model: Any, x: torch.Tensor, dims: Sequence[int], values: torch.Tensor) -> torch.Tensor:
+    """Decoded images ``(len(dims)·len(values), C, H, W)`` for the first image of ``x``.
+
+    Row ``i`` (images ``i·len(values)`` to ``(i + 1)·len(values) − 1``) sets ``z[dims[i]]`` to each
+    of ``values`` in turn, the other latents at the posterior mean of ``x[0]``.
+    """
+    mu, _ = model.encode(x[:1].to(model_device(model)))
+    values = torch.as_tensor(values)
+    z = mu.repeat(len(dims) * len(values), 1)
+    for row, d in enumerate(dims):
+        z[row * len(values) : (row + 1) * len(values), d] = values.to(z)
+    return model.decode_mean(z)
+
+
+def _kl_or_compute(model: Any, images: torch.Tensor, kl: Sequence[float] | np.ndarray | None) -> np.ndarray:
+    return kl_per_dim(model, images) if kl is None else np.asarray(kl, dtype=float)
+
+
+@torch.no_grad()
+def traversal_grid(
+    model: Any,
+    images: torch.Tensor,
+    kl: Sequence[float] | np.ndarray | None = None,
+    *,
+    num_values: int = 10,
+    limit: float = 2.0,
+    dims: Sequence[int] | None = None,
+) -> np.ndarray:
+    """Traversals of several images side by side, one row per latent, as an ``(H', W', 3)`` uint8 array.
+
+    For each of the ``N`` images there is a block of ``1 + num_values`` columns: the input image,
+    then the latent set to :func:`traversal_values` ``(num_values, limit)``. Rows are the latents in
+    ``dims`` (default: all, by decreasing KL), each labelled ``z<j> KL=<KL_j>`` in a left column.
+    ``kl`` is the per-latent KL in nats; by default it is computed on ``images`` themselves (pass a
+    larger batch's KL for a steadier ordering).
+
+    Size: ``H' = R·(H + 2) + 2`` for ``R`` rows and ``W' = 96 + N·(1 + num_values)·(W + 2) + 2``.
+    """
+    kl = _kl_or_compute(model, images, kl)
+    order = latent_order(kl) if dims is None else [int(d) for d in dims]
+    values = traversal_values(num_values, limit)
+    c, h, w = images.shape[1:]
+    blocks = []
+    for x in images:
+        decoded = latent_traversals(model, x[None], order, values).float().cpu()
+        decoded = decoded.reshape(len(order), num_values, c, h, w)
+        inputs = x.float().cpu().expand(len(order), 1, c, h, w)
+        blocks.append(torch.cat([inputs, decoded], dim=1))
+    tiles = torch.cat(blocks, dim=1)  # (rows, N·(1 + num_values), C, H, W)
+    grid = image_grid(tiles.reshape(-1, c, h, w), nrow=tiles.shape[1])
+    labels = [f"z{d} KL={kl[d]:.2f}" for d in order]
+    return add_row_labels(grid, labels, row_height=h, padding=PADDING)
+
+
+@torch.no_grad()
+def traversal_animation(
+    model: Any,
+    image: torch.Tensor,
+    kl: Sequence[float] | np.ndarray | None = None,
+    *,
+    num_frames: int = 40,
+    limit: float = 2.0,
+    dims: Sequence[int] | None = None,
+    min_kl: float = ACTIVE_KL,
+    ncol: int | None = None,
+) -> list[np.ndarray]:
+    """Frames of an animated traversal of one image: one panel per latent, all sweeping together.
+
+    In frame ``k`` every panel ``j`` shows the decoder output with ``z_j`` set to
+    :func:`sweep_values` ``(num_frames, limit)[k]`` and the other latents at ``μ(image)``. Panels are
+    the ``dims`` given, else the :func:`active_latents` (``KL >= min_kl``; all latents when none
+    is), labelled ``z<j>``, ``ncol`` per row (default ``ceil(sqrt(panels))``), under a title strip
+    with the current value. Returns ``num_frames`` equal-sized ``(H', W', 3)`` uint8 arrays.
+    """
+    image = image[:1] if image.ndim == 4 else image[None]
+    kl = _kl_or_compute(model, image, kl)
+    panels = active_latents(kl, min_kl) if dims is None else [int(d) for d in dims]
+    ncol = int(np.ceil(np.sqrt(len(panels)))) if ncol is None else positive_int("ncol", ncol)
+    sweep = sweep_values(num_frames, limit)
+    # all frames in one decoder call: panel-major, frame-minor
+    decoded = latent_traversals(model, image, panels, torch.as_tensor(sweep, dtype=torch.float32)).float().cpu()
+    decoded = decoded.reshape(len(panels), len(sweep), *decoded.shape[1:])
+    labels = [f"z{d}" for d in panels]
+    return [
+        labelled_panels(decoded[:, k], labels, ncol=ncol, title=f"z = {value:+.2f}")
+        for k, value in enumerate(sweep)
+    ]
+
+
+def save_traversals(
+    model: Any, x: torch.Tensor, kl_per_dim: Sequence[float] | np.ndarray | None, path: str | Path,
+    num_values: int = 10, limit: float = 2.0,
+) -> Path:
+    """Write :func:`traversal_grid` of the images ``x`` (rows sorted by decreasing KL) as a PNG."""
+    return save_png(traversal_grid(model, x, kl_per_dim, num_values=num_values, limit=limit), path)
+
+
+def save_traversal_gif(
+    model: Any, image: torch.Tensor, kl: Sequence[float] | np.ndarray | None, path: str | Path, *,
+    num_frames: int = 40, limit: float = 2.0, fps: float = 20.0, min_kl: float = ACTIVE_KL,
+) -> Path:
+    """Write :func:`traversal_animation` of one image as a looping GIF (``fps`` frames per second)."""
+    frames = traversal_animation(model, image, kl, num_frames=num_frames, limit=limit, min_kl=min_kl)
+    return save_gif(frames, path, fps=fps)

@@ -1,2 +1,177 @@
-"""The model zoo: recipes by name and pretrained weights (see :mod:`disentangle.zoo.locatello`)."""
+"""The model zoo: every recipe by name, and pretrained weights loaded in one line.
+
+>>> import disentangle.zoo as zoo
+>>> zoo.names()[:2]                                         # doctest: +SKIP
+>>> cfg = zoo.config("beta_tcvae-dsprites-beta6-s0")        # a validated Config
+>>> model = zoo.load("beta_vae-sprites-beta4-cpu30k-s0")    # doctest: +SKIP (pretrained, eval mode)
+
+Names (see :mod:`disentangle.zoo.recipes`): shipped configs (``quickstart``,
+``dsprites/factor_vae``), generated recipes ``METHOD-DATASET-PARAMVALUE-sSEED`` (the Locatello
+et al. 2019 grid with disentanglement_lib's model numbers, InfoVAE and AAE, the weakly-supervised
+grid of Locatello et al. 2020), and pretrained models listed in the manifests
+(:mod:`disentangle.zoo.manifest`). Weight files are safetensors with their provenance
+(:mod:`disentangle.zoo.weights`), checked against the manifest's full sha256 before use and
+downloaded into the cache when not shipped (:mod:`disentangle.zoo.fetching`).
+
+Environment variables:
+
+* ``DISENTANGLE_DATA``: the cache folder (default ``~/.cache/disentangle``; files go to ``zoo/``).
+* ``DISENTANGLE_ZOO_URL``: a mirror's base URL, tried first (``$DISENTANGLE_ZOO_URL/FILE``).
+* ``DISENTANGLE_OFFLINE=1``: never download; a missing file is an error naming the URL, the
+  sha256 and the exact path to place the file at.
+* ``DISENTANGLE_ZOO_MANIFEST``: extra manifest files (``os.pathsep``-separated), e.g. a folder
+  you published into with ``python -m disentangle.zoo publish RUN --name N --manifest M``.
+"""
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..registry import UnknownNameError
+from . import locatello, manifest, recipes
+from .fetching import MIRROR_ENV, OFFLINE_ENV, Verification, ZooFileError, fetch_entry, verify_entry
+from .manifest import MANIFEST_ENV, Entry, ManifestError
+from .publish import DEFAULT_METRICS, publish
+from .weights import HashMismatchError, WeightsError, build_model, read_verified
+
+__all__ = [
+    "DEFAULT_METRICS",
+    "HashMismatchError",
+    "MANIFEST_ENV",
+    "MIRROR_ENV",
+    "ManifestError",
+    "OFFLINE_ENV",
+    "WeightsError",
+    "ZooFileError",
+    "config",
+    "config_dict",
+    "fetch",
+    "info",
+    "load",
+    "locatello",
+    "names",
+    "publish",
+    "verify",
+]
+
+
+def names(pretrained: bool = False) -> list[str]:
+    """Every recipe name (generated recipes once, with ``-s0``; any ``-sN`` is valid), shipped
+    configs first; with ``pretrained`` only the models that have weights."""
+    trained = sorted(manifest.entries())
+    if pretrained:
+        return trained
+    listed = recipes.shipped_names() + recipes.generated_names(0)
+    seen = set(listed)
+    return listed + [n for n in trained if n not in seen]
+
+
+def _entry(name: str) -> Entry | None:
+    return manifest.entries().get(name)
+
+
+def _unknown(name: str) -> UnknownNameError:
+    return UnknownNameError(recipes.describe_unknown(name, names()))
+
+
+def config_dict(name: str) -> dict[str, Any]:
+    """The raw nested config (YAML layout, before overrides) of a zoo name.
+
+    A pretrained model gives the resolved config it was trained with (``train.out_dir`` set to
+    ``runs/NAME``); a shipped config its file's content; a generated recipe its config.
+    """
+    if not isinstance(name, str):
+        raise UnknownNameError(f"A zoo name is a string such as 'beta_tcvae-dsprites-beta6-s0', got {name!r}.")
+    entry = _entry(name)
+    if entry is not None:
+        import copy
+
+        raw = copy.deepcopy(entry.record["config"])
+        raw.setdefault("train", {})["out_dir"] = f"runs/{name}"
+        return raw
+    parsed = recipes.parse_generated(name)
+    if parsed is not None:
+        _, objective, dataset, strength, seed = parsed
+        return recipes.generated_config(objective, dataset, strength, seed)
+    if name in recipes.shipped_names():
+        return recipes.shipped_config(name)
+    raise _unknown(name)
+
+
+def config(name: str, overrides: list[str] | tuple[str, ...] = ()):
+    """The validated :class:`~disentangle.config.Config` of a zoo name (with dotted overrides)."""
+    from ..config import Config, apply_overrides
+
+    return Config.from_dict(apply_overrides(config_dict(name), overrides))
+
+
+def info(name: str) -> dict[str, Any]:
+    """What the zoo knows about ``name``.
+
+    Always ``name``, ``kind`` (``"pretrained"``, ``"shipped"``, ``"locatello2019"``, ``"extra"``,
+    ``"weak2020"``), ``pretrained``, ``config`` (raw nested dict) and ``model_number``
+    (disentanglement_lib's, or None). Pretrained models add their manifest record: ``sha256``,
+    ``size``, ``file``, ``urls``, ``recipe``, ``trained_steps``, ``wall_time_s``, ``machine``,
+    ``library_version``, ``metrics`` (``{metric: {score: value}}``), ``metrics_seed``, …, and
+    ``manifest`` (the manifest file) and ``cache_path`` (where a download goes).
+    """
+    raw = config_dict(name)
+    entry = _entry(name)
+    if entry is not None:
+        from .fetching import cache_file
+
+        out = {"name": name, "kind": "pretrained", "pretrained": True, **entry.record}
+        out["config"] = raw
+        out["manifest"] = str(entry.manifest)
+        out["local_path"] = str(entry.local_path) if entry.local_path is not None else None
+        out["cache_path"] = str(cache_file(entry))
+        out.setdefault("model_number", locatello.model_number_for_config(entry.record["config"]))
+        return out
+    parsed = recipes.parse_generated(name)
+    kind = parsed[0].key if parsed is not None else "shipped"
+    number = recipes.model_number_of(name) if parsed is not None else None
+    return {"name": name, "kind": kind, "pretrained": False, "config": raw, "model_number": number}
+
+
+def _pretrained_entry(name: str) -> Entry:
+    entry = _entry(name)
+    if entry is None:
+        trained = names(pretrained=True)
+        from ..registry import did_you_mean
+
+        is_recipe = True
+        try:
+            config_dict(name)
+        except UnknownNameError:
+            is_recipe = False
+        what = "is a recipe without pretrained weights" if is_recipe else "is not a zoo name"
+        raise UnknownNameError(
+            f"'{name}' {what}.{did_you_mean(name, trained)} Pretrained models: "
+            f"{', '.join(trained) if trained else '(none in the manifests)'}. Train a recipe with "
+            f"python -m disentangle.train --config zoo:NAME, or list the pretrained models with "
+            f"python -m disentangle.zoo list --pretrained."
+        )
+    return entry
+
+
+def fetch(name: str, *, progress: bool = True) -> Path:
+    """The verified local weight file of a pretrained model (downloaded into the cache if needed)."""
+    return fetch_entry(_pretrained_entry(name), progress=progress)
+
+
+def load(name: str, map_location: str = "cpu"):
+    """A pretrained model, in eval mode: a :class:`~disentangle.model.VAE` with ``config`` (the
+    resolved training config), ``trained_steps`` and ``zoo_metadata`` (the file's provenance)."""
+    entry = _pretrained_entry(name)
+    path = fetch_entry(entry)
+    tensors, metadata = read_verified(path, entry.sha256)
+    model = build_model(tensors, metadata, map_location=map_location)
+    model.zoo_name = name
+    return model
+
+
+def verify(name: str | None = None) -> list[Verification]:
+    """Hash the local copies of one pretrained model (or of all, for None) against the manifest."""
+    if name is not None:
+        return [verify_entry(_pretrained_entry(name))]
+    return [verify_entry(e) for e in manifest.entries().values()]

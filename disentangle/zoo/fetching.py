@@ -1,0 +1,141 @@
+"""Finding a pretrained file, downloading it verified, and checking files against the manifest.
+
+Where :func:`fetch_entry` looks, in order:
+
+1. the file the manifest names (``file``, relative to the manifest: the shipped
+   ``disentangle/zoo/weights/``, or a user's zoo folder), if present and its sha256 matches;
+2. the cache, ``$DISENTANGLE_DATA/zoo/FILE`` (default ``~/.cache/disentangle/zoo/FILE``), if its
+   sha256 matches;
+3. a download: from the mirror ``$DISENTANGLE_ZOO_URL/FILE`` first when that variable is set,
+   then from each of the manifest's ``urls``; streamed with a tqdm bar to a temporary file next
+   to the cache path, hashed while streaming, renamed into place only if the full sha256 matches
+   (:func:`disentangle.data.download.download_url`).
+
+With ``DISENTANGLE_OFFLINE=1`` step 3 is skipped and the error names the URL, the expected sha256
+and the exact path to place the file at. A file whose hash does not match is never loaded: a
+corrupt cached copy is replaced by a verified download (or refused offline), a corrupt shipped
+file is bypassed for a verified download with a warning (or refused when there is none).
+"""
+from __future__ import annotations
+
+import os
+import urllib.error
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..data.download import ChecksumMismatchError, default_cache_dir, download_url, file_hash
+from ..registry import DisentangleError
+from .manifest import Entry
+
+MIRROR_ENV = "DISENTANGLE_ZOO_URL"
+OFFLINE_ENV = "DISENTANGLE_OFFLINE"
+_TRUE = ("1", "true", "yes", "on")
+
+
+class ZooFileError(DisentangleError):
+    """A pretrained file that is unavailable (offline, no source, every download failed) or corrupt."""
+
+
+def offline() -> bool:
+    """Whether ``$DISENTANGLE_OFFLINE`` asks for no downloads."""
+    return os.environ.get(OFFLINE_ENV, "").strip().lower() in _TRUE
+
+
+def cache_file(entry: Entry) -> Path:
+    """Where a downloaded file of ``entry`` lives: ``<cache>/zoo/<file name>``."""
+    return default_cache_dir() / "zoo" / entry.filename
+
+
+def sources(entry: Entry) -> list[str]:
+    """Download URLs of ``entry``: the mirror (``$DISENTANGLE_ZOO_URL``) first, then the manifest's."""
+    urls = []
+    mirror = os.environ.get(MIRROR_ENV, "").strip()
+    if mirror:
+        urls.append(f"{mirror.rstrip('/')}/{entry.filename}")
+    urls.extend(u for u in entry.urls if u not in urls)
+    return urls
+
+
+def _matches(path: Path, sha256: str) -> bool:
+    return file_hash(path, "sha256") == sha256
+
+
+def fetch_entry(entry: Entry, *, progress: bool = True) -> Path:
+    """The verified local file of ``entry`` (see the module docstring for where it looks)."""
+    problems: list[str] = []
+    local = entry.local_path
+    if local is not None and local.is_file():
+        if _matches(local, entry.sha256):
+            return local
+        problems.append(f"{local} does not have the manifest's sha256 (corrupt or replaced)")
+    target = cache_file(entry)
+    if target.is_file():
+        if _matches(target, entry.sha256):
+            if problems:
+                warnings.warn(f"{problems[0]}; using the verified copy {target}.", UserWarning, stacklevel=3)
+            return target
+        problems.append(f"the cached {target} does not have the manifest's sha256")
+    urls = sources(entry)
+    place = local if (local is not None and not urls) else target
+    if offline():
+        where = f"from {urls[0]}" if urls else "(the manifest lists no URL; copy it from its publisher)"
+        raise ZooFileError(
+            f"The pretrained model '{entry.name}' is not available offline ({OFFLINE_ENV} is set)"
+            f"{': ' + '; '.join(problems) if problems else ''}. Download {entry.filename} {where}, "
+            f"check that its sha256 is {entry.sha256}, and place it at exactly {target}; or unset "
+            f"{OFFLINE_ENV} to download it."
+        )
+    if not urls:
+        raise ZooFileError(
+            f"The pretrained model '{entry.name}' has no usable file"
+            f"{': ' + '; '.join(problems) if problems else f' (expected at {place})'}, and its manifest "
+            f"({entry.manifest}) lists no URL to download it from. Place the file with sha256 "
+            f"{entry.sha256} at {place}, or set {MIRROR_ENV} to a mirror that serves {entry.filename}."
+        )
+    for url in urls:
+        try:
+            path = download_url(url, target, f"sha256:{entry.sha256}", progress=progress)
+        except ChecksumMismatchError as err:
+            problems.append(str(err))
+            continue
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            problems.append(f"{url}: {type(err).__name__}: {err}")
+            continue
+        if local is not None and local.is_file():
+            warnings.warn(f"{problems[0]}; downloaded a verified copy to {path}.", UserWarning, stacklevel=3)
+        return path
+    raise ZooFileError(
+        f"Could not get a verified copy of the pretrained model '{entry.name}': {'; '.join(problems)}. "
+        f"Download {entry.filename} by hand from {urls[-1]}, check that its sha256 is {entry.sha256}, "
+        f"and place it at exactly {target} (or set {MIRROR_ENV} to a mirror)."
+    )
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The state of one pretrained model's files."""
+
+    name: str
+    status: str  #: "ok", "mismatch" or "missing"
+    path: Path | None
+    detail: str
+
+
+def verify_entry(entry: Entry) -> Verification:
+    """Hash every local copy of ``entry`` (the manifest's file, the cache); nothing is downloaded.
+
+    ``"mismatch"`` if any copy present has another sha256, ``"ok"`` if a copy matches and none
+    mismatches, ``"missing"`` if there is no copy.
+    """
+    found: list[tuple[Path, str]] = []
+    for path in (entry.local_path, cache_file(entry)):
+        if path is not None and path.is_file():
+            found.append((path, file_hash(path, "sha256")))
+    bad = [(p, h) for p, h in found if h != entry.sha256]
+    if bad:
+        path, actual = bad[0]
+        return Verification(entry.name, "mismatch", path, f"sha256 {actual}, manifest {entry.sha256}")
+    if found:
+        return Verification(entry.name, "ok", found[0][0], f"sha256 {entry.sha256}")
+    return Verification(entry.name, "missing", None, f"not downloaded (fetch it: python -m disentangle.zoo fetch {entry.name})")

@@ -1,0 +1,134 @@
+"""The manifests of pretrained models: which files exist, their hashes, provenance and scores.
+
+The package ships ``disentangle/zoo/manifest.json`` with its weight files in
+``disentangle/zoo/weights/``. Users add their own zoo folders through the environment variable
+``DISENTANGLE_ZOO_MANIFEST``: one or more manifest paths separated by ``os.pathsep`` (``:`` on
+Linux/macOS). Entries of later manifests replace same-named earlier ones (user manifests come after
+the shipped one).
+
+A manifest is JSON::
+
+    {"format": 1,
+     "models": {
+       "beta_vae-sprites-beta4-cpu30k-s0": {
+         "file": "weights/beta_vae-sprites-beta4-cpu30k-s0.safetensors",  # relative to the manifest
+         "sha256": "…", "size": 3021234,
+         "urls": ["https://…/beta_vae-sprites-beta4-cpu30k-s0.safetensors"],   # may be empty
+         "recipe": "…" | null, "model_number": null,
+         "config": {…resolved config…},
+         "trained_steps": 30000, "wall_time_s": 5400.0, "wall_time_source": "…",
+         "machine": {…}, "library_version": "0.1.0", "torch_version": "…", "published": "…",
+         "metrics": {"mig": {"discrete_mig": 0.21}, …}, "metrics_seed": 0, "metrics_settings": {}
+       }}}
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..registry import DisentangleError
+from .weights import _atomic_write_bytes
+
+MANIFEST_ENV = "DISENTANGLE_ZOO_MANIFEST"
+FORMAT_VERSION = 1
+SHIPPED_MANIFEST = Path(__file__).resolve().parent / "manifest.json"
+SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights"
+
+
+class ManifestError(DisentangleError):
+    """A manifest that cannot be read or has an invalid entry."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One pretrained model of a manifest."""
+
+    name: str
+    record: dict[str, Any]
+    manifest: Path = field(compare=False)
+
+    @property
+    def sha256(self) -> str:
+        return str(self.record["sha256"]).lower()
+
+    @property
+    def size(self) -> int | None:
+        size = self.record.get("size")
+        return int(size) if size is not None else None
+
+    @property
+    def filename(self) -> str:
+        return Path(str(self.record.get("file") or f"{self.name}.safetensors")).name
+
+    @property
+    def local_path(self) -> Path | None:
+        """Where the manifest says the file lies on disk (relative paths: to the manifest), if anywhere."""
+        file = self.record.get("file")
+        if not file:
+            return None
+        path = Path(file)
+        return path if path.is_absolute() else self.manifest.parent / path
+
+    @property
+    def urls(self) -> list[str]:
+        return [str(u) for u in self.record.get("urls") or []]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ManifestError(
+            f"The zoo manifest {path} does not exist. Check {MANIFEST_ENV} (it lists manifest files "
+            f"separated by '{os.pathsep}'), or create one with python -m disentangle.zoo publish RUN_DIR "
+            f"--name NAME --manifest {path}."
+        ) from None
+    except (OSError, ValueError) as err:
+        raise ManifestError(f"The zoo manifest {path} cannot be read as JSON ({err}).") from None
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        raise ManifestError(f"The zoo manifest {path} has no 'models' mapping; it is not a disentangle zoo manifest.")
+    if data.get("format", FORMAT_VERSION) > FORMAT_VERSION:
+        raise ManifestError(
+            f"The zoo manifest {path} has format {data.get('format')}, newer than this library reads "
+            f"({FORMAT_VERSION}); upgrade disentangle."
+        )
+    for name, record in data["models"].items():
+        if not isinstance(record, dict) or not isinstance(record.get("sha256"), str) or len(record["sha256"]) != 64:
+            raise ManifestError(f"The zoo manifest {path}: entry '{name}' has no valid sha256 (64 hex digits).")
+    return data
+
+
+def manifest_paths() -> list[Path]:
+    """The shipped manifest followed by those named in ``$DISENTANGLE_ZOO_MANIFEST``."""
+    extra = [Path(p).expanduser() for p in os.environ.get(MANIFEST_ENV, "").split(os.pathsep) if p.strip()]
+    return [SHIPPED_MANIFEST, *extra]
+
+
+def entries() -> dict[str, Entry]:
+    """Every pretrained model, by name (later manifests override earlier ones)."""
+    found: dict[str, Entry] = {}
+    for path in manifest_paths():
+        if path == SHIPPED_MANIFEST and not path.exists():
+            continue
+        for name, record in _read(path)["models"].items():
+            found[name] = Entry(name, record, path)
+    return found
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """A manifest's content, or an empty one if the file does not exist yet."""
+    path = Path(path)
+    return _read(path) if path.exists() else {"format": FORMAT_VERSION, "models": {}}
+
+
+def write_entry(path: str | Path, name: str, record: dict[str, Any]) -> None:
+    """Add or replace ``name`` in the manifest at ``path`` (atomic rewrite, sorted names)."""
+    path = Path(path)
+    data = read_manifest(path)
+    data["format"] = FORMAT_VERSION
+    data["models"][name] = record
+    data["models"] = dict(sorted(data["models"].items()))
+    _atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=False) + "\n").encode())

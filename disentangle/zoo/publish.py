@@ -1,0 +1,260 @@
+"""Publishing a finished run into a zoo: its weight file and its manifest entry.
+
+:func:`publish` reads the run's newest checkpoint, scores it (the six supervised metrics of
+Locatello et al. 2019 and the unsupervised scores, at their defaults, with the run's seed)
+unless the run folder's ``metrics.json`` (written by ``python -m disentangle.evaluate``) already
+holds them, writes ``WEIGHTS_DIR/NAME.safetensors`` and adds ``NAME`` to the manifest. Every
+check runs before anything is written; the weight file and the manifest are each written
+atomically, and publishing the same run again under the same name rewrites identical bytes.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..registry import ConfigError, DisentangleError
+from . import manifest as _manifest
+from .weights import _atomic_write_bytes, encode_weights, sha256_bytes
+
+#: the scores a published model records by default: the six metrics of the study + unsupervised
+DEFAULT_METRICS: tuple[str, ...] = (
+    "beta_vae_score",
+    "factor_vae_score",
+    "mig",
+    "modularity_explicitness",
+    "dci",
+    "sap_score",
+    "unsupervised_scores",
+)
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+def check_name(name: str) -> str:
+    """A pretrained name: lower-case letters, digits, ``_``, ``-``, ``.``; it is also the file name."""
+    if not isinstance(name, str) or not _NAME.match(name) or name.endswith(".") or len(name) > 120:
+        raise ConfigError(
+            f"'{name}' cannot be a pretrained model name: use lower-case letters, digits, '_', '-' and "
+            f"'.' (at most 120 characters, starting with a letter or digit), e.g. "
+            f"beta_vae-sprites-beta4-cpu30k-s0 (recipe name, schedule, seed)."
+        )
+    return name
+
+
+def cpu_name() -> str:
+    """The CPU model (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine publishing the model: OS, architecture, CPU model and core count, torch."""
+    import torch
+
+    info: dict[str, Any] = {
+        "system": f"{platform.system()} {platform.release()}",
+        "architecture": platform.machine(),
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "recorded": "at publish time",
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def wall_time_from_log(run_dir: Path) -> tuple[float | None, str]:
+    """Training wall time of a run from its ``log.jsonl``: a recorded ``wall_time_s`` /
+    ``elapsed_s`` of the last record if the trainer logs one, else the sum over logged intervals
+    of ``Δstep / steps_per_s`` (exact for a constant rate; the training loop only)."""
+    path = run_dir / "log.jsonl"
+    if not path.is_file():
+        return None, "unknown (no log.jsonl)"
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "step" in record:
+            records.append(record)
+    for key in ("wall_time_s", "elapsed_s"):
+        timed = [r for r in records if isinstance(r.get(key), (int, float))]
+        if timed:
+            return float(timed[-1][key]), f"log.jsonl {key}"
+    total, previous = 0.0, 0
+    for record in records:
+        rate = record.get("steps_per_s")
+        if isinstance(rate, (int, float)) and rate > 0:
+            step = int(record["step"])
+            total += max(step - previous, 0) / rate
+            previous = step
+    if total == 0.0:
+        return None, "unknown (log.jsonl has no steps_per_s)"
+    return round(total, 1), "estimated from log.jsonl steps_per_s (training loop only)"
+
+
+def _read_metrics_json(run_dir: Path) -> tuple[dict[str, dict[str, float]], int | None]:
+    """Scores and seed of the run's ``metrics.json``; none if it is absent or older than the
+    newest checkpoint (then it scored an earlier state of the run)."""
+    from ..checkpoint import CHECKPOINT_NAME
+
+    path = run_dir / "metrics.json"
+    checkpoint = run_dir / CHECKPOINT_NAME
+    if not path.is_file() or (checkpoint.is_file() and path.stat().st_mtime < checkpoint.stat().st_mtime):
+        return {}, None
+    try:
+        data = json.loads(path.read_text())
+        return dict(data.get("metrics") or {}), (int(data["seed"]) if data.get("seed") is not None else None)
+    except (ValueError, TypeError, AttributeError, KeyError):
+        raise DisentangleError(
+            f"{path} cannot be read (not the JSON that python -m disentangle.evaluate writes); delete "
+            f"it to have publish evaluate the run."
+        ) from None
+
+
+def _relative_to(path: Path, folder: Path) -> str:
+    try:
+        return path.resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:
+        return str(path.resolve())
+
+
+def publish(
+    run_dir: str | Path,
+    name: str,
+    *,
+    manifest: str | Path | None = None,
+    weights_dir: str | Path | None = None,
+    metrics: Iterable[str] | None = None,
+    metric_settings: dict[str, dict[str, Any]] | None = None,
+    urls: Iterable[str] = (),
+    recipe: str | None = None,
+    notes: str = "",
+    wall_time_s: float | None = None,
+    machine: dict[str, Any] | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Publish the run in ``run_dir`` as the pretrained model ``name``; returns its manifest record.
+
+    ``manifest`` defaults to the package's manifest and ``weights_dir`` to the ``weights/``
+    folder next to the manifest. ``metrics`` (default :data:`DEFAULT_METRICS`) are taken from the
+    run's ``metrics.json`` where present there, the rest computed with ``metric_settings`` and the
+    seed of ``metrics.json`` (else the run's config seed) and added to ``metrics.json``. An existing
+    entry ``name`` with other weights is replaced only with ``force``.
+    """
+    import disentangle
+
+    from ..checkpoint import CheckpointError
+    from ..metrics import evaluate_metrics, resolve_metric_names
+    from .recipes import name_of_model_number
+    from .locatello import model_number_for_config
+
+    check_name(name)
+    run_dir = Path(run_dir)
+    manifest_path = Path(manifest) if manifest is not None else _manifest.SHIPPED_MANIFEST
+    weights_folder = Path(weights_dir) if weights_dir is not None else manifest_path.parent / "weights"
+    metric_names = resolve_metric_names(list(metrics) if metrics is not None else list(DEFAULT_METRICS))
+    settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
+    unused = sorted(set(settings) - set(metric_names))
+    if unused:
+        raise ConfigError(f"Metric settings given for {', '.join(unused)}, which is not among the metrics to compute ({', '.join(metric_names)}).")
+    if not run_dir.is_dir():
+        raise DisentangleError(f"'{run_dir}' is not a run folder (it does not exist or is a file); pass the train.out_dir of a finished run.")
+    existing = _manifest.read_manifest(manifest_path)["models"].get(name)
+    try:
+        model = disentangle.load(run_dir)
+    except CheckpointError as err:
+        raise DisentangleError(f"Cannot publish '{run_dir}': {err}") from None
+    config = model.config
+    if recipe is None:
+        number = model_number_for_config(config)
+        recipe = name_of_model_number(number) if number is not None else None
+
+    wall_source = "given"
+    if wall_time_s is None:
+        wall_time_s, wall_source = wall_time_from_log(run_dir)
+    metadata = {
+        "name": name,
+        "recipe": recipe,
+        "config": config,
+        "image_shape": list(model.image_shape),
+        "library_version": disentangle.__version__,
+        "torch_version": __import__("torch").__version__,
+        "trained_steps": model.trained_steps,
+        "wall_time_s": wall_time_s,
+        "wall_time_source": wall_source,
+        "machine": machine if machine is not None else machine_info(),
+    }
+    data = encode_weights(model.state_dict(), metadata)
+    sha256 = sha256_bytes(data)
+    if existing is not None and existing.get("sha256") != sha256 and not force:
+        raise DisentangleError(
+            f"The manifest {manifest_path} already has a model '{name}' with other weights (sha256 "
+            f"{existing.get('sha256')}). Choose another name, or pass --force to replace it."
+        )
+    weight_path = weights_folder / f"{name}.safetensors"
+    if weight_path.is_file() and not force and sha256_bytes(weight_path.read_bytes()) != sha256:
+        raise DisentangleError(
+            f"{weight_path} exists and holds other weights. Choose another name or weights folder, or pass --force to replace it."
+        )
+
+    recorded, seed = _read_metrics_json(run_dir)
+    seed = seed if seed is not None else int(config.get("seed", 0) or 0)
+    missing = [m for m in metric_names if m not in recorded]
+    if missing:
+        from ..data import build_dataset
+
+        dataset = build_dataset(dict(config["data"]), device="cpu")
+        computed = evaluate_metrics(dataset, model, missing, seed=seed, settings=settings)
+        recorded.update(computed)
+        _write_metrics_json(run_dir, recorded, seed)
+    scores = {m: recorded[m] for m in metric_names}
+
+    _atomic_write_bytes(weight_path, data)
+    record = {
+        "file": _relative_to(weight_path, manifest_path.parent),
+        "sha256": sha256,
+        "size": len(data),
+        "urls": list(urls) or list((existing or {}).get("urls") or []),
+        "recipe": recipe,
+        "model_number": model_number_for_config(config),
+        "config": config,
+        "trained_steps": model.trained_steps,
+        "wall_time_s": wall_time_s,
+        "wall_time_source": wall_source,
+        "machine": metadata["machine"],
+        "library_version": disentangle.__version__,
+        "torch_version": metadata["torch_version"],
+        "published": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "metrics": scores,
+        "metrics_seed": seed,
+        "metrics_settings": settings,
+        "notes": notes,
+    }
+    _manifest.write_entry(manifest_path, name, record)
+    return record
+
+
+def _write_metrics_json(run_dir: Path, metrics: dict[str, dict[str, float]], seed: int) -> None:
+    path = run_dir / "metrics.json"
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            data = {}
+    data.update({"run_dir": str(run_dir), "seed": seed, "metrics": metrics})
+    _atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())

@@ -1,0 +1,156 @@
+"""Pretrained weight files: safetensors, encoder and decoder only, with their provenance.
+
+A zoo weight file is a plain `safetensors <https://github.com/huggingface/safetensors>`_ file
+(no pickle): the tensors are the VAE's ``state_dict`` (``encoder.*`` and ``decoder.*``; no
+optimizer, no discriminator), stored as trained (fp32). Its ``__metadata__`` (string to string,
+as the format requires) holds:
+
+=====================  =======================================================================
+``format``             ``disentangle-zoo/1``
+``name``               the pretrained name
+``recipe``             the recipe it was trained from (or empty)
+``config``             the full resolved config (JSON)
+``image_shape``        the observation shape (JSON list), needed to build the model
+``library_version``    ``disentangle`` version that published it; ``torch_version``
+``trained_steps``      optimisation steps
+``wall_time_s``        training wall time in seconds (and ``wall_time_source``: how it was known)
+``machine``            the machine and CPU (JSON)
+=====================  =======================================================================
+
+Reading always hashes the bytes first and parses the same bytes afterwards, so what is checked
+is exactly what is loaded.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..registry import DisentangleError
+
+FORMAT = "disentangle-zoo/1"
+#: metadata keys whose values are JSON
+_JSON_KEYS = ("config", "image_shape", "machine")
+
+
+class WeightsError(DisentangleError):
+    """A weight file that cannot be used: unreadable, not a zoo file, or a hash mismatch."""
+
+
+class HashMismatchError(WeightsError):
+    """A file's sha256 is not the one its manifest records; it is never loaded."""
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def encode_weights(state_dict: dict[str, torch.Tensor], metadata: dict[str, Any]) -> bytes:
+    """The bytes of a zoo weight file for ``state_dict`` (keys ``encoder.*`` / ``decoder.*``)."""
+    from safetensors.torch import save
+
+    foreign = sorted(k for k in state_dict if not k.startswith(("encoder.", "decoder.")))
+    if foreign:
+        raise WeightsError(
+            f"A zoo weight file holds the encoder and decoder only; got other tensors: {', '.join(foreign[:5])}."
+        )
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
+    text = {"format": FORMAT}
+    for key, value in metadata.items():
+        text[key] = json.dumps(value, sort_keys=True) if key in _JSON_KEYS else ("" if value is None else str(value))
+    return save(tensors, metadata=text)
+
+
+def write_weights(path: str | Path, state_dict: dict[str, torch.Tensor], metadata: dict[str, Any]) -> tuple[str, int]:
+    """Write a zoo weight file atomically; returns its ``(sha256, size)``."""
+    data = encode_weights(state_dict, metadata)
+    _atomic_write_bytes(Path(path), data)
+    return sha256_bytes(data), len(data)
+
+
+def _header_metadata(data: bytes, source: str) -> dict[str, str]:
+    """The ``__metadata__`` of safetensors bytes (8-byte little-endian header length, JSON)."""
+    try:
+        (length,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + length])
+    except (struct.error, ValueError) as err:
+        raise WeightsError(f"{source} is not a safetensors file ({err}).") from None
+    return dict(header.get("__metadata__") or {})
+
+
+def decode_weights(data: bytes, source: str = "the weight file") -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Tensors and metadata (JSON values decoded) of a zoo weight file's bytes."""
+    from safetensors.torch import load
+
+    raw_meta = _header_metadata(data, source)
+    if raw_meta.get("format") != FORMAT:
+        raise WeightsError(
+            f"{source} is a safetensors file but not a disentangle zoo weight file (format "
+            f"{raw_meta.get('format')!r}, expected {FORMAT!r})."
+        )
+    try:
+        tensors = load(data)
+    except Exception as err:  # safetensors raises its own error types for corrupt payloads
+        raise WeightsError(f"{source} cannot be read as safetensors ({type(err).__name__}: {err}).") from None
+    meta: dict[str, Any] = {}
+    for key, value in raw_meta.items():
+        meta[key] = json.loads(value) if key in _JSON_KEYS and value else value
+    return tensors, meta
+
+
+def read_verified(path: str | Path, sha256: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Read a weight file, check its full sha256 against ``sha256``, then decode those bytes.
+
+    Raises :class:`HashMismatchError` (nothing is decoded) when the hash differs.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    actual = sha256_bytes(data)
+    if actual != sha256.lower():
+        raise HashMismatchError(
+            f"{path} has sha256 {actual}, but the manifest records {sha256}; the file is corrupt, "
+            f"truncated or a different model, and it was not loaded. Delete it (python -m "
+            f"disentangle.zoo fetch NAME downloads it again) or place the right file there."
+        )
+    return decode_weights(data, str(path))
+
+
+def build_model(tensors: dict[str, torch.Tensor], metadata: dict[str, Any], map_location: str | torch.device = "cpu"):
+    """The :class:`~disentangle.model.VAE` of decoded weights, in eval mode, with ``config``,
+    ``trained_steps`` and ``zoo_metadata`` attributes."""
+    from ..model import VAE
+
+    config = metadata["config"]
+    model_cfg = dict(config["model"])
+    backbone = model_cfg.pop("backbone")
+    latent_dim = model_cfg.pop("latent_dim")
+    model = VAE.from_backbone(backbone, image_shape=tuple(metadata["image_shape"]), latent_dim=latent_dim, **model_cfg)
+    try:
+        model.load_state_dict(tensors)
+    except RuntimeError as err:
+        raise WeightsError(f"The weights do not fit the model their config describes: {err}") from None
+    model.config = config
+    model.trained_steps = int(metadata.get("trained_steps") or 0)
+    model.zoo_metadata = metadata
+    return model.to(map_location).eval()

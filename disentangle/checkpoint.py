@@ -1,21 +1,53 @@
-"""Atomic checkpoints and RNG state capture, loadable with ``torch.load(weights_only=True)``.
+"""Atomic, rotated checkpoints and RNG state capture, loadable with ``torch.load(weights_only=True)``.
 
 A checkpoint holds only tensors, numbers, strings and containers of them:
 ``{"format", "step", "config", "model", "objective", "optimizers", "precision", "rng"}``.
+
+A run folder keeps two: ``checkpoint.pt`` (the newest) and ``checkpoint.prev.pt`` (the one before).
+:func:`save_rotating` writes the new file completely (fsynced) before it moves the old newest
+aside, so at every instant at least one complete checkpoint is on disk; :func:`load_latest` falls
+back to the previous one, with a warning, when the newest is missing or unreadable (a truncated
+file, a disk error), and raises :class:`CheckpointError` naming every file it tried when none is
+readable.
 """
 from __future__ import annotations
 
 import os
 import random
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from .registry import DisentangleError
+
 CHECKPOINT_NAME = "checkpoint.pt"
+PREVIOUS_CHECKPOINT_NAME = "checkpoint.prev.pt"
 FORMAT_VERSION = 1
+
+
+class CheckpointError(DisentangleError):
+    """No readable checkpoint: the message names the file(s) and what was wrong with each."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """The checkpoint file (or run folder) does not exist."""
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # not supported on every platform/filesystem
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def atomic_save(obj: Any, path: str | Path) -> None:
@@ -36,6 +68,57 @@ def atomic_save(obj: Any, path: str | Path) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, fsync and rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def save_rotating(obj: Any, path: str | Path) -> None:
+    """Write ``obj`` to ``path`` keeping the file it replaces as ``checkpoint.prev.pt``.
+
+    Order: the new file is written and fsynced under a temporary name; then the current ``path``
+    becomes the previous checkpoint; then the new file takes ``path``. A crash between the two
+    renames leaves only the previous checkpoint, which :func:`load_latest` then uses.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    previous = path.with_name(PREVIOUS_CHECKPOINT_NAME)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            os.replace(path, previous)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def has_checkpoint(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` holds a checkpoint (newest or previous), readable or not."""
+    run_dir = Path(run_dir)
+    return (run_dir / CHECKPOINT_NAME).exists() or (run_dir / PREVIOUS_CHECKPOINT_NAME).exists()
 
 
 def capture_rng_state(generators: dict[str, torch.Generator]) -> dict[str, Any]:
@@ -66,14 +149,59 @@ def restore_rng_state(state: dict[str, Any], generators: dict[str, torch.Generat
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint file written by the trainer (safely: ``weights_only=True``)."""
+    """Read one checkpoint file written by the trainer (safely: ``weights_only=True``).
+
+    Raises :class:`CheckpointNotFoundError` when it does not exist and :class:`CheckpointError`
+    when it cannot be read (truncated, corrupt, or not a disentangle checkpoint).
+    """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"No checkpoint at '{path}'.")
+        raise CheckpointNotFoundError(f"No checkpoint file at '{path}'.")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # truncated or foreign file
-        raise RuntimeError(f"Could not read checkpoint '{path}': {err}") from err
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(
+            f"Checkpoint '{path}' cannot be read ({type(err).__name__}: {reason}); the file is "
+            f"truncated or corrupt."
+        ) from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "config" not in ckpt:
-        raise RuntimeError(f"'{path}' is not a disentangle checkpoint (missing 'model'/'config').")
+        raise CheckpointError(f"'{path}' is not a disentangle checkpoint (it has no 'model' and 'config' entries).")
     return ckpt
+
+
+def load_latest(run_dir: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path]:
+    """The newest readable checkpoint of a run folder and the file it came from.
+
+    Tries ``checkpoint.pt`` then ``checkpoint.prev.pt``; using the previous one emits a
+    ``UserWarning`` that says why and which step the run goes back to. When neither is readable,
+    raises :class:`CheckpointError` (or :class:`CheckpointNotFoundError` when neither exists) with
+    one paragraph naming each file and its problem.
+    """
+    run_dir = Path(run_dir)
+    problems: list[str] = []
+    candidates = [run_dir / CHECKPOINT_NAME, run_dir / PREVIOUS_CHECKPOINT_NAME]
+    for i, path in enumerate(candidates):
+        try:
+            ckpt = load_checkpoint(path, map_location=map_location)
+        except CheckpointError as err:
+            problems.append(str(err))
+            continue
+        if i > 0:
+            warnings.warn(
+                f"{problems[0]} Falling back to the previous checkpoint '{path}' (step {int(ckpt['step'])}); "
+                f"the steps after it will be trained again.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return ckpt, path
+    if not any(p.exists() for p in candidates):
+        raise CheckpointNotFoundError(
+            f"No checkpoint in '{run_dir}' (neither {CHECKPOINT_NAME} nor {PREVIOUS_CHECKPOINT_NAME} exists). "
+            f"Is it a run folder (train.out_dir)? A run writes its first checkpoint after "
+            f"train.checkpoint_every steps."
+        )
+    raise CheckpointError(
+        f"No readable checkpoint in '{run_dir}': {' '.join(problems)} Nothing can be resumed or loaded "
+        f"from this folder; start the run again in a new folder (train.out_dir=PATH)."
+    )

@@ -27,10 +27,12 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from . import checks
 from .registry import ConfigError, Registry, UnknownNameError, did_you_mean
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("fp32", "bf16", "fp16")
+ZOO_PREFIX = "zoo:"
 
 
 @dataclass
@@ -68,7 +70,7 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.999)  #: Adam betas of the model
     eps: float = 1e-8  #: Adam epsilon of the model
     device: str = "auto"  #: auto | cpu | cuda | cuda:N | mps
-    precision: str = "fp32"  #: fp32 | bf16 | fp16 (autocast; GradScaler for fp16)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"  #: autocast dtype; GradScaler for fp16
     out_dir: str = "runs/default"
     checkpoint_every: int = 5000  #: steps between checkpoints (one is always written at the end)
     log_every: int = 100  #: steps between log.jsonl records
@@ -113,14 +115,65 @@ class Config:
         Path(path).write_text(self.to_yaml())
 
 
-# ---------------------------------------------------------------------- loading
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read a YAML config (or start from defaults if ``path`` is None), apply dotted overrides
-    such as ``train.steps=1000`` and validate."""
-    raw: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
+# ---------------------------------------------------------------------- shipped configs
+#: folders of the shipped configs that are not training configs
+_NON_TRAINING_FOLDERS = ("studies",)
+
+
+def configs_root() -> Path:
+    """The folder of the shipped configs: ``disentangle/configs`` in an installed wheel, the
+    top-level ``configs/`` in a checkout (its single source)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "configs", here.parent / "configs"):
+        if candidate.is_dir():
+            return candidate
+    raise ConfigError(
+        "The shipped configs are missing from this installation (neither disentangle/configs nor a "
+        "checkout's configs/ folder exists). Reinstall the package (pip install disentangle-torch)."
+    )
+
+
+def shipped_config_names(include_studies: bool = False) -> list[str]:
+    """Names of the shipped configs (``quickstart``, ``dsprites/factor_vae``, ...), sorted; the
+    ``studies/`` sweep files are listed only with ``include_studies``."""
+    root = configs_root()
+    names = []
+    for path in sorted(root.rglob("*.yaml")):
+        name = path.relative_to(root).with_suffix("").as_posix()
+        if not include_studies and name.split("/")[0] in _NON_TRAINING_FOLDERS:
+            continue
+        names.append(name)
+    return names
+
+
+def shipped_config_path(name: str) -> Path:
+    """The file of the shipped config ``name`` (e.g. ``"dsprites/factor_vae"``, ``.yaml`` optional)."""
+    clean = name[:-5] if name.endswith(".yaml") else name
+    path = configs_root() / f"{clean}.yaml"
+    if ".." in Path(clean).parts or not path.is_file():
+        options = shipped_config_names(include_studies=True)
+        raise ConfigError(
+            f"'{name}' is neither a config file nor a shipped config name.{did_you_mean(clean, options)} "
+            f"Shipped configs: {', '.join(options)}. Pass a path to a YAML file, a shipped name, or "
+            f"zoo:NAME for a zoo recipe (python -m disentangle.zoo list)."
+        )
+    return path
+
+
+def read_config_source(source: str | Path) -> dict[str, Any]:
+    """The raw nested dict of a config source: a YAML path, a shipped config name, or ``zoo:NAME``."""
+    if isinstance(source, str) and source.startswith(ZOO_PREFIX):
+        from . import zoo
+
+        return copy.deepcopy(zoo.config_dict(source[len(ZOO_PREFIX):]))
+    path = Path(source)
+    if not path.is_file():
+        if path.suffix in ("", ".yaml") and not path.is_absolute() and not str(source).startswith("."):
+            name = path.as_posix()
+            # "configs/quickstart.yaml" (the README's command) also works outside a checkout
+            name = name[len("configs/"):] if name.startswith("configs/") else name
+            path = shipped_config_path(name)
+        else:
             hint = ""
             if path.parent.is_dir():
                 options = sorted(p.name for p in path.parent.glob("*.yaml"))
@@ -128,12 +181,25 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
                 if options:
                     hint += f" YAML files in {path.parent}/: {', '.join(options)}."
             raise ConfigError(f"Config file '{path}' does not exist.{hint}")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"Config file '{path}' is not valid YAML: {err}") from None
-        if not isinstance(raw, dict):
-            raise ConfigError(f"Config file '{path}' must hold a mapping of sections, got {type(raw).__name__}.")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"Config file '{path}' is not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"Config file '{path}' must hold a mapping of sections, got {type(raw).__name__}.")
+    return raw
+
+
+# ---------------------------------------------------------------------- loading
+def load_config(source: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a config, apply dotted overrides such as ``train.steps=1000`` and validate it.
+
+    ``source`` is a YAML file, the name of a shipped config (``"quickstart"``,
+    ``"dsprites/factor_vae"``; see :func:`shipped_config_names`), ``"zoo:NAME"`` for a zoo recipe,
+    or None for the defaults. Every check (keys, types, value ranges, choices, registry names)
+    runs here, before anything is created, and raises :class:`ConfigError` with one paragraph.
+    """
+    raw: dict[str, Any] = {} if source is None else read_config_source(source)
     raw = apply_overrides(raw, overrides)
     return Config.from_dict(raw)
 
@@ -220,17 +286,12 @@ def _train_config(values: dict[str, Any]) -> TrainConfig:
         kwargs[key] = _check_value(f"train.{key}", value, hints[key])
     cfg = TrainConfig(**kwargs)
     for key in ("steps", "batch_size", "checkpoint_every", "log_every"):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(f"train.{key} must be a positive integer, got {getattr(cfg, key)}.")
-    if cfg.eval_every < 0:
-        raise ConfigError(f"train.eval_every must be 0 (never) or a positive integer, got {cfg.eval_every}.")
-    if cfg.lr <= 0:
-        raise ConfigError(f"train.lr must be positive, got {cfg.lr}.")
-    if cfg.precision not in PRECISIONS:
-        raise ConfigError(
-            f"train.precision is '{cfg.precision}'.{did_you_mean(cfg.precision, PRECISIONS)} "
-            f"Valid choices: {', '.join(PRECISIONS)}."
-        )
+        checks.positive_int(f"train.{key}", getattr(cfg, key))
+    checks.integer("train.eval_every", cfg.eval_every, minimum=0)
+    cfg.lr = checks.in_range("train.lr", cfg.lr, 0, None, low_open=True, hint="A typical value is 1e-4.")
+    cfg.eps = checks.in_range("train.eps", cfg.eps, 0, None, low_open=True)
+    cfg.betas = checks.adam_betas("train.betas", cfg.betas)
+    checks.choice("train.precision", cfg.precision, PRECISIONS)
     base_device = cfg.device.split(":")[0]
     if base_device not in DEVICES or (":" in cfg.device and base_device != "cuda"):
         raise ConfigError(
@@ -255,6 +316,9 @@ def _resolve_registries(config: Config) -> None:
     config.objective.params = _resolve_params(
         "objective", "name", config.objective.name, config.objective.params, OBJECTIVES
     )
+    _validate_values("data", config.data.name, config.data.params, DATASETS)
+    _validate_values("model", config.model.backbone, config.model.params, BACKBONES)
+    _validate_values("objective", config.objective.name, config.objective.params, OBJECTIVES)
     if config.train.eval_metrics:
         from .metrics import METRICS
 
@@ -310,6 +374,27 @@ def _resolve_params(
         if _is_plain(param.default):
             resolved[key] = _plain(param.default)
     return resolved
+
+
+def _validate_values(section: str, name: str, params: dict[str, Any], registry: Registry) -> None:
+    """Run the component's own value checks (ranges, choices) on its resolved parameters.
+
+    A registered builder may carry ``validate_params(**params)`` (objectives have one that
+    constructs the objective, which is cheap and runs every check of its ``__init__``). A
+    :class:`ConfigError` it raises is re-raised with the section prefix (``objective.beta``).
+    """
+    validate = getattr(registry.get(name), "validate_params", None)
+    if validate is None:
+        return
+    try:
+        validate(**params)
+    except checks.ParameterError as err:
+        message = str(err)
+        if message.startswith(err.parameter) and not message.startswith(f"{section}."):
+            message = f"{section}.{message}"
+        raise ConfigError(f"{message} (in {section} '{name}')") from None
+    except ConfigError as err:
+        raise ConfigError(f"{section} '{name}': {err}") from None
 
 
 # ---------------------------------------------------------------------- type checks
@@ -397,10 +482,30 @@ def _coerce(value: Any, hint: Any) -> Any:
     return value  # an annotation we do not understand: accept
 
 
+def _literal_choices(hint: Any) -> tuple[Any, ...] | None:
+    """The choices of ``Literal[...]`` (or ``Literal[...] | None``), else None."""
+    if typing.get_origin(hint) is Literal:
+        return typing.get_args(hint)
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        choices: list[Any] = []
+        for arg in typing.get_args(hint):
+            if arg is type(None):
+                choices.append(None)
+            elif typing.get_origin(arg) is Literal:
+                choices.extend(typing.get_args(arg))
+            else:
+                return None
+        return tuple(choices)
+    return None
+
+
 def _check_value(key: str, value: Any, hint: Any) -> Any:
     try:
         return _coerce(value, hint)
     except _Mismatch:
+        choices = _literal_choices(hint)
+        if choices is not None:
+            checks.choice(key, value, choices)
         raise ConfigError(
             f"Config key '{key}' has the wrong type: given {value!r} ({type(value).__name__}), "
             f"expected {_type_name(hint)}."

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .checkpoint import atomic_write_text
 from .registry import ConfigError, DisentangleError
 
 
@@ -50,6 +51,8 @@ def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[
 
     import yaml
 
+    from . import metrics as metrics_module
+    from .config import _check_value
     from .metrics import METRICS
     from .registry import did_you_mean
 
@@ -75,8 +78,27 @@ def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[
             value = yaml.safe_load(raw)
         except yaml.YAMLError as err:
             raise ConfigError(f"--set {key}: cannot parse the value '{raw}' ({err}).") from None
+        hint = _type_hints(fn).get(option)
+        if hint is not None:
+            value = _check_value(key, value, hint)  # types and Literal choices, with a did-you-mean
         settings.setdefault(metric, {})[option] = value
+    validate = getattr(metrics_module, "validate_settings", None)
+    if validate is not None:  # the metrics' own range checks, before anything is loaded
+        for metric, options in settings.items():
+            try:
+                validate(metric, options)
+            except ConfigError as err:
+                raise ConfigError(f"--set {metric}: {err}") from None
     return settings
+
+
+def _type_hints(fn: Any) -> dict[str, Any]:
+    import typing
+
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: only the names are checked
+        return {}
 
 
 def _load_run(run_dir: Path, device: str):
@@ -136,8 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": seconds,
             "total_seconds": round(time.perf_counter() - start, 3),
         }
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(record, indent=2) + "\n")
+        atomic_write_text(output, json.dumps(record, indent=2) + "\n")
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,31 +1,50 @@
-"""``disentangle.load``: a trained model from a run folder or a checkpoint file."""
+"""``disentangle.load``: a trained model from a run folder, a checkpoint file or the zoo."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
 
-from .checkpoint import CHECKPOINT_NAME, load_checkpoint
+from .checkpoint import CheckpointNotFoundError, load_checkpoint, load_latest
 from .model import VAE
+
+ZOO_PREFIX = "zoo:"
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> VAE:
-    """Load the trained model of a run, in eval mode.
+    """Load a trained model, in eval mode.
 
-    ``path`` is a run folder (holding ``checkpoint.pt``) or a checkpoint file. The model's
-    ``config`` attribute holds the run's resolved config as a nested dict.
+    ``path`` is a run folder (its newest readable checkpoint: ``checkpoint.pt``, or
+    ``checkpoint.prev.pt`` with a warning when the newest is unreadable), a checkpoint file, or
+    ``"zoo:NAME"`` for a pretrained zoo model (see :mod:`disentangle.zoo`). The model's ``config``
+    attribute holds the run's resolved config as a nested dict and ``trained_steps`` its step count.
+    A missing or unreadable file raises :class:`~disentangle.checkpoint.CheckpointError` (a
+    :class:`~disentangle.DisentangleError`) naming it.
 
     >>> model = disentangle.load("runs/quickstart")      # doctest: +SKIP
     >>> mu, logvar = model.encode(x)                      # posterior q(z|x)
     >>> images = model.decode_mean(mu)                    # decode() returns logits
     >>> codes = model.representation(x)                   # posterior means, as metrics use
     """
+    if isinstance(path, str) and path.startswith(ZOO_PREFIX):
+        from . import zoo
+
+        return zoo.load(path[len(ZOO_PREFIX):], map_location=map_location)
     path = Path(path)
-    file = path / CHECKPOINT_NAME if path.is_dir() else path
-    if not file.exists():
-        where = f"folder '{path}' has no {CHECKPOINT_NAME}" if path.is_dir() else f"'{path}' does not exist"
-        raise FileNotFoundError(f"Cannot load a model: {where}. Pass a run folder (train.out_dir) or a checkpoint file.")
-    ckpt = load_checkpoint(file, map_location=map_location)
+    if path.is_dir():
+        ckpt, _ = load_latest(path, map_location=map_location)
+    elif path.exists():
+        ckpt = load_checkpoint(path, map_location=map_location)
+    else:
+        raise CheckpointNotFoundError(
+            f"Cannot load a model: '{path}' does not exist. Pass a run folder (train.out_dir), a "
+            f"checkpoint file, or zoo:NAME for a pretrained model (python -m disentangle.zoo list --pretrained)."
+        )
+    return model_from_checkpoint(ckpt, map_location)
+
+
+def model_from_checkpoint(ckpt: dict, map_location: str | torch.device = "cpu") -> VAE:
+    """The :class:`VAE` described by a checkpoint dict (its config's model section), in eval mode."""
     config = ckpt["config"]
     model_cfg = dict(config["model"])
     backbone = model_cfg.pop("backbone")

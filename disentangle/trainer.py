@@ -5,6 +5,8 @@ Run folder (``train.out_dir``)::
     config.yaml      the resolved config (every default filled in)
     checkpoint.pt    model, objective (its own networks), every optimizer, the fp16 scaler,
                      step and all RNG states; written atomically; torch.load(weights_only=True)
+    checkpoint.prev.pt  the checkpoint before it (resume falls back to it if the newest is
+                     unreadable)
     log.jsonl        one JSON object per logged step with every term the objective returns
     traversals.png   latent traversals at the end, rows sorted by KL
 
@@ -17,12 +19,19 @@ Design choices:
   steps (no per-step host sync); a checkpoint is written only after that check passes, so the last
   checkpoint on disk is always a finite one.
 * ``train.steps`` is the *total* step count: ``--resume`` continues from the checkpoint up to it.
+* Ctrl-C (SIGINT) never saves half a step: the handler only sets a flag; the step in progress
+  (including FactorVAE's discriminator update) completes, its checkpoint is written, and then
+  ``KeyboardInterrupt`` is raised. A second Ctrl-C stops at once without saving (the last
+  periodic checkpoint stays valid).
 """
 from __future__ import annotations
 
 import json
 import math
 import random
+import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +41,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .checkpoint import CHECKPOINT_NAME, FORMAT_VERSION, atomic_save, capture_rng_state, load_checkpoint, restore_rng_state
+from .checkpoint import (
+    CHECKPOINT_NAME,
+    FORMAT_VERSION,
+    capture_rng_state,
+    has_checkpoint,
+    load_latest,
+    restore_rng_state,
+    save_rotating,
+)
 from .config import Config
 from .data import build_dataset
 from .model import VAE
@@ -95,8 +112,11 @@ class Trainer:
     >>> Trainer(load_config("configs/quickstart.yaml")).fit(resume=True)  # doctest: +SKIP
     """
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, dataset: Any = None) -> None:
+        """``dataset``: an already built dataset for ``config.data`` (e.g. one a sweep worker reuses
+        across runs); by default it is built from the config."""
         self.config = config
+        self._given_dataset = dataset
         self.out_dir = Path(config.train.out_dir)
         self.checkpoint_path = self.out_dir / CHECKPOINT_NAME
         self.log_path = self.out_dir / "log.jsonl"
@@ -104,9 +124,17 @@ class Trainer:
     # ------------------------------------------------------------------ setup
     def _build(self) -> None:
         cfg = self.config
-        seed_everything(cfg.seed)
         self.device = resolve_device(cfg.train.device)
-        self.dataset = build_dataset(cfg.data, device=self.device)
+        if self._given_dataset is not None:
+            dataset = self._given_dataset
+            if getattr(dataset, "device", self.device) != self.device and hasattr(dataset, "to"):
+                dataset = dataset.to(self.device) or dataset
+            self.dataset = dataset
+        else:
+            seed_everything(cfg.seed)
+            self.dataset = build_dataset(cfg.data, device=self.device)
+        # seeded after the dataset, so a prebuilt dataset gives the same weights and noise
+        seed_everything(cfg.seed)
         self.model = VAE.from_backbone(
             cfg.model.backbone, image_shape=self.dataset.image_shape, latent_dim=cfg.model.latent_dim, **cfg.model.params
         ).to(self.device)
@@ -146,7 +174,7 @@ class Trainer:
         restore_rng_state(ckpt["rng"], {"data": self.data_generator})
 
     def save_checkpoint(self) -> None:
-        atomic_save(self._state(), self.checkpoint_path)
+        save_rotating(self._state(), self.checkpoint_path)
 
     def _check_resume_config(self, saved: dict[str, Any]) -> None:
         current = self.config.to_dict()
@@ -219,18 +247,18 @@ class Trainer:
     def fit(self, resume: bool = False) -> TrainResult:
         """Train up to ``train.steps``; with ``resume`` continue from ``out_dir/checkpoint.pt``."""
         cfg = self.config.train
-        if self.checkpoint_path.exists() and not resume:
+        if has_checkpoint(self.out_dir) and not resume:
             raise RunExistsError(
                 f"'{self.out_dir}' already holds a run (checkpoint.pt). Nothing was overwritten. "
                 f"Resume it with --resume, or choose another folder with train.out_dir=PATH."
             )
         ckpt = None
         if resume:
-            if not self.checkpoint_path.exists():
+            if not has_checkpoint(self.out_dir):
                 raise RunExistsError(
                     f"Cannot resume: no checkpoint at '{self.checkpoint_path}'. Start a new run without --resume."
                 )
-            ckpt = load_checkpoint(self.checkpoint_path)
+            ckpt, _ = load_latest(self.out_dir)
             self._check_resume_config(ckpt["config"])
         self._build()
         if ckpt is not None:
@@ -259,9 +287,11 @@ class Trainer:
                 )
             last_good_step = self.step
 
+        interrupt = _DeferredInterrupt()
         try:
+            interrupt.install()
             while self.step < cfg.steps:
-                x = self.dataset.sample_batch(cfg.batch_size, self.data_generator)
+                x = objective.sample_batch(self.dataset, cfg.batch_size, self.data_generator)
                 terms = objective.train_step(
                     model, x, step=self.step, optimizers=self.optimizers, precision=self.precision
                 )
@@ -278,20 +308,56 @@ class Trainer:
                     bar.set_postfix({k: f"{v:.4g}" for k, v in last_terms.items() if isinstance(v, float)}, refresh=False)
                 if cfg.eval_every and cfg.eval_metrics and (self.step % cfg.eval_every == 0 or at_end):
                     self._log({"step": self.step, "metrics": self._evaluate()})
-                if self.step % cfg.checkpoint_every == 0 or at_end:
+                if self.step % cfg.checkpoint_every == 0 or at_end or interrupt.requested:
                     check_finite()
                     self.save_checkpoint()
-        except KeyboardInterrupt:
+                if interrupt.requested:
+                    raise KeyboardInterrupt
+        finally:
+            interrupt.uninstall()
             bar.close()
-            if not bool(nonfinite) and self.step > last_good_step:
-                self.save_checkpoint()
-            raise
-        bar.close()
         if cfg.traversals and self.step > 0:
             self._write_traversals()
         return TrainResult(self.out_dir, self.step, last_terms)
 
 
-def train(config: Config, resume: bool = False) -> TrainResult:
-    """Train from a validated config (see :func:`disentangle.config.load_config`)."""
-    return Trainer(config).fit(resume=resume)
+class _DeferredInterrupt:
+    """SIGINT handler that asks the loop to stop at the next step boundary.
+
+    The first Ctrl-C sets :attr:`requested` (the loop finishes the step, checkpoints it and raises
+    ``KeyboardInterrupt``); a second one raises ``KeyboardInterrupt`` at once. Installed only in the
+    main thread (Python delivers signals there); elsewhere the default behaviour is unchanged.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+        self._installed = False
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print(
+            "\ninterrupt: finishing the current step and checkpointing it "
+            "(press Ctrl-C again to stop at once, keeping the last periodic checkpoint)",
+            file=sys.stderr,
+        )
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+
+    def uninstall(self) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False
+
+
+def train(config: Config, resume: bool = False, dataset: Any = None) -> TrainResult:
+    """Train from a validated config (see :func:`disentangle.config.load_config`).
+
+    ``dataset`` optionally supplies the already built dataset of ``config.data``.
+    """
+    return Trainer(config, dataset=dataset).fit(resume=resume)

@@ -32,9 +32,9 @@ def test_defaults_and_weights():
 def test_validation():
     with pytest.raises(ValueError, match="alpha"):
         InfoVAE(alpha=1.5)
-    with pytest.raises(ValueError, match="lambda_ must be positive"):
+    with pytest.raises(ValueError, match="lambda_ must be a positive number"):
         InfoVAE(lambda_=0.0)
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="at least 1 − alpha"):
         InfoVAE(alpha=0.0, lambda_=0.5)
     with pytest.raises(ValueError, match="kernel"):
         InfoVAE(kernel="laplace")

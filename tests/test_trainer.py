@@ -52,7 +52,8 @@ def test_resume_drops_log_records_written_after_the_checkpoint(tmp_path):
 def test_outputs_and_checkpoint_contents(tmp_path):
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=6, **{"train.traversals": "true", "data.size": 64, "model.latent_dim": 3})))
-    assert {p.name for p in run.iterdir()} == {"config.yaml", "checkpoint.pt", "log.jsonl", "traversals.png"}
+    # steps=6 with checkpoint_every=4: checkpoints at 4 and 6, so the previous one is kept too
+    assert {p.name for p in run.iterdir()} == {"config.yaml", "checkpoint.pt", "checkpoint.prev.pt", "log.jsonl", "traversals.png"}
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
     assert ckpt["step"] == 6
     assert set(ckpt) >= {"model", "objective", "optimizers", "rng", "config", "step", "precision"}
@@ -118,7 +119,7 @@ def test_load_gives_eval_model_with_public_api(tmp_path):
         assert model.decode(mu).shape == (5, 1, 16, 16)
         torch.testing.assert_close(model.representation(x), mu)
         assert model.config["data"]["name"] == "_tiny_test"
-    with pytest.raises(FileNotFoundError, match="no checkpoint.pt"):
+    with pytest.raises(disentangle.DisentangleError, match="neither checkpoint.pt nor checkpoint.prev.pt"):
         disentangle.load(tmp_path)
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..registry import ConfigError
+
 
 class GaussianHead(nn.Module):
     """Linear heads for the posterior mean and log-variance of a diagonal Gaussian."""
@@ -18,8 +20,8 @@ class GaussianHead(nn.Module):
 
 def check_image_shape(name: str, image_shape: tuple[int, int, int], size: int = 64) -> tuple[int, int, int]:
     if len(image_shape) != 3 or tuple(image_shape[1:]) != (size, size):
-        raise ValueError(
-            f"The {name} backbone needs {size}×{size} images (C, {size}, {size}); this dataset gives "
-            f"{tuple(image_shape)}. Use model.backbone: mlp, or resize the data."
+        raise ConfigError(
+            f"model.backbone is '{name}', which needs {size}×{size} images (C, {size}, {size}); this dataset "
+            f"gives {tuple(image_shape)}. Use model.backbone: mlp, or a dataset with {size}×{size} images."
         )
     return tuple(int(v) for v in image_shape)  # type: ignore[return-value]

@@ -1,14 +1,17 @@
 """Adversarial autoencoder (Makhzani et al. 2015): match q(z) to the prior with a latent discriminator."""
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 
+from .. import checks
 from ..precision import Precision
 from . import OBJECTIVES
 from .base import Objective
-from .discriminator import LatentDiscriminatorMixin, frozen, non_negative
-from .losses import RECONSTRUCTIONS, reconstruction_loss, reparameterize
+from .discriminator import LatentDiscriminatorMixin, frozen
+from .losses import Reconstruction, check_reconstruction, reconstruction_loss, reparameterize
 
 ENCODERS = ("deterministic", "gaussian")
 
@@ -53,23 +56,19 @@ class AAE(LatentDiscriminatorMixin, Objective):
 
     def __init__(
         self,
-        encoder: str = "deterministic",
+        encoder: Literal["deterministic", "gaussian"] = "deterministic",
         adversarial_weight: float = 1.0,
         discriminator_lr: float = 1e-4,
         discriminator_betas: tuple[float, float] = (0.5, 0.9),
         discriminator_hidden: int = 1000,
         discriminator_layers: int = 2,
-        reconstruction: str = "bernoulli",
+        reconstruction: Reconstruction = "bernoulli",
     ) -> None:
         super().__init__()
-        if encoder not in ENCODERS:
-            raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}.")
-        self.encoder_kind = encoder
-        self.adversarial_weight = non_negative("adversarial_weight", adversarial_weight)
+        self.encoder_kind = checks.choice("encoder", encoder, ENCODERS)
+        self.adversarial_weight = checks.non_negative("adversarial_weight", adversarial_weight)
         self._init_discriminator(discriminator_lr, discriminator_betas, discriminator_hidden, discriminator_layers)
-        if reconstruction not in RECONSTRUCTIONS:
-            raise ValueError(f"reconstruction must be one of {RECONSTRUCTIONS}, got {reconstruction!r}.")
-        self.reconstruction = reconstruction
+        self.reconstruction = check_reconstruction(reconstruction)
 
     # ------------------------------------------------------------------ setup
     def setup(self, *, model, dataset_size: int) -> None:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import torch
 
+from .. import checks
 from . import OBJECTIVES
 from .base import Objective
-from .discriminator import non_negative
-from .losses import RECONSTRUCTIONS, kl_normal_per_dim, reconstruction_loss
+from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
 
 
 def linear_capacity(step: int, c_max: float, iteration_threshold: int) -> float:
@@ -45,17 +45,13 @@ class AnnealedVAE(Objective):
         c_max: float = 25.0,
         gamma: float = 1000.0,
         iteration_threshold: int = 100000,
-        reconstruction: str = "bernoulli",
+        reconstruction: Reconstruction = "bernoulli",
     ) -> None:
         super().__init__()
-        self.c_max = non_negative("c_max", c_max)
-        self.gamma = non_negative("gamma", gamma)
-        if int(iteration_threshold) != iteration_threshold or iteration_threshold < 1:
-            raise ValueError(f"iteration_threshold must be a positive integer, got {iteration_threshold}.")
-        self.iteration_threshold = int(iteration_threshold)
-        if reconstruction not in RECONSTRUCTIONS:
-            raise ValueError(f"reconstruction must be one of {RECONSTRUCTIONS}, got {reconstruction!r}.")
-        self.reconstruction = reconstruction
+        self.c_max = checks.non_negative("c_max", c_max)
+        self.gamma = checks.non_negative("gamma", gamma)
+        self.iteration_threshold = checks.positive_int("iteration_threshold", iteration_threshold)
+        self.reconstruction = check_reconstruction(reconstruction)
 
     def capacity(self, step: int) -> float:
         """The KL target C (nats) at training step ``step``."""

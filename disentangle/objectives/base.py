@@ -6,7 +6,9 @@ discriminator, the AAE critic) are saved and restored with its ``state_dict``. T
 1. builds it from the config (``OBJECTIVES.build(name, **params)``),
 2. calls :meth:`Objective.setup` once with the dataset size N and the model,
 3. asks :meth:`Objective.configure_optimizers` for *all* optimizers of the run (by name),
-4. calls :meth:`Objective.train_step` once per step and logs the returned terms.
+4. once per step, draws the batch with :meth:`Objective.sample_batch` (a batch of images by
+   default; pair objectives draw pairs) and calls :meth:`Objective.train_step` with it, logging the
+   returned terms.
 
 Single-loss objectives only implement :meth:`Objective.forward`. Objectives with their own
 networks override :meth:`configure_optimizers` and :meth:`train_step` (see FactorVAE).
@@ -35,6 +37,14 @@ class Objective(nn.Module):
     #: set by :meth:`setup`; the number of distinct training points (737,280 for dSprites)
     dataset_size: int | None = None
 
+    @classmethod
+    def validate_params(cls, **params) -> None:
+        """Run every value check of the objective on config parameters (called while a config is
+        validated, before anything is created): constructing an objective is cheap, and its
+        ``__init__`` checks each parameter and raises ``ConfigError``. Networks are built later, in
+        :meth:`setup`."""
+        cls(**params)
+
     def setup(self, *, model: "VAE", dataset_size: int) -> None:
         """Called once before training, with the true dataset size (never the batch size)."""
         if dataset_size < 1:
@@ -43,6 +53,15 @@ class Objective(nn.Module):
 
     def forward(self, model: "VAE", x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
         raise NotImplementedError
+
+    def sample_batch(self, dataset, batch_size: int, generator: torch.Generator):
+        """The training batch of one step, passed as ``x`` to :meth:`train_step`.
+
+        A uniform batch of ``batch_size`` images by default. Objectives that train on other
+        structures (pairs of observations sharing factors) override it; everything random must come
+        from ``generator`` (the run's checkpointed data generator) so that resume stays bit-exact.
+        """
+        return dataset.sample_batch(batch_size, generator)
 
     def configure_optimizers(
         self, model: "VAE", *, lr: float, betas: tuple[float, float], eps: float = 1e-8

@@ -1,12 +1,15 @@
 """β-TCVAE (Chen et al. 2018): the KL split into index-code MI, total correlation and dim-wise KL."""
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
+from .. import checks
 from . import OBJECTIVES
 from .base import Objective
 from .estimators import TC_METHODS, decompose_kl
-from .losses import RECONSTRUCTIONS, kl_normal_per_dim, reconstruction_loss
+from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
 
 
 @OBJECTIVES.register("beta_tcvae")
@@ -51,20 +54,15 @@ class BetaTCVAE(Objective):
         beta: float = 6.0,
         alpha: float = 1.0,
         gamma: float = 1.0,
-        estimator: str = "mss",
-        reconstruction: str = "bernoulli",
+        estimator: Literal["mss", "mws"] = "mss",
+        reconstruction: Reconstruction = "bernoulli",
     ) -> None:
         super().__init__()
-        for name, value in (("alpha", alpha), ("beta", beta), ("gamma", gamma)):
-            if not value >= 0:
-                raise ValueError(f"{name} must be non-negative, got {value}.")
-        self.alpha, self.beta, self.gamma = float(alpha), float(beta), float(gamma)
-        if estimator not in TC_METHODS:
-            raise ValueError(f"estimator must be one of {TC_METHODS} (minibatch stratified / weighted sampling), got {estimator!r}.")
-        self.estimator = estimator
-        if reconstruction not in RECONSTRUCTIONS:
-            raise ValueError(f"reconstruction must be one of {RECONSTRUCTIONS}, got {reconstruction!r}.")
-        self.reconstruction = reconstruction
+        self.alpha = checks.non_negative("alpha", alpha)
+        self.beta = checks.non_negative("beta", beta)
+        self.gamma = checks.non_negative("gamma", gamma)
+        self.estimator = checks.choice("estimator", estimator, TC_METHODS)
+        self.reconstruction = check_reconstruction(reconstruction)
 
     def forward(self, model, x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
         if self.dataset_size is None:

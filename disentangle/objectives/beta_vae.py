@@ -5,7 +5,8 @@ import torch
 
 from . import OBJECTIVES
 from .base import Objective
-from .losses import kl_normal_per_dim, reconstruction_loss
+from .. import checks
+from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
 
 
 @OBJECTIVES.register("beta_vae")
@@ -27,12 +28,10 @@ class BetaVAE(Objective):
     Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim``, ``elbo`` (= −(recon + kl)).
     """
 
-    def __init__(self, beta: float = 1.0, reconstruction: str = "bernoulli") -> None:
+    def __init__(self, beta: float = 1.0, reconstruction: Reconstruction = "bernoulli") -> None:
         super().__init__()
-        if beta < 0:
-            raise ValueError(f"beta must be non-negative, got {beta}.")
-        self.beta = float(beta)
-        self.reconstruction = reconstruction
+        self.beta = checks.non_negative("beta", beta)
+        self.reconstruction = check_reconstruction(reconstruction)
 
     def forward(self, model, x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
         out = model(x)

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import torch
 
+from .. import checks
 from . import OBJECTIVES
 from .base import Objective
-from .discriminator import non_negative
 from .estimators import dip_covariance
-from .losses import RECONSTRUCTIONS, kl_normal_per_dim, reconstruction_loss
+from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
 
 
 def dip_regularizer(cov: torch.Tensor, lambda_od: float, lambda_d: float) -> dict[str, torch.Tensor]:
@@ -36,10 +36,9 @@ def _dip_terms(obj, model, x: torch.Tensor, kind: str) -> dict[str, torch.Tensor
 
 
 def _check(lambda_od: float, lambda_d: float | None, factor: float, reconstruction: str) -> tuple[float, float]:
-    lambda_od = non_negative("lambda_od", lambda_od)
-    lambda_d = factor * lambda_od if lambda_d is None else non_negative("lambda_d", lambda_d)
-    if reconstruction not in RECONSTRUCTIONS:
-        raise ValueError(f"reconstruction must be one of {RECONSTRUCTIONS}, got {reconstruction!r}.")
+    lambda_od = checks.non_negative("lambda_od", lambda_od)
+    lambda_d = factor * lambda_od if lambda_d is None else checks.non_negative("lambda_d", lambda_d)
+    check_reconstruction(reconstruction)
     return lambda_od, lambda_d
 
 
@@ -67,7 +66,7 @@ class DIPVAEI(Objective):
 
     kind = "i"
 
-    def __init__(self, lambda_od: float = 10.0, lambda_d: float | None = None, reconstruction: str = "bernoulli") -> None:
+    def __init__(self, lambda_od: float = 10.0, lambda_d: float | None = None, reconstruction: Reconstruction = "bernoulli") -> None:
         super().__init__()
         self.lambda_od, self.lambda_d = _check(lambda_od, lambda_d, 10.0, reconstruction)
         self.reconstruction = reconstruction
@@ -97,7 +96,7 @@ class DIPVAEII(Objective):
 
     kind = "ii"
 
-    def __init__(self, lambda_od: float = 10.0, lambda_d: float | None = None, reconstruction: str = "bernoulli") -> None:
+    def __init__(self, lambda_od: float = 10.0, lambda_d: float | None = None, reconstruction: Reconstruction = "bernoulli") -> None:
         super().__init__()
         self.lambda_od, self.lambda_d = _check(lambda_od, lambda_d, 1.0, reconstruction)
         self.reconstruction = reconstruction

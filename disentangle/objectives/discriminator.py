@@ -3,7 +3,6 @@
 * :class:`MLPDiscriminator` — a fully connected classifier on latent codes.
 * :func:`frozen` — a context in which a module's parameters do not require gradients, so a loss
   computed through it sends gradients only to its *inputs* (the encoder), never to it.
-* :func:`adam_betas` — validation of a ``[β1, β2]`` pair from the config.
 * :class:`LatentDiscriminatorMixin` — the discriminator's settings, construction at ``setup`` and
   its own Adam optimizer, shared by the objectives that train one.
 """
@@ -14,6 +13,8 @@ from collections.abc import Iterator, Sequence
 
 import torch
 from torch import nn
+
+from .. import checks
 
 ACTIVATIONS = ("leaky_relu", "relu")
 
@@ -36,13 +37,11 @@ class MLPDiscriminator(nn.Module):
         negative_slope: float = 0.2,
     ) -> None:
         super().__init__()
-        if in_features < 1 or hidden < 1 or layers < 0 or out_features < 1:
-            raise ValueError(
-                f"invalid discriminator sizes: in_features={in_features}, hidden={hidden}, "
-                f"layers={layers}, out_features={out_features}."
-            )
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}.")
+        checks.positive_int("in_features", in_features)
+        checks.positive_int("hidden", hidden)
+        checks.integer("layers", layers, minimum=0)
+        checks.positive_int("out_features", out_features)
+        checks.choice("activation", activation, ACTIVATIONS)
         mods: list[nn.Module] = []
         prev = in_features
         for _ in range(layers):
@@ -74,26 +73,6 @@ def frozen(module: nn.Module) -> Iterator[nn.Module]:
             p.requires_grad_(flag)
 
 
-def adam_betas(name: str, betas: Sequence[float]) -> tuple[float, float]:
-    """``betas`` as a validated ``(β1, β2)`` tuple, each in [0, 1)."""
-    values = tuple(float(b) for b in betas)
-    if len(values) != 2 or not all(0.0 <= b < 1.0 for b in values):
-        raise ValueError(f"{name} must be two numbers in [0, 1) (Adam's β1, β2), got {list(betas)}.")
-    return values  # type: ignore[return-value]
-
-
-def positive(name: str, value: float) -> float:
-    if not value > 0:
-        raise ValueError(f"{name} must be positive, got {value}.")
-    return float(value)
-
-
-def non_negative(name: str, value: float) -> float:
-    if not value >= 0:
-        raise ValueError(f"{name} must be non-negative, got {value}.")
-    return float(value)
-
-
 class LatentDiscriminatorMixin:
     """For an objective that trains a discriminator on latent codes with its own Adam optimizer.
 
@@ -107,15 +86,10 @@ class LatentDiscriminatorMixin:
     discriminator: MLPDiscriminator | None
 
     def _init_discriminator(self, lr: float, betas: Sequence[float], hidden: int, layers: int) -> None:
-        self.discriminator_lr = positive("discriminator_lr", lr)
-        self.discriminator_betas = adam_betas("discriminator_betas", betas)
-        if hidden < 1 or layers < 1:
-            raise ValueError(
-                "discriminator_hidden and discriminator_layers must be positive integers, got "
-                f"{hidden} and {layers}."
-            )
-        self.discriminator_hidden = int(hidden)
-        self.discriminator_layers = int(layers)
+        self.discriminator_lr = checks.positive("discriminator_lr", lr)
+        self.discriminator_betas = checks.adam_betas("discriminator_betas", betas)
+        self.discriminator_hidden = checks.positive_int("discriminator_hidden", hidden)
+        self.discriminator_layers = checks.positive_int("discriminator_layers", layers)
         self.discriminator = None
 
     def _setup_discriminator(

@@ -5,11 +5,12 @@ import torch
 import torch.nn.functional as F
 
 from ..precision import Precision
+from .. import checks
 from . import OBJECTIVES
 from .base import Objective
-from .discriminator import LatentDiscriminatorMixin, frozen, non_negative
+from .discriminator import LatentDiscriminatorMixin, frozen
 from .estimators import permute_dims
-from .losses import RECONSTRUCTIONS, kl_normal_per_dim, reconstruction_loss
+from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
 
 
 @OBJECTIVES.register("factor_vae")
@@ -58,14 +59,12 @@ class FactorVAE(LatentDiscriminatorMixin, Objective):
         discriminator_betas: tuple[float, float] = (0.5, 0.9),
         discriminator_hidden: int = 1000,
         discriminator_layers: int = 6,
-        reconstruction: str = "bernoulli",
+        reconstruction: Reconstruction = "bernoulli",
     ) -> None:
         super().__init__()
-        self.gamma = non_negative("gamma", gamma)
+        self.gamma = checks.non_negative("gamma", gamma)
         self._init_discriminator(discriminator_lr, discriminator_betas, discriminator_hidden, discriminator_layers)
-        if reconstruction not in RECONSTRUCTIONS:
-            raise ValueError(f"reconstruction must be one of {RECONSTRUCTIONS}, got {reconstruction!r}.")
-        self.reconstruction = reconstruction
+        self.reconstruction = check_reconstruction(reconstruction)
 
     # ------------------------------------------------------------------ setup
     def setup(self, *, model, dataset_size: int) -> None:

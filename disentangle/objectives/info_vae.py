@@ -1,12 +1,15 @@
 """InfoVAE / MMD-VAE (Zhao et al. 2019): KL and MMD between the aggregate posterior and the prior."""
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
+from .. import checks
 from . import OBJECTIVES
 from .base import Objective
 from .estimators import KERNELS, mmd
-from .losses import RECONSTRUCTIONS, kl_normal_per_dim, reconstruction_loss
+from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
 
 
 @OBJECTIVES.register("info_vae")
@@ -42,30 +45,22 @@ class InfoVAE(Objective):
         self,
         alpha: float = 0.0,
         lambda_: float = 1000.0,
-        kernel: str = "rbf",
+        kernel: Literal["rbf", "imq"] = "rbf",
         kernel_scale: float | None = None,
-        reconstruction: str = "bernoulli",
+        reconstruction: Reconstruction = "bernoulli",
     ) -> None:
         super().__init__()
-        if not alpha <= 1:
-            raise ValueError(f"alpha must be at most 1 (the KL weight is 1 − alpha), got {alpha}.")
-        if not lambda_ > 0:
-            raise ValueError(f"lambda_ must be positive, got {lambda_}.")
-        if not alpha + lambda_ - 1 >= 0:
-            raise ValueError(
-                f"alpha + lambda_ must be at least 1 (the MMD weight is alpha + lambda_ − 1), got "
-                f"alpha={alpha}, lambda_={lambda_}."
+        self.alpha = checks.in_range("alpha", alpha, None, 1.0, hint="The KL weight is 1 − alpha.")
+        self.lambda_ = checks.positive("lambda_", lambda_)
+        if not self.alpha + self.lambda_ - 1 >= 0:
+            raise checks.ParameterError(
+                "lambda_",
+                f"lambda_ must be at least 1 − alpha (the MMD weight is alpha + lambda_ − 1), got "
+                f"alpha={alpha}, lambda_={lambda_}.",
             )
-        if kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}.")
-        if kernel_scale is not None and not kernel_scale > 0:
-            raise ValueError(f"kernel_scale must be positive (or null for 2·latent_dim), got {kernel_scale}.")
-        if reconstruction not in RECONSTRUCTIONS:
-            raise ValueError(f"reconstruction must be one of {RECONSTRUCTIONS}, got {reconstruction!r}.")
-        self.alpha, self.lambda_ = float(alpha), float(lambda_)
-        self.kernel = kernel
-        self.kernel_scale = None if kernel_scale is None else float(kernel_scale)
-        self.reconstruction = reconstruction
+        self.kernel = checks.choice("kernel", kernel, KERNELS)
+        self.kernel_scale = None if kernel_scale is None else checks.positive("kernel_scale", kernel_scale)
+        self.reconstruction = check_reconstruction(reconstruction)
 
     @property
     def kl_weight(self) -> float:

@@ -5,10 +5,21 @@ every loss is **summed over pixels and latent dimensions and averaged over the b
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 
+from .. import checks
+
 RECONSTRUCTIONS = ("bernoulli", "gaussian")
+#: the decoder likelihood of an objective's ``reconstruction`` parameter
+Reconstruction = Literal["bernoulli", "gaussian"]
+
+
+def check_reconstruction(value: str) -> str:
+    """``value`` if it is one of :data:`RECONSTRUCTIONS`, else a ``ConfigError`` with the choices."""
+    return checks.choice("reconstruction", value, RECONSTRUCTIONS)
 
 
 def reconstruction_loss(logits: torch.Tensor, x: torch.Tensor, distribution: str = "bernoulli") -> torch.Tensor:
@@ -28,7 +39,8 @@ def reconstruction_loss(logits: torch.Tensor, x: torch.Tensor, distribution: str
     elif distribution == "gaussian":
         per_pixel = (torch.sigmoid(logits) - x).square()
     else:
-        raise ValueError(f"Unknown reconstruction distribution {distribution!r}; choose from {RECONSTRUCTIONS}.")
+        check_reconstruction(distribution)
+        raise AssertionError  # unreachable: check_reconstruction raised
     return per_pixel.flatten(1).sum(1).mean()
 
 

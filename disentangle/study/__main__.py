@@ -1,0 +1,73 @@
+"""Command line: ``python -m disentangle.study INPUT --out REPORT_DIR``.
+
+INPUT is a sweep folder (``python -m disentangle.sweep run ... --out DIR``), its ``results.csv``,
+or a disentanglement_lib aggregated results JSON (``dlib_aggregate_results``). Writes the figures,
+their CSVs, ``summary.csv`` and ``report.md`` into REPORT_DIR. Errors are one paragraph on stderr
+(exit status 2), reported before REPORT_DIR is created.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..registry import DisentangleError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m disentangle.study",
+        description="The analyses of Locatello et al. 2019 (metric agreement, variance explained by method, strength "
+                    "and seed, unsupervised vs supervised scores, UDR) over a sweep's results, as a report folder.",
+    )
+    p.add_argument("input", help="sweep folder, its results.csv, or a disentanglement_lib aggregated results JSON")
+    p.add_argument("--out", "-o", required=True, help="report folder to write (created; files in it are replaced)")
+    p.add_argument("--scores", default="headline",
+                   help="'headline' (default: the Locatello et al. scores), 'all', or comma-separated <metric>.<score> columns")
+    p.add_argument("--method-column", default="objective.name", help="column naming the method (default: objective.name)")
+    p.add_argument("--seed-column", default="seed", help="column holding the seed (default: seed)")
+    p.add_argument("--dataset-column", default="data.name", help="column naming the dataset (default: data.name)")
+    p.add_argument("--udr", action="store_true",
+                   help="compute UDR (Duan et al. 2020) from the sweep's run folders and analyse it as a score")
+    p.add_argument("--udr-points", type=int, default=1000, help="observations encoded per model for UDR (default 1000)")
+    p.add_argument("--udr-correlation", default="lasso", help="UDR similarity: lasso (default) or spearman")
+    p.add_argument("--udr-aggregation", default="paper", help="UDR pairwise formula: paper (default) or dlib")
+    p.add_argument("--postprocess", default="mean_representation",
+                   help="disentanglement_lib input: the representation whose scores are read "
+                        "(mean_representation, default, or sampled_representation)")
+    p.add_argument("--no-figures", action="store_true", help="write only the CSVs and report.md")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from .analysis import analyze
+
+    scores = args.scores if args.scores in ("headline", "all") else [s.strip() for s in args.scores.split(",") if s.strip()]
+    try:
+        result = analyze(
+            args.input,
+            args.out,
+            scores=scores,
+            method_column=args.method_column,
+            seed_column=args.seed_column,
+            dataset_column=args.dataset_column,
+            udr=args.udr,
+            udr_points=args.udr_points,
+            udr_correlation=args.udr_correlation,
+            udr_aggregation=args.udr_aggregation,
+            postprocess=args.postprocess,
+            figures=not args.no_figures,
+            progress=not args.no_progress,
+        )
+    except DisentangleError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for name in result.skipped:
+        print(f"skipped {name}: {result.skipped[name]}", file=sys.stderr)
+    print(f"wrote {len(result.files)} files to {args.out}; read {result.files['report.md']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""``analyze``: every analysis of the study from one results table, and the report folder.
+
+The analyses follow Locatello et al. 2019 ("Challenging Common Assumptions in the Unsupervised
+Learning of Disentangled Representations", ICML 2019), done per dataset:
+
+* rank correlation (Spearman) between every pair of supervised scores, over all runs;
+* rank correlation of each unsupervised score (Gaussian TC, Wasserstein correlation, MI score,
+  UDR, ...) with each supervised one;
+* the share of each score's variance explained by the method, by the strength within the method,
+  and the residual (seed and noise): :func:`~disentangle.study.statistics.variance_explained`;
+* the median and interquartile range of every score per method × strength.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..checks import choice, positive_int
+from ..registry import DisentangleError
+from .statistics import Matrix, VarianceShares, quartiles, rank_correlation_matrix, variance_explained
+from .table import Design, StudyTable, infer_design, read_table
+
+FIGURE_NAMES = (
+    "metric_rank_correlation.png",
+    "unsupervised_vs_supervised.png",
+    "variance_explained.png",
+    "scores_by_method.png",
+    "score_vs_strength.png",
+)
+
+
+@dataclass
+class StudyResult:
+    """The tables of a study (plain numpy / dicts / lists) and the files written.
+
+    * ``rank_correlation[dataset]``: :class:`~disentangle.study.statistics.Matrix` of Spearman's ρ
+      between the supervised scores (``.values``, ``.counts`` = runs behind each entry);
+    * ``unsupervised_vs_supervised[dataset]``: rows unsupervised scores, columns supervised;
+    * ``variance_explained``: one dict per (dataset, score): ``score, method, strength, residual,
+      n_runs, n_methods, n_settings`` (+ ``dataset`` when there are several);
+    * ``summary``: one dict per (dataset, method, setting, score): ``n_runs, median, q25, q75, iqr``;
+    * ``udr``: ``{run_id: {"udr": score, "udr_models": models compared}}`` when computed;
+    * ``skipped``: analysis name -> why it was not done; ``files``: output name -> path.
+    """
+
+    design: Design
+    rank_correlation: dict[str, Matrix]
+    unsupervised_vs_supervised: dict[str, Matrix]
+    variance_explained: list[dict[str, Any]]
+    summary: list[dict[str, Any]]
+    udr: dict[str, dict[str, float]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
+    report: str = ""
+
+
+def _runs_folder(source: Any) -> Path | None:
+    if isinstance(source, StudyTable):
+        source = source.source
+    if not source:
+        return None
+    path = Path(source)
+    folder = path if path.is_dir() else path.parent
+    return folder / "runs" if (folder / "runs").is_dir() else None
+
+
+def _udr_groups(design: Design, runs: Path) -> dict[tuple[str, str, str], list[tuple[str, str]]]:
+    if "run_id" not in design.table.columns:
+        raise DisentangleError("UDR needs the run_id column to find each run's folder (runs/<run_id>/); the table has none.")
+    groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    missing = []
+    for i, row in enumerate(design.table.rows):
+        run_id = str(row.get("run_id"))
+        run_dir = runs / run_id
+        if not (run_dir / "checkpoint.pt").is_file():
+            missing.append(run_id)
+        key = (design.datasets[i], design.methods[i], design.configuration[i])
+        groups.setdefault(key, []).append((run_id, str(run_dir)))
+    if missing:
+        raise DisentangleError(
+            f"UDR needs every run's trained model, but {len(missing)} run folder(s) under '{runs}' have no "
+            f"checkpoint.pt ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}). Run the analysis on the "
+            f"sweep folder that holds the runs, or leave out --udr."
+        )
+    return groups
+
+
+def analyze(
+    source: str | Path | StudyTable,
+    out: str | Path | None = None,
+    *,
+    scores: str | list[str] = "headline",
+    method_column: str = "objective.name",
+    seed_column: str = "seed",
+    dataset_column: str = "data.name",
+    udr: bool = False,
+    udr_points: int = 1000,
+    udr_correlation: str = "lasso",
+    udr_aggregation: str = "paper",
+    postprocess: str = "mean_representation",
+    figures: bool = True,
+    progress: bool = True,
+) -> StudyResult:
+    """Analyse a study and, with ``out``, write its report folder.
+
+    ``source`` is a sweep folder, its ``results.csv``, a disentanglement_lib aggregated results
+    JSON (``postprocess`` picks its representation) or a :class:`StudyTable`. Column roles are
+    inferred by :func:`~disentangle.study.table.infer_design` (``scores``: ``"headline"``,
+    ``"all"`` or a list of ``<metric>.<score>`` columns). ``udr=True`` computes UDR
+    (:mod:`disentangle.study.udr`) from the sweep's run folders and analyses it as the
+    unsupervised score ``udr.udr``. Every check runs before ``out`` is created; rerunning
+    overwrites the report's files (each written atomically). Without matplotlib the CSVs and
+    ``report.md`` are still written, and the report says how to get the figures.
+    """
+    udr_points = positive_int("udr_points", udr_points)
+    from .udr import AGGREGATIONS, CORRELATIONS
+
+    udr_correlation = choice("udr_correlation", udr_correlation, CORRELATIONS)
+    udr_aggregation = choice("udr_aggregation", udr_aggregation, AGGREGATIONS)
+    out_dir = Path(out) if out is not None else None
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise DisentangleError(f"--out '{out_dir}' exists and is not a folder; name a folder for the report.")
+    table = source if isinstance(source, StudyTable) else read_table(source, postprocess=postprocess)
+    columns = dict(method_column=method_column, seed_column=seed_column, dataset_column=dataset_column)
+    by_mode = isinstance(scores, str) and scores in ("headline", "all")
+    requested = scores if by_mode else [s for s in ([scores] if isinstance(scores, str) else list(scores)) if s != "udr.udr"]
+    design = infer_design(table, **columns, scores=requested)
+
+    udr_results: dict[str, dict[str, float]] = {}
+    if udr:
+        runs = _runs_folder(source)
+        if runs is None:
+            raise DisentangleError(
+                "UDR is computed from the trained models, so it needs a sweep folder (or its results.csv) next to "
+                "its runs/ folder; this input has no run folders (a disentanglement_lib JSON holds only scores)."
+            )
+        from .udr import udr_from_runs
+
+        groups = _udr_groups(design, runs)
+        udr_results = udr_from_runs(groups, num_points=udr_points, correlation=udr_correlation,
+                                    aggregation=udr_aggregation, progress=progress)
+        run_ids = [str(r.get("run_id")) for r in table.rows]
+        table = table.with_column("udr.udr", [udr_results[r]["udr"] for r in run_ids])
+        design = infer_design(table, **columns, scores=requested if by_mode else [*requested, "udr.udr"])
+
+    result = _compute(design)
+    result.udr = udr_results
+    if out_dir is not None:
+        from .report import write_report
+
+        write_report(result, out_dir, figures=figures, progress=progress)
+    return result
+
+
+def _compute(design: Design) -> StudyResult:
+    skipped: dict[str, str] = {}
+    rank: dict[str, Matrix] = {}
+    unsup: dict[str, Matrix] = {}
+    for dataset in design.dataset_names:
+        mask = design.rows_of(dataset)
+        if len(design.supervised) >= 2:
+            rank[dataset] = rank_correlation_matrix(design.scores, design.supervised, design.supervised, mask)
+        if design.unsupervised and design.supervised:
+            unsup[dataset] = rank_correlation_matrix(design.scores, design.unsupervised, design.supervised, mask)
+    if len(design.supervised) < 2:
+        skipped["metric_rank_correlation"] = (
+            f"it needs at least two supervised scores; the table has {len(design.supervised)} "
+            f"({', '.join(design.supervised) or 'none'})."
+        )
+    if not (design.unsupervised and design.supervised):
+        skipped["unsupervised_vs_supervised"] = (
+            "it needs at least one unsupervised score (unsupervised_scores.*, udr.udr: add 'unsupervised_scores' to "
+            "the study's metrics or pass --udr) and one supervised score."
+            if not design.unsupervised else "the table has no supervised score."
+        )
+    too_few = [d for d, m in rank.items() if (m.counts.max() if m.counts.size else 0) < 3]
+    if too_few:
+        skipped.setdefault("metric_rank_correlation", f"fewer than 3 runs in {', '.join(too_few)}: no rank correlation there.")
+
+    variance: list[dict[str, Any]] = []
+    cells: dict[tuple[str, str, str], int] = {}
+    for d, m, c in zip(design.datasets, design.methods, design.configuration):
+        cells[(d, m, c)] = cells.get((d, m, c), 0) + 1
+    distinct_seeds = len(set(design.seeds))
+    if max(cells.values()) < 2:
+        why = "the study has a single seed" if distinct_seeds <= 1 else "no method × strength setting has more than one seed"
+        skipped["variance_explained"] = (
+            f"{why}, so the seed's share (the residual) cannot be separated from the strength's. Run at least two "
+            f"seeds per setting (seeds: [0, 1] in the study file)."
+        )
+    else:
+        for dataset in design.dataset_names:
+            mask = design.rows_of(dataset)
+            methods = [m for m, keep in zip(design.methods, mask) if keep]
+            settings = [c for c, keep in zip(design.configuration, mask) if keep]
+            for score, values in design.scores.items():
+                s: VarianceShares = variance_explained(values[mask], methods, settings)
+                row = {"score": score, "method": s.method, "strength": s.strength, "residual": s.residual,
+                       "n_runs": s.n_runs, "n_methods": s.n_methods, "n_settings": s.n_settings}
+                if design.several_datasets:
+                    row = {"dataset": dataset, **row}
+                variance.append(row)
+
+    summary: list[dict[str, Any]] = []
+    for dataset in design.dataset_names:
+        for method in design.method_names(dataset):
+            idx = [i for i in range(len(design.methods)) if design.datasets[i] == dataset and design.methods[i] == method]
+            settings = sorted({design.configuration[i] for i in idx}, key=lambda c: _setting_key(design, idx, c))
+            for setting in settings:
+                members = np.array([i for i in idx if design.configuration[i] == setting])
+                strength = float(design.strength[members[0]])
+                for score, values in design.scores.items():
+                    q = quartiles(values[members])
+                    row = {"method": method, "setting": setting, "strength": strength, "score": score, "n_runs": q.n,
+                           "median": q.median, "q25": q.q25, "q75": q.q75, "iqr": q.iqr}
+                    if design.several_datasets:
+                        row = {"dataset": dataset, **row}
+                    summary.append(row)
+    return StudyResult(design, rank, unsup, variance, summary, skipped=skipped)
+
+
+def _setting_key(design: Design, idx: list[int], setting: str) -> tuple[float, str]:
+    value = next(design.strength[i] for i in idx if design.configuration[i] == setting)
+    return (value if not math.isnan(value) else math.inf, setting)

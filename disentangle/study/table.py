@@ -1,0 +1,485 @@
+"""The study's results table: reading it and inferring what each column is.
+
+A study table has one row per scored model. Its columns are (the sweeps' ``results.csv``):
+
+* ``run_id``, ``status``, ``seed``;
+* one column per config key that varies across the study, dotted (``objective.name``,
+  ``objective.beta``, ``data.name``, ``train.steps``, ...);
+* one column per score, ``<metric>.<score>`` (``mig.mig``, ``dci.disentanglement``, ...).
+
+:func:`read_table` reads a sweep folder (``DIR/results.csv``, or its run folders' ``config.yaml``
+and ``metrics.json`` when there is no ``results.csv`` yet), a ``results.csv`` file, or a
+disentanglement_lib aggregated results JSON (:mod:`disentangle.study.dlib`).
+:func:`infer_design` then says which column is the method, which is the strength of each method,
+which is the seed and which are scores.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..registry import ConfigError, DisentangleError, did_you_mean
+
+#: top-level config sections; a dotted column starting with one of them is a config key, not a score
+CONFIG_SECTIONS = ("data", "model", "objective", "train")
+#: prefixes of config columns that are not our sections (disentanglement_lib's gin keys)
+FOREIGN_CONFIG_PREFIXES = ("train_config", "postprocess_config", "evaluation_config")
+META_COLUMNS = ("run_id", "status", "seed")
+#: metrics whose scores need no ground-truth factors (compared against the supervised ones)
+UNSUPERVISED_METRICS = ("unsupervised_scores", "udr", "elbo_decomposition")
+#: the scores analysed by default, per metric; a metric not listed here contributes all its scores
+HEADLINE_SCORES: dict[str, tuple[str, ...]] = {
+    "beta_vae_score": ("eval_accuracy",),
+    "factor_vae_score": ("eval_accuracy",),
+    "mig": ("mig",),
+    "modularity_explicitness": ("modularity", "explicitness_test"),
+    "dci": ("disentanglement", "completeness", "informativeness_test"),
+    "sap_score": ("sap",),
+    "unsupervised_scores": (
+        "gaussian_total_correlation",
+        "gaussian_wasserstein_correlation",
+        "gaussian_wasserstein_correlation_norm",
+        "mutual_info_score",
+    ),
+    "downstream_task": (
+        "lr_10000:mean_test_accuracy",
+        "gbt_10000:mean_test_accuracy",
+        "lr:sample_efficiency",
+        "gbt:sample_efficiency",
+    ),
+    "elbo_decomposition": ("index_code_mi", "total_correlation", "dimwise_kl"),
+    "udr": ("udr",),
+}
+#: the order methods are listed in (Locatello et al. 2019's order); others follow alphabetically
+METHOD_ORDER = ("beta_vae", "annealed_vae", "factor_vae", "dip_vae_i", "dip_vae_ii", "beta_tcvae")
+FINISHED_STATUSES = ("finished", "done", "ok", "success", "")
+
+
+@dataclass
+class StudyTable:
+    """Rows of a study: ``rows[i][column]`` is a string (config values), a float (scores) or None."""
+
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    source: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def values(self, column: str) -> list[Any]:
+        return [row.get(column) for row in self.rows]
+
+    def numeric(self, column: str) -> np.ndarray:
+        """The column as float64, NaN where a cell is empty or not a number."""
+        return np.array([to_float(v) for v in self.values(column)], dtype=np.float64)
+
+    def with_column(self, name: str, values: list[Any]) -> "StudyTable":
+        """A copy with ``name`` set (added or replaced) to ``values`` (one per row)."""
+        if len(values) != len(self.rows):
+            raise ValueError(f"{len(values)} values for a table of {len(self.rows)} rows")
+        rows = [{**row, name: value} for row, value in zip(self.rows, values)]
+        columns = self.columns + ([name] if name not in self.columns else [])
+        return StudyTable(columns, rows, self.source, list(self.notes))
+
+
+def to_float(value: Any) -> float:
+    if value is None or isinstance(value, bool):
+        return math.nan
+    if isinstance(value, (int, float, np.floating, np.integer)):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return math.nan
+
+
+def is_score_column(column: str) -> bool:
+    """``<metric>.<score>`` where ``<metric>`` is not a config section."""
+    head, dot, tail = column.partition(".")
+    return (
+        bool(dot and tail)
+        and head not in CONFIG_SECTIONS + FOREIGN_CONFIG_PREFIXES
+        and column not in META_COLUMNS
+    )
+
+
+def is_unsupervised(score: str) -> bool:
+    return score.partition(".")[0] in UNSUPERVISED_METRICS
+
+
+def is_headline(score: str) -> bool:
+    metric, _, name = score.partition(".")
+    return metric not in HEADLINE_SCORES or name in HEADLINE_SCORES[metric]
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def read_table(source: str | Path, *, postprocess: str = "mean_representation") -> StudyTable:
+    """Read a sweep folder, a ``results.csv`` or a disentanglement_lib aggregated results JSON.
+
+    A sweep folder ``DIR`` is read from ``DIR/results.csv``; the run folders ``DIR/runs/<run_id>/``
+    fill in ``objective.name`` and ``data.name`` when the table lacks them (``results.csv`` lists
+    only the config keys that vary, so a one-objective study has no method column). Without
+    ``results.csv`` the table is built from the run folders' ``config.yaml`` and ``metrics.json``.
+    Rows whose ``status`` is not finished are dropped (with a note). ``postprocess`` picks the
+    representation of a disentanglement_lib file (see :func:`~disentangle.study.dlib.read_dlib_json`).
+    """
+    path = Path(source)
+    if not path.exists():
+        raise DisentangleError(
+            f"'{source}' does not exist. Pass a sweep folder (holding results.csv and runs/), its "
+            f"results.csv, or a disentanglement_lib aggregated results JSON (dlib_aggregate_results)."
+        )
+    if path.is_dir():
+        return _read_sweep_folder(path)
+    if path.suffix.lower() == ".json":
+        from .dlib import read_dlib_json
+
+        return read_dlib_json(path, postprocess=postprocess)
+    if path.suffix.lower() == ".csv":
+        table = _read_csv(path)
+        runs = path.parent / "runs"
+        return _fill_from_run_configs(table, runs) if runs.is_dir() else table
+    raise DisentangleError(
+        f"Cannot read '{source}': expected a sweep folder, a .csv results table or a .json "
+        f"disentanglement_lib aggregated results file, got a '{path.suffix or 'no'}' file extension."
+    )
+
+
+def _read_csv(path: Path) -> StudyTable:
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames:
+            raise DisentangleError(f"'{path}' is empty: a results table needs a header row and one row per run.")
+        columns = [c.strip() for c in reader.fieldnames]
+        rows = [
+            {c.strip(): (v.strip() if isinstance(v, str) and v.strip() != "" else None) for c, v in raw.items() if c}
+            for raw in reader
+        ]
+    table = StudyTable(columns, rows, source=str(path))
+    return _drop_unfinished(table)
+
+
+def _drop_unfinished(table: StudyTable) -> StudyTable:
+    if "status" not in table.columns:
+        return table
+    keep = [r for r in table.rows if str(r.get("status") or "").lower() in FINISHED_STATUSES]
+    dropped = len(table.rows) - len(keep)
+    if dropped:
+        kinds = sorted({str(r.get("status")) for r in table.rows if r not in keep})
+        table.notes.append(f"{dropped} row(s) with status {', '.join(kinds)} were left out (only finished runs are analysed).")
+    return StudyTable(table.columns, keep, table.source, table.notes)
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    with open(path, encoding="utf-8") as f:
+        loaded = yaml.safe_load(f)
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _config_cell(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return json.dumps(list(value))
+    return str(value)
+
+
+def _fill_from_run_configs(table: StudyTable, runs: Path) -> StudyTable:
+    """Add ``objective.name`` / ``data.name`` from ``runs/<run_id>/config.yaml`` where the table lacks them."""
+    wanted = [c for c in ("objective.name", "data.name") if c not in table.columns]
+    if not wanted or "run_id" not in table.columns:
+        return table
+    filled: dict[str, list[Any]] = {c: [] for c in wanted}
+    for row in table.rows:
+        config_file = runs / str(row.get("run_id")) / "config.yaml"
+        flat = _flatten(_load_yaml(config_file)) if config_file.is_file() else {}
+        for c in wanted:
+            filled[c].append(_config_cell(flat.get(c)))
+    for c in wanted:
+        if any(v is not None for v in filled[c]):
+            table = table.with_column(c, filled[c])
+            table.notes.append(f"'{c}' (constant across the study, so not in results.csv) was read from the run folders' config.yaml.")
+    return table
+
+
+def _read_sweep_folder(folder: Path) -> StudyTable:
+    results = folder / "results.csv"
+    runs = folder / "runs"
+    if results.is_file():
+        table = _read_csv(results)
+        return _fill_from_run_configs(table, runs) if runs.is_dir() else table
+    if runs.is_dir():
+        return _table_from_run_folders(folder, runs)
+    raise DisentangleError(
+        f"'{folder}' is not a sweep folder: it has neither results.csv nor runs/. Pass the folder given as "
+        f"--out to python -m disentangle.sweep run, its results.csv, or a disentanglement_lib aggregated JSON."
+    )
+
+
+def _table_from_run_folders(folder: Path, runs: Path) -> StudyTable:
+    """Build the results table from ``runs/*/config.yaml`` + ``metrics.json`` (finished runs only)."""
+    records: list[tuple[str, dict[str, Any], dict[str, float]]] = []
+    unfinished = 0
+    for run in sorted(p for p in runs.iterdir() if p.is_dir()):
+        config_file, metrics_file = run / "config.yaml", run / "metrics.json"
+        if not (config_file.is_file() and metrics_file.is_file()):
+            unfinished += 1
+            continue
+        with open(metrics_file, encoding="utf-8") as f:
+            metrics = json.load(f)
+        nested = metrics.get("metrics", metrics) if isinstance(metrics, dict) else {}
+        scores = {
+            f"{metric}.{score}": to_float(value)
+            for metric, values in nested.items()
+            if isinstance(values, dict)
+            for score, value in values.items()
+        }
+        records.append((run.name, _flatten(_load_yaml(config_file)), scores))
+    if not records:
+        raise DisentangleError(
+            f"'{folder}' has no results.csv and none of its {unfinished} run folder(s) is finished (a finished run "
+            f"holds config.yaml and metrics.json). Let the sweep finish, or write the table with "
+            f"python -m disentangle.sweep results {folder}."
+        )
+    keys = sorted({k for _, flat, _ in records for k in flat})
+    varying = [
+        k for k in keys
+        if k != "seed" and len({json.dumps(flat.get(k), sort_keys=True, default=str) for _, flat, _ in records}) > 1
+    ]
+    for k in ("objective.name", "data.name"):  # always useful to name the method and the dataset
+        if k not in varying and k in keys:
+            varying.append(k)
+    score_columns = sorted({s for _, _, scores in records for s in scores})
+    columns = ["run_id", "seed", *varying, *score_columns]
+    rows = []
+    for run_id, flat, scores in records:
+        row: dict[str, Any] = {"run_id": run_id, "seed": _config_cell(flat.get("seed"))}
+        row.update({k: _config_cell(flat.get(k)) for k in varying})
+        row.update({s: scores.get(s, math.nan) for s in score_columns})
+        rows.append(row)
+    table = StudyTable(columns, rows, source=str(folder))
+    table.notes.append(
+        f"No results.csv: the table was built from {len(records)} finished run folder(s) (config.yaml + metrics.json)"
+        + (f"; {unfinished} unfinished folder(s) left out." if unfinished else ".")
+    )
+    return table
+
+
+# ------------------------------------------------------------------------------------------- inference
+
+
+@dataclass
+class Design:
+    """What each row of a study is: its dataset, method, configuration within the method, seed.
+
+    ``configuration[i]`` is the label of run i's cell within its method (e.g. ``"beta=4"``), built
+    from the config keys that vary within the method; ``strength[i]`` is that key's value when the
+    cell is set by one numeric key (NaN otherwise). ``strength_name[(dataset, method)]`` names the
+    key(s). ``scores`` maps every analysed score column to its float values (NaN = missing).
+    """
+
+    table: StudyTable
+    method_column: str
+    seed_column: str
+    dataset_column: str | None
+    datasets: list[str]
+    methods: list[str]
+    configuration: list[str]
+    strength: np.ndarray
+    seeds: list[str]
+    strength_name: dict[tuple[str, str], str]
+    supervised: list[str]
+    unsupervised: list[str]
+    scores: dict[str, np.ndarray]
+    inferred: list[str]
+    notes: list[str]
+
+    @property
+    def dataset_names(self) -> list[str]:
+        return _ordered(set(self.datasets))
+
+    def method_names(self, dataset: str) -> list[str]:
+        return _ordered({m for d, m in zip(self.datasets, self.methods) if d == dataset})
+
+    def rows_of(self, dataset: str) -> np.ndarray:
+        return np.array([d == dataset for d in self.datasets], dtype=bool)
+
+    @property
+    def several_datasets(self) -> bool:
+        return len(set(self.datasets)) > 1
+
+
+def _ordered(names: set[str]) -> list[str]:
+    known = [m for m in METHOD_ORDER if m in names]
+    return known + sorted(names - set(known))
+
+
+def _fmt(value: Any) -> str:
+    x = to_float(value)
+    if math.isnan(x):
+        return str(value)
+    return f"{x:g}"
+
+
+def infer_design(
+    table: StudyTable,
+    *,
+    method_column: str = "objective.name",
+    seed_column: str = "seed",
+    dataset_column: str = "data.name",
+    scores: str | list[str] = "headline",
+) -> Design:
+    """Infer the method, the strength within each method, the seed and the scores of a study table.
+
+    * method: ``method_column`` (``objective.name``);
+    * dataset: ``dataset_column`` (``data.name``) when present with several values; every analysis
+      is then done per dataset;
+    * strength: the ``objective.*`` keys that vary among a method's runs (β, γ, c_max, λ_od, ...);
+      other varying config keys (e.g. ``train.steps``) are added to the cell label and reported;
+    * seed: ``seed_column``;
+    * scores: every ``<metric>.<score>`` column with at least one number; ``scores="headline"``
+      keeps those of :data:`HEADLINE_SCORES` (the Locatello et al. scores), ``"all"`` keeps every
+      one, a list names them. Scores of :data:`UNSUPERVISED_METRICS` are the unsupervised ones.
+
+    Raises :class:`~disentangle.DisentangleError` for an empty table, a missing method or seed
+    column, or a table without scores, and :class:`~disentangle.ConfigError` for unknown score names.
+    """
+    where = table.source or "the results table"
+    if not table.rows:
+        raise DisentangleError(f"{where} has no rows (no finished runs): nothing to analyse.")
+    if method_column not in table.columns:
+        raise DisentangleError(
+            f"{where} has no method column '{method_column}' (its columns: {', '.join(table.columns)}). "
+            f"The study compares methods, so every run needs its objective. results.csv lists only the config "
+            f"keys that vary across the study, so a study of a single objective has no such column: pass the "
+            f"sweep folder instead (its run folders' config.yaml name the objective), add the column, or name "
+            f"the column that holds the method with --method-column COLUMN (method_column= in Python)."
+            f"{did_you_mean(method_column, table.columns)}"
+        )
+    missing_method = [str(r.get("run_id", i)) for i, r in enumerate(table.rows) if r.get(method_column) in (None, "")]
+    if missing_method:
+        raise DisentangleError(
+            f"{len(missing_method)} row(s) of {where} have no value in the method column '{method_column}' "
+            f"(run(s) {', '.join(missing_method[:5])}{', ...' if len(missing_method) > 5 else ''}). Every run needs "
+            f"its method; fill the column or remove those rows."
+        )
+    if seed_column not in table.columns:
+        raise DisentangleError(
+            f"{where} has no seed column '{seed_column}' (its columns: {', '.join(table.columns)}). The analyses "
+            f"separate the method and its strength from the seed; add the column or name it with --seed-column."
+            f"{did_you_mean(seed_column, table.columns)}"
+        )
+
+    score_columns = [c for c in table.columns if is_score_column(c) and c != method_column]
+    available = [c for c in score_columns if np.isfinite(table.numeric(c)).any()]
+    empty = [c for c in score_columns if c not in available]
+    if not available:
+        raise DisentangleError(
+            f"{where} has no scores: no '<metric>.<score>' column holds a number (columns: "
+            f"{', '.join(table.columns)}). Evaluate the runs first: 'metrics: [mig, dci, ...]' in the study file, "
+            f"or python -m disentangle.evaluate RUN_DIR for each run and then python -m disentangle.sweep results DIR."
+        )
+    if scores == "headline":
+        chosen = [c for c in available if is_headline(c)] or available
+    elif scores == "all":
+        chosen = available
+    else:
+        requested = [scores] if isinstance(scores, str) else list(scores)
+        unknown = [s for s in requested if s not in available]
+        if unknown:
+            hint = did_you_mean(unknown[0], available)
+            raise ConfigError(
+                f"Unknown score(s) {', '.join(repr(s) for s in unknown)}: not a column of {where} with numbers.{hint} "
+                f"Valid scores: {', '.join(available)}; or 'headline' (default) or 'all'."
+            )
+        chosen = requested
+    notes = list(table.notes)
+    if empty:
+        notes.append(f"Score column(s) without any number were left out: {', '.join(empty)}.")
+
+    dataset_col = dataset_column if dataset_column in table.columns else None
+    datasets = [str(v) if v not in (None, "") else "(unnamed)" for v in table.values(dataset_col)] if dataset_col else ["all"] * len(table)
+    if dataset_col and len(set(datasets)) == 1:
+        notes_ds = f"dataset: '{datasets[0]}' (column '{dataset_col}')"
+    elif dataset_col:
+        notes_ds = f"datasets: {', '.join(_ordered(set(datasets)))} (column '{dataset_col}'); each is analysed separately"
+    else:
+        notes_ds = "dataset: not named in the table (one dataset assumed)"
+    methods = [str(v) for v in table.values(method_column)]
+
+    config_columns = [
+        c for c in table.columns
+        if c not in META_COLUMNS and c not in (method_column, dataset_col, seed_column) and not is_score_column(c)
+    ]
+    configuration = [""] * len(table)
+    strength = np.full(len(table), np.nan)
+    strength_name: dict[tuple[str, str], str] = {}
+    inferred = [f"method: column '{method_column}'", notes_ds, f"seed: column '{seed_column}'"]
+    for method in _ordered(set(methods)):
+        idx = [i for i, m in enumerate(methods) if m == method]
+        varying = [c for c in config_columns if len({table.rows[i].get(c) for i in idx} - {None, ""}) > 1]
+        objective_keys = [c for c in varying if c.startswith("objective.")]
+        other_keys = [c for c in varying if c not in objective_keys]
+        keys = objective_keys + other_keys
+        for i in idx:
+            parts = []
+            for c in keys:
+                short = c.removeprefix("objective.")
+                parts.append(f"{short}={_fmt(table.rows[i].get(c))}")
+            configuration[i] = ", ".join(parts) if parts else "(one setting)"
+            if len(keys) == 1:
+                strength[i] = to_float(table.rows[i].get(keys[0]))
+        name = ", ".join(keys)
+        for d in {datasets[i] for i in idx}:
+            strength_name[(d, method)] = name
+        if objective_keys:
+            desc = f"strength of {method}: {', '.join(objective_keys)}"
+        else:
+            desc = f"strength of {method}: none (no objective parameter varies)"
+        if other_keys:
+            desc += f"; also varying within {method}, treated as part of its setting: {', '.join(other_keys)}"
+        inferred.append(desc)
+    seeds = [str(v) if v is not None else "" for v in table.values(seed_column)]
+    unsupervised = [c for c in chosen if is_unsupervised(c)]
+    supervised = [c for c in chosen if not is_unsupervised(c)]
+    inferred.append(f"supervised scores: {', '.join(supervised) or 'none'}")
+    inferred.append(f"unsupervised scores: {', '.join(unsupervised) or 'none'}")
+    return Design(
+        table=table,
+        method_column=method_column,
+        seed_column=seed_column,
+        dataset_column=dataset_col,
+        datasets=datasets,
+        methods=methods,
+        configuration=configuration,
+        strength=strength,
+        seeds=seeds,
+        strength_name=strength_name,
+        supervised=supervised,
+        unsupervised=unsupervised,
+        scores={c: table.numeric(c) for c in chosen},
+        inferred=inferred,
+        notes=notes,
+    )

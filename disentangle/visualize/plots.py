@@ -76,6 +76,8 @@ def latent_responses_figure(
             ax.plot(x, mean, color="C0", marker="o" if len(x) <= 10 else None, markersize=3, linewidth=1.2)
             ax.axhline(0.0, color="0.6", linewidth=0.5)
             ax.tick_params(labelsize=6)
+            if len(x) <= 8:  # few classes (shape, scale): a tick per class, not in between
+                ax.set_xticks(x, [f"{v:g}" for v in x])
             if r == 0:
                 ax.set_title(name, fontsize=9)
             if r == len(rows) - 1:

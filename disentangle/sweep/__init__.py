@@ -1,0 +1,46 @@
+"""Sweeps: grids of training runs on a laptop (process pool), Ray or Slurm, kill-safe and idempotent.
+
+A study file (:mod:`disentangle.sweep.study`) names a base config, overrides, a grid, seeds and
+metrics. Every run gets a stable id (:func:`~disentangle.sweep.ids.run_id`, a hash of its resolved
+config) and the folder ``DIR/runs/<id>``; ``metrics.json`` written last marks it finished, so a
+rerun skips finished runs, resumes partial ones from their checkpoints and starts the rest.
+
+>>> from disentangle import sweep
+>>> report = sweep.run("mini", "sweeps/mini", workers=2, threads_per_run=1)   # doctest: +SKIP
+>>> sweep.status("sweeps/mini").counts                                         # doctest: +SKIP
+>>> sweep.results("sweeps/mini").rows[0]["mig.mig"]                            # doctest: +SKIP
+
+Command line: ``python -m disentangle.sweep run|status|results`` (:mod:`disentangle.sweep.__main__`).
+"""
+from __future__ import annotations
+
+from .api import RunStatus, SweepReport, SweepStatus, results, run, run_state, status
+from .backends import BACKENDS, BackendOptions
+from .ids import EXCLUDED_KEYS, run_id
+from .runner import RunOutcome, RunTask, run_one
+from .study import RunSpec, Study, load_study, shipped_study_names, study_from_dict
+from .table import ResultsTable, build_table
+
+__all__ = [
+    "BACKENDS",
+    "BackendOptions",
+    "EXCLUDED_KEYS",
+    "ResultsTable",
+    "RunOutcome",
+    "RunSpec",
+    "RunStatus",
+    "RunTask",
+    "Study",
+    "SweepReport",
+    "SweepStatus",
+    "build_table",
+    "load_study",
+    "results",
+    "run",
+    "run_id",
+    "run_one",
+    "run_state",
+    "shipped_study_names",
+    "status",
+    "study_from_dict",
+]

@@ -1,0 +1,130 @@
+"""Command line: ``python -m disentangle.sweep run|status|results``.
+
+    python -m disentangle.sweep run STUDY.yaml --out DIR [--workers N] [--threads-per-run T]
+        [--backend local|ray|slurm] [--dry-run] [--retry-failed] [ray/slurm options]
+    python -m disentangle.sweep status DIR
+    python -m disentangle.sweep results DIR [--output FILE]
+
+Problems with the study (any run's config, an unknown key or name) are reported in one paragraph
+on stderr with exit status 2 before anything is created. ``run`` exits with 0 when every run of
+the study is finished, 1 otherwise (failed runs are listed by ``status``).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from ..registry import ConfigError, DisentangleError
+
+
+def parse_minutes(text: str) -> int:
+    """Slurm-style time: ``90`` (minutes), ``HH:MM:SS``, ``MM:SS``, ``D-HH[:MM[:SS]]`` -> minutes."""
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
+    if not match:
+        raise ConfigError(f"--time '{text}' is not a time: give minutes (90), HH:MM:SS (12:00:00) or D-HH:MM:SS (1-12:00:00).")
+    days, a, b, c = match.groups()
+    if days is None and b is None:
+        minutes = int(a)
+    elif days is None and c is None:  # MM:SS
+        minutes = int(a) + (1 if int(b) else 0)
+    else:
+        hours, mins, secs = int(a), int(b or 0), int(c or 0)
+        minutes = int(days or 0) * 1440 + hours * 60 + mins + (1 if secs else 0)
+    if minutes < 1:
+        raise ConfigError(f"--time '{text}' must be at least one minute.")
+    return minutes
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m disentangle.sweep",
+        description="Grids of training runs on a laptop, a Ray cluster or Slurm; safe to kill and rerun.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run every run of a study that is not finished")
+    r.add_argument("study", help="study YAML file, or a shipped study name (mini, locatello2019/dsprites, ...)")
+    r.add_argument("--out", "-o", required=True, help="sweep folder (runs go to OUT/runs/<id>)")
+    r.add_argument("--backend", "-b", default="local", help="local (default) | ray | slurm")
+    r.add_argument("--workers", "-w", type=int, default=None, help="local: worker processes (default 1)")
+    r.add_argument("--threads-per-run", "-t", type=int, default=None,
+                   help="torch threads (CPUs) per run (local default: cores / workers; ray, slurm: 1)")
+    r.add_argument("--dry-run", action="store_true", help="print the plan (counts and run ids); create nothing")
+    r.add_argument("--retry-failed", action="store_true", help="train failed runs again (default: leave them failed)")
+    r.add_argument("--max-retries", type=int, default=2,
+                   help="local: pool restarts after a worker died; ray: retries of a task whose worker died (default 2)")
+    g = r.add_argument_group("ray")
+    g.add_argument("--address", default=None, help="Ray cluster address (auto, ray://HEAD:10001); default: start a local Ray")
+    g.add_argument("--gpus-per-run", type=float, default=None, help="GPUs per run, fractional allowed (0.25)")
+    s = r.add_argument_group("slurm")
+    s.add_argument("--partition", default=None, help="Slurm partition")
+    s.add_argument("--time", default=None, help="time limit per array task: minutes or HH:MM:SS")
+    s.add_argument("--gpus-per-task", type=int, default=None, help="GPUs per array task")
+    s.add_argument("--runs-per-task", type=int, default=None, help="runs done one after another per array task (default 1)")
+    s.add_argument("--max-array-size", type=int, default=None, help="array tasks per submitted array (default 1000)")
+    s.add_argument("--array-parallelism", type=int, default=None, help="array tasks running at once")
+    s.add_argument("--cluster", default=None, help="submitit cluster: slurm (default when sbatch exists), local, debug")
+    s.add_argument("--no-wait", action="store_true", help="submit and return; see status/results later")
+    s.add_argument("--slurm", dest="slurm_params", action="append", default=[], metavar="KEY=VALUE",
+                   help="another submitit Slurm parameter, e.g. --slurm account=lab --slurm qos=low (repeatable)")
+
+    st = sub.add_parser("status", help="counts of finished / running / partial / not started / failed runs")
+    st.add_argument("out", help="sweep folder")
+    rs = sub.add_parser("results", help="write the results table (DIR/results.csv)")
+    rs.add_argument("out", help="sweep folder")
+    rs.add_argument("--output", default=None, help="CSV file to write (default DIR/results.csv)")
+    return p
+
+
+def _slurm_params(items: list[str]) -> dict:
+    import yaml
+
+    params = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--slurm expects KEY=VALUE (e.g. account=lab), got '{item}'.")
+        key = key.strip()
+        params[key if key.startswith("slurm_") else f"slurm_{key}"] = yaml.safe_load(value)
+    return params
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from . import api
+
+    try:
+        if args.command == "status":
+            print(api.status(args.out).summary())
+            return 0
+        if args.command == "results":
+            table = api.results(args.out, args.output)
+            print(f"wrote {table.path} ({len(table.rows)} finished runs, {len(table.columns)} columns)")
+            return 0
+        options = {
+            "workers": args.workers, "threads_per_run": args.threads_per_run, "max_retries": args.max_retries,
+            "address": args.address, "gpus_per_run": args.gpus_per_run, "partition": args.partition,
+            "time_min": parse_minutes(args.time) if args.time else None, "gpus_per_task": args.gpus_per_task,
+            "runs_per_task": args.runs_per_task, "max_array_size": args.max_array_size,
+            "array_parallelism": args.array_parallelism, "cluster": args.cluster, "wait": not args.no_wait,
+            "slurm_params": _slurm_params(args.slurm_params),
+        }
+        report = api.run(args.study, args.out, backend=args.backend, dry_run=args.dry_run,
+                         retry_failed=args.retry_failed, **options)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except DisentangleError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are kept and partial ones resume from their checkpoints on the next run.",
+              file=sys.stderr)
+        return 130
+    if report.dry_run or not options["wait"]:
+        return 0
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

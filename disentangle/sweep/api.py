@@ -1,0 +1,322 @@
+"""``run``, ``status`` and ``results`` of a sweep folder (the Python API behind the CLI)."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import checks
+from ..registry import ConfigError
+from .backends import BACKENDS, BackendOptions
+from .files import FAILED_NAME, METRICS_NAME, PLAN_NAME, RUNS_DIR, atomic_write_json, lock_holder, read_json
+from .ids import canonical_json
+from .runner import BUSY, CRASHED, FAILED, FINISHED, SKIPPED, RunOutcome, RunTask, missing_metrics, outcome_line
+from .study import RunSpec, Study, load_study
+from .table import ResultsTable, write_results
+
+#: states of a run folder, as ``status`` counts them
+STATES = ("finished", "running", "partial", "not started", "failed")
+
+
+@dataclass
+class RunStatus:
+    run_id: str
+    state: str
+    description: str = ""
+    message: str = ""  #: the failed run's last error line, the running run's lock holder, a partial run's step
+
+
+@dataclass
+class SweepStatus:
+    out_dir: Path
+    runs: list[RunStatus]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts = {s: 0 for s in STATES}
+        for run in self.runs:
+            counts[run.state] += 1
+        return counts
+
+    def summary(self) -> str:
+        counts = self.counts
+        parts = ", ".join(f"{counts[s]} {s}" for s in STATES)
+        lines = [f"{self.out_dir}: {len(self.runs)} runs: {parts}"]
+        for state in ("failed", "running", "partial"):
+            listed = [r for r in self.runs if r.state == state]
+            if listed:
+                lines.append(f"{state}:")
+                lines += [f"  {r.run_id}  {r.description}  {r.message}".rstrip() for r in listed]
+        return "\n".join(lines)
+
+
+@dataclass
+class SweepReport:
+    """What :func:`run` did: the plan's counts before it started, each outcome, the results."""
+
+    study: Study
+    out_dir: Path
+    before: dict[str, int]
+    to_run: int
+    outcomes: list[RunOutcome] = field(default_factory=list)
+    results: ResultsTable | None = None
+    job_ids: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def unfinished(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if o.status not in (FINISHED, SKIPPED)]
+
+    @property
+    def ok(self) -> bool:
+        """Every run of the study is finished now."""
+        done = {row["run_id"] for row in self.results.rows} if self.results else set()
+        return all(r.run_id in done for r in self.study.runs)
+
+
+# ---------------------------------------------------------------------- state of a run folder
+def run_state(run_dir: Path, metrics: list[str] | None = None) -> tuple[str, str]:
+    """``(state, detail)`` of a run folder; ``state`` is one of :data:`STATES`.
+
+    finished: ``metrics.json`` exists (and holds every metric in ``metrics``, if given);
+    running: another process holds the run's lock; failed: ``failed.json``; partial: a checkpoint;
+    else not started.
+    """
+    from ..checkpoint import has_checkpoint
+
+    if not run_dir.is_dir():
+        return "not started", ""
+    missing = missing_metrics(run_dir, metrics or [])
+    if missing == []:
+        return "finished", ""
+    holder = lock_holder(run_dir)
+    if holder:
+        return "running", f"locked by {holder}"
+    failed = read_json(run_dir / FAILED_NAME)
+    if isinstance(failed, dict):
+        return "failed", str(failed.get("last_line", ""))
+    if missing:
+        return "partial", f"trained; metrics to compute: {', '.join(missing)}"
+    if has_checkpoint(run_dir):
+        step = _last_logged_step(run_dir)
+        return "partial", f"last logged step {step}" if step is not None else ""
+    return "not started", ""
+
+
+def _last_logged_step(run_dir: Path) -> int | None:
+    import json
+
+    try:
+        lines = (run_dir / "log.jsonl").read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+# ---------------------------------------------------------------------- plan
+def _plan_entries(study: Study) -> list[dict[str, Any]]:
+    return [
+        {
+            "run_id": r.run_id,
+            "seed": r.seed,
+            "values": r.values,
+            "steps": r.config["train"]["steps"],
+            "dlib_model_number": r.dlib_model_number,
+        }
+        for r in study.runs
+    ]
+
+
+def write_plan(study: Study, out_dir: Path) -> None:
+    """Write (merge into) ``DIR/sweep.json``: the runs of every study run into this folder."""
+    path = out_dir / PLAN_NAME
+    old = read_json(path) or {}
+    entries = _plan_entries(study)
+    ids = {e["run_id"] for e in entries}
+    kept = [e for e in old.get("runs", []) if e.get("run_id") not in ids]
+    varying = list(study.varying_keys) + [k for k in old.get("varying_keys", []) if k not in study.varying_keys]
+    metrics = list(study.metrics) + [m for m in old.get("metrics", []) if m not in study.metrics]
+    studies = [s for s in old.get("studies", []) if s.get("source") != study.source]
+    studies.append({"source": study.source, "name": study.name, "study": study.raw})
+    plan = {
+        "format": 1,
+        "studies": studies,
+        "varying_keys": varying,
+        "metrics": metrics,
+        "runs": kept + entries,
+    }
+    atomic_write_json(path, plan)
+
+
+# ---------------------------------------------------------------------- options
+def _check_options(backend: str, options: BackendOptions) -> None:
+    BACKENDS.get(backend)  # an unknown name: UnknownNameError (a ConfigError) with the valid names
+    defaults = BackendOptions()
+    allowed = BackendOptions.BY_BACKEND[backend]
+    for name in BackendOptions.BY_BACKEND["slurm"] + BackendOptions.BY_BACKEND["ray"] + BackendOptions.BY_BACKEND["local"]:
+        if name not in allowed and getattr(options, name) != getattr(defaults, name):
+            users = [b for b, keys in BackendOptions.BY_BACKEND.items() if name in keys]
+            raise ConfigError(
+                f"The option {name} (given {getattr(options, name)!r}) applies to the {' and '.join(users)} "
+                f"backend{'s' if len(users) > 1 else ''}, not to '{backend}'. Drop it or choose --backend "
+                f"{users[0]}."
+            )
+    for name in ("workers", "threads_per_run", "time_min", "gpus_per_task", "runs_per_task", "max_array_size",
+                 "array_parallelism"):
+        value = getattr(options, name)
+        if value is not None:
+            setattr(options, name, checks.positive_int(name, value))
+    options.max_retries = checks.integer("max_retries", options.max_retries, minimum=0)
+    if options.gpus_per_run is not None:
+        gpus = checks.positive("gpus_per_run", options.gpus_per_run)
+        if gpus > 1 and not float(gpus).is_integer():
+            raise ConfigError(
+                f"gpus_per_run must be a fraction of one GPU (e.g. 0.25) or a whole number of GPUs, got {gpus}."
+            )
+    if options.cluster is not None:
+        options.cluster = checks.choice("cluster", options.cluster, ("slurm", "local", "debug"))
+    if backend in ("ray", "slurm"):
+        from .backends import ray, slurm
+
+        (ray if backend == "ray" else slurm).check_available()
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------- run
+def run(
+    study: str | Path | Study,
+    out: str | Path,
+    *,
+    backend: str = "local",
+    dry_run: bool = False,
+    retry_failed: bool = False,
+    log: Callable[[str], None] | None = _stderr,
+    **options: Any,
+) -> SweepReport:
+    """Run every run of ``study`` that is not finished into ``out`` (``out/runs/<id>``).
+
+    ``study`` is a study file, a shipped study name (``"mini"``) or a :class:`Study`. The whole
+    grid is validated before anything is created. Finished runs are skipped, partial ones resumed
+    from their checkpoints, failed ones left failed unless ``retry_failed``. ``options`` are the
+    fields of :class:`~disentangle.sweep.backends.BackendOptions` (``workers``,
+    ``threads_per_run``, ``address``, ``gpus_per_run``, ``partition``, ``time_min``, ...).
+    ``results.csv`` is written at the end. ``dry_run`` only plans: nothing is created.
+    """
+    unknown = set(options) - {f for f in BackendOptions.__dataclass_fields__}
+    if unknown:
+        names = sorted(BackendOptions.__dataclass_fields__)
+        raise ConfigError(f"Unknown sweep option(s) {', '.join(sorted(unknown))}. Valid options: {', '.join(names)}.")
+    opts = BackendOptions(**options)
+    _check_options(backend, opts)
+    if not isinstance(study, Study):
+        study = load_study(study)
+    out_dir = Path(out)
+    states = {r.run_id: run_state(out_dir / RUNS_DIR / r.run_id, study.metrics) for r in study.runs}
+    before = {s: 0 for s in STATES}
+    for state, _ in states.values():
+        before[state] += 1
+    todo = [r for r in study.runs if states[r.run_id][0] != "finished" and (retry_failed or states[r.run_id][0] != "failed")]
+    report = SweepReport(study, out_dir, before, len(todo), dry_run=dry_run)
+    if log:
+        counts = ", ".join(f"{n} {s}" for s, n in before.items() if n)
+        merged = f" ({study.merged_duplicates} duplicate grid points merged)" if study.merged_duplicates else ""
+        log(f"study {study.name}: {len(study.runs)} runs{merged}: {counts}; {len(todo)} to run -> {out_dir}")
+        if before["failed"] and not retry_failed:
+            log(f"{before['failed']} failed runs are left as they are; rerun with --retry-failed to train them again")
+    if dry_run:
+        if log:
+            for r in study.runs:
+                state, detail = states[r.run_id]
+                log(f"  {r.run_id}  {state:<11}  {r.describe()}" + (f"  [{detail}]" if detail else ""))
+        return report
+
+    write_plan(study, out_dir)
+    threads = opts.threads_per_run
+    if backend == "local":
+        from .backends.local import available_cores
+
+        threads = threads or max(1, available_cores() // min(opts.workers or 1, max(1, len(todo))))
+    tasks = [_task(r, out_dir, study, threads or 1, retry_failed) for r in todo]
+    tasks.sort(key=lambda t: canonical_json(t.config["data"]))  # runs on the same data together
+    done = 0
+
+    def on_outcome(outcome: RunOutcome) -> None:
+        nonlocal done
+        done += 1
+        report.outcomes.append(outcome)
+        if log:
+            log(f"[{done}/{len(tasks)}] {outcome_line(outcome)}")
+
+    if tasks:
+        ids = BACKENDS.get(backend)(tasks, opts, on_outcome, folder=out_dir / "slurm")
+        report.job_ids = list(ids or [])
+    report.results = write_results(out_dir)
+    if log:
+        bad = report.unfinished
+        log(f"results: {report.results.path} ({len(report.results.rows)} finished runs)")
+        if bad:
+            log(f"{len(bad)} runs did not finish; see python -m disentangle.sweep status {out_dir}")
+    return report
+
+
+def _task(spec: RunSpec, out_dir: Path, study: Study, threads: int, retry_failed: bool) -> RunTask:
+    return RunTask(
+        run_id=spec.run_id,
+        run_dir=str((out_dir / RUNS_DIR / spec.run_id).resolve()),
+        config=spec.config,
+        seed=spec.seed,
+        values=spec.values,
+        metrics=list(study.metrics),
+        metric_settings=study.metric_settings,
+        imports=list(study.imports),
+        threads=threads,
+        retry_failed=retry_failed,
+        dlib_model_number=spec.dlib_model_number,
+    )
+
+
+# ---------------------------------------------------------------------- status / results
+def status(out: str | Path) -> SweepStatus:
+    """The state of every run of a sweep folder (the plan's runs and any other run folder)."""
+    from .study import _short
+
+    out_dir = Path(out)
+    if not out_dir.is_dir():
+        raise ConfigError(f"'{out}' is not a folder. Pass the --out folder of a sweep.")
+    plan = read_json(out_dir / PLAN_NAME) or {}
+    metrics = plan.get("metrics", [])
+    entries = {e["run_id"]: e for e in plan.get("runs", [])}
+    runs_dir = out_dir / RUNS_DIR
+    present = sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+    if not entries and not present:
+        raise ConfigError(f"'{out}' holds no sweep (no {PLAN_NAME} and no runs/ folder).")
+    runs = []
+    for rid in dict.fromkeys([*entries, *present]):
+        entry = entries.get(rid, {})
+        values = ", ".join([*(f"{k}={_short(v)}" for k, v in (entry.get("values") or {}).items()),
+                            *([f"seed={entry['seed']}"] if "seed" in entry else [])])
+        state, detail = run_state(runs_dir / rid, metrics)
+        if state == "partial" and detail.startswith("last logged step") and entry.get("steps"):
+            detail += f" of {entry['steps']}"
+        runs.append(RunStatus(rid, state, values, detail))
+    return SweepStatus(out_dir, runs)
+
+
+def results(out: str | Path, output: str | Path | None = None) -> ResultsTable:
+    """Write the results table of a sweep folder (default ``DIR/results.csv``) and return it."""
+    out_dir = Path(out)
+    if not (out_dir / PLAN_NAME).exists() and not (out_dir / RUNS_DIR).is_dir():
+        raise ConfigError(f"'{out}' holds no sweep (no {PLAN_NAME} and no runs/ folder). Pass the --out folder of a sweep.")
+    return write_results(out_dir, output)
+
+
+__all__ = ["run", "status", "results", "run_state", "SweepReport", "SweepStatus", "RunStatus", "BUSY", "CRASHED", "FAILED"]

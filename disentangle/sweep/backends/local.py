@@ -1,0 +1,109 @@
+"""The local backend: a pool of ``workers`` spawned processes (``concurrent.futures``), each with
+``threads_per_run`` torch threads, running runs one after another.
+
+* Runs are submitted grouped by dataset, so a worker mostly reuses the dataset it built.
+* Thread counts are set in the environment of the spawned workers (``OMP_NUM_THREADS``,
+  ``MKL_NUM_THREADS``, ``NUMBA_NUM_THREADS``) before they start, and with ``torch.set_num_threads``.
+* Workers die with the parent: on Linux each worker asks the kernel for ``SIGKILL`` when its parent
+  dies (``prctl(PR_SET_PDEATHSIG)``), so a ``kill -9`` of the sweep stops its training at once (the
+  runs lose the steps since their last checkpoint). Elsewhere an orphaned worker finishes its run;
+  the run's lock keeps a rerun from training it meanwhile.
+* A worker that dies (killed, out of memory) breaks the pool; the runs without an outcome are given
+  to a new pool, at most ``max_retries`` times; their ``run_one`` resumes them from checkpoints.
+"""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from typing import Iterator
+
+from ..runner import CRASHED, RunOutcome, RunTask, configure_worker, run_one
+
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def thread_environment(threads: int) -> Iterator[None]:
+    """Set the thread-count variables while worker processes are spawned (they copy the environment)."""
+    saved = {k: os.environ.get(k) for k in _THREAD_VARIABLES}
+    os.environ.update({k: str(threads) for k in _THREAD_VARIABLES})
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except OSError:  # no libc.so.6 (e.g. musl): fall back to the run locks
+            return
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _init_worker(threads: int, parent_pid: int) -> None:
+    die_with_parent(parent_pid)
+    # Ctrl-C reaches the whole process group; the trainer checkpoints on it and the parent stops.
+    configure_worker(threads)
+
+
+def run_local(tasks: list[RunTask], options, report, folder=None) -> None:
+    """Run ``tasks`` on a pool of ``options.workers`` processes; ``report`` each outcome."""
+    workers = min(options.workers or 1, max(1, len(tasks)))
+    threads = options.threads_per_run or max(1, available_cores() // workers)
+    pending = {t.run_id: t for t in tasks}
+    for attempt in range(options.max_retries + 1):
+        if not pending:
+            return
+        if attempt:
+            print(
+                f"a worker process died; restarting the pool for the {len(pending)} runs without an outcome "
+                f"(attempt {attempt + 1} of {options.max_retries + 1})",
+                file=sys.stderr,
+            )
+        try:
+            _run_pool(list(pending.values()), workers, threads, pending, report)
+        except BrokenProcessPool:
+            continue
+    for task in pending.values():
+        report(RunOutcome(task.run_id, CRASHED, 0.0, "its worker process died repeatedly", task.describe()))
+
+
+def _run_pool(tasks: list[RunTask], workers: int, threads: int, pending: dict, report) -> None:
+    context = multiprocessing.get_context("spawn")
+    with thread_environment(threads):
+        executor = ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(threads, os.getpid())
+        )
+        # spawned workers start during submit, inside the thread environment
+        futures = {executor.submit(run_one, task): task for task in tasks}
+    try:
+        for future in as_completed(futures):
+            outcome = future.result()  # BrokenProcessPool propagates: the caller restarts the pool
+            pending.pop(outcome.run_id, None)
+            report(outcome)
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)

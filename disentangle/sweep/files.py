@@ -1,0 +1,135 @@
+"""The files of a sweep folder, atomic writes and the per-run lock.
+
+Layout of ``DIR``::
+
+    sweep.json             the plan: every run of the studies run into DIR (id, seed, grid values)
+    results.csv            one row per finished run (written atomically at the end of every run)
+    runs/<id>/             an ordinary run folder (config.yaml, checkpoint.pt, log.jsonl, ...) plus
+        metrics.json       the scores, written atomically and last: its presence means finished
+        failed.json        the last failure (error type and message, its last line, when)
+        traceback.txt      the full traceback of that failure
+        .lock              held (fcntl.flock) by the process training the run; it holds its pid
+    slurm/                 submitit's job files (Slurm backend only)
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PLAN_NAME = "sweep.json"
+RESULTS_NAME = "results.csv"
+RUNS_DIR = "runs"
+METRICS_NAME = "metrics.json"
+FAILED_NAME = "failed.json"
+TRACEBACK_NAME = "traceback.txt"
+LOCK_NAME = ".lock"
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to a temporary file in the same folder, fsync it, then rename it over ``path``.
+
+    Readers see the old file or the new one, never a torn one, whatever happens meanwhile.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: str | Path, value: Any) -> None:
+    atomic_write_text(path, json.dumps(value, indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: str | Path) -> Any | None:
+    """The JSON value in ``path``, or None when it is missing or unreadable."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+class RunLock:
+    """An exclusive ``fcntl.flock`` on ``<run folder>/.lock``.
+
+    The kernel releases it when its holder exits, however it exits (``kill -9`` included), so a
+    stale lock is impossible, and two processes (say, an orphaned worker of a killed sweep and the
+    rerun) can never train the same run at once. The holder writes ``pid@host`` into the file for
+    ``status``. POSIX only; on NFS it needs working ``flock`` (NFSv4, or ``local_lock=none``).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    def acquire(self, timeout: float = 0.0, poll: float = 0.2) -> bool:
+        """Take the lock, waiting up to ``timeout`` seconds; False if another process holds it."""
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as err:
+                if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    os.close(fd)
+                    raise
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(poll)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}@{socket.gethostname()}\n".encode())
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            import fcntl
+
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def lock_holder(run_dir: str | Path) -> str | None:
+    """``pid@host`` of the process holding the run's lock, or None when nobody holds it."""
+    import fcntl
+
+    path = Path(run_dir) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return path.read_text().strip() or "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,247 @@
+"""The run-one function every backend calls: lock, skip or resume, train, evaluate, record.
+
+:func:`run_one` is the whole life of one run of a sweep, in its folder ``DIR/runs/<id>``:
+
+1. take the run's lock (:class:`~disentangle.sweep.files.RunLock`); if another process holds it
+   (an orphaned worker of a killed sweep, a second sweep over the same folder), report ``busy``
+   and leave the run alone;
+2. ``metrics.json`` holds every requested metric: the run is finished, skip it (``skipped``);
+   it lacks some (the study asks for more metrics now): evaluate only those;
+3. ``failed.json`` exists: leave the run failed (``failed`` with the recorded message) unless
+   ``retry_failed``; training is deterministic, so a NaN would come back on a plain retry;
+4. otherwise train: resume from the checkpoint when there is one (the trainer's bit-exact
+   resume), else start afresh (dropping a ``log.jsonl`` left by an attempt killed before its first
+   checkpoint); then evaluate the metrics and write ``metrics.json`` atomically, last;
+5. any exception (a NaN loss, a missing file, a bug) is written to ``failed.json`` (type, message,
+   its last line) and ``traceback.txt``, and returned, never raised: the other runs go on.
+   ``KeyboardInterrupt`` / ``SystemExit`` are not caught (the trainer checkpoints on them).
+
+A worker process builds each dataset once and keeps the last one it built (keyed by the ``data``
+section and the device), so consecutive runs on the same data share it.
+"""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .files import FAILED_NAME, LOCK_NAME, METRICS_NAME, TRACEBACK_NAME, RunLock, atomic_write_json, read_json
+from .ids import canonical_json
+
+#: outcome statuses
+FINISHED, SKIPPED, FAILED, BUSY, CRASHED = "finished", "skipped", "failed", "busy", "crashed"
+
+
+@dataclass
+class RunTask:
+    """Everything a worker needs to run one run (plain data: it crosses process boundaries)."""
+
+    run_id: str
+    run_dir: str
+    config: dict[str, Any]
+    seed: int
+    values: dict[str, Any] = field(default_factory=dict)
+    metrics: list[str] = field(default_factory=list)
+    metric_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    imports: list[str] = field(default_factory=list)
+    threads: int | None = None
+    retry_failed: bool = False
+    lock_wait: float = 10.0
+    dlib_model_number: int | None = None
+
+    def describe(self) -> str:
+        from .study import _short
+
+        items = [f"{k}={_short(v)}" for k, v in self.values.items()]
+        return ", ".join([*items, f"seed={self.seed}"])
+
+
+@dataclass
+class RunOutcome:
+    """What :func:`run_one` did: ``status`` is finished, skipped (already finished), failed, busy
+    (locked by another process) or crashed (the worker died; set by the backends)."""
+
+    run_id: str
+    status: str
+    seconds: float = 0.0
+    message: str = ""
+    description: str = ""
+
+
+# ---------------------------------------------------------------------- worker state
+_DATASETS: "OrderedDict[str, Any]" = OrderedDict()
+_DATASET_CACHE_SIZE = 1  # a dSprites-sized dataset is ~3 GB: keep only the last one
+
+
+def configure_worker(threads: int | None, imports: list[str] = ()) -> None:
+    """Set torch's thread count and import the study's plugins (idempotent)."""
+    if threads:
+        import torch
+
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+    if imports:
+        from .study import import_plugins
+
+        import_plugins(list(imports))
+
+
+def cached_dataset(data: dict[str, Any], device: Any) -> Any:
+    """The dataset of a ``data`` section on ``device``, built once per worker and reused."""
+    from ..data import build_dataset
+
+    key = canonical_json({"data": data, "device": str(device)})
+    if key in _DATASETS:
+        _DATASETS.move_to_end(key)
+        return _DATASETS[key]
+    while len(_DATASETS) >= _DATASET_CACHE_SIZE:
+        _DATASETS.popitem(last=False)
+    dataset = build_dataset(dict(data), device=device)
+    _DATASETS[key] = dataset
+    return dataset
+
+
+# ---------------------------------------------------------------------- state of a run folder
+def missing_metrics(run_dir: Path, metrics: list[str]) -> list[str] | None:
+    """None when the run has no metrics.json; else the requested metrics it lacks."""
+    record = read_json(run_dir / METRICS_NAME)
+    if not isinstance(record, dict):
+        return None
+    have = record.get("metrics") or {}
+    return [m for m in metrics if m not in have]
+
+
+def run_one(task: RunTask) -> RunOutcome:
+    """Run one run of a sweep (see the module docstring); never raises for a failed run."""
+    start = time.perf_counter()
+    run_dir = Path(task.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(run_dir / LOCK_NAME)
+    if not lock.acquire(timeout=task.lock_wait):
+        holder = (run_dir / LOCK_NAME).read_text().strip() or "another process"
+        return RunOutcome(task.run_id, BUSY, 0.0, f"locked by {holder}", task.describe())
+    with lock:
+        missing = missing_metrics(run_dir, task.metrics)
+        if missing == []:
+            return RunOutcome(task.run_id, SKIPPED, 0.0, "", task.describe())
+        failed = read_json(run_dir / FAILED_NAME)
+        if failed is not None and missing is None:
+            if not task.retry_failed:
+                return RunOutcome(task.run_id, FAILED, 0.0, f"(failed before) {failed.get('last_line', '')}", task.describe())
+            (run_dir / FAILED_NAME).unlink(missing_ok=True)
+        try:
+            configure_worker(task.threads, task.imports)
+            _train_and_evaluate(task, run_dir, missing)
+        except Exception as err:  # recorded, not raised: the other runs go on
+            record = record_failure(run_dir, err)
+            return RunOutcome(task.run_id, FAILED, time.perf_counter() - start, record["last_line"], task.describe())
+    return RunOutcome(task.run_id, FINISHED, time.perf_counter() - start, "", task.describe())
+
+
+def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None) -> None:
+    import copy
+
+    from ..checkpoint import has_checkpoint
+    from ..config import Config
+    from ..trainer import Trainer, resolve_device
+
+    raw = copy.deepcopy(task.config)
+    raw["train"]["out_dir"] = str(run_dir)
+    config = Config.from_dict(raw)
+    device = resolve_device(config.train.device)
+    dataset = cached_dataset(raw["data"], device)
+    train_seconds = None
+    if missing is None:  # not trained to the end yet, or trained but not evaluated
+        resume = has_checkpoint(run_dir)
+        if not resume:
+            (run_dir / "log.jsonl").unlink(missing_ok=True)  # records of an attempt killed before its first checkpoint
+        t0 = time.perf_counter()
+        Trainer(config, dataset=dataset).fit(resume=resume)
+        train_seconds = round(time.perf_counter() - t0, 3)
+    previous = read_json(run_dir / METRICS_NAME) if missing is not None else None
+    names = missing if missing is not None else list(task.metrics)
+    scores, seconds, steps = evaluate_run(run_dir, dataset, device, names, config.seed, task.metric_settings, task.threads)
+    record = {
+        "run_id": task.run_id,
+        "run_dir": str(run_dir),
+        "seed": config.seed,
+        "values": task.values,
+        "dlib_model_number": task.dlib_model_number,
+        "steps": steps,
+        "metrics": {**((previous or {}).get("metrics") or {}), **scores},
+        "seconds": {**((previous or {}).get("seconds") or {}), **seconds},
+        "train_seconds": train_seconds if previous is None else previous.get("train_seconds"),
+        "metric_settings": task.metric_settings,
+        "config": config.to_dict(),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    from .. import __version__
+
+    record["library_version"] = __version__
+    atomic_write_json(run_dir / METRICS_NAME, record)  # last: its presence means finished
+
+
+def evaluate_run(
+    run_dir: Path,
+    dataset: Any,
+    device: Any,
+    names: list[str],
+    seed: int,
+    settings: dict[str, dict[str, Any]],
+    threads: int | None,
+) -> tuple[dict[str, dict[str, float]], dict[str, float], int]:
+    """Scores of the trained run on its dataset, as ``python -m disentangle.evaluate`` computes
+    them (metric seed = the run's seed); metrics with ``n_jobs`` get the worker's thread count."""
+    import inspect
+
+    import disentangle
+
+    model = disentangle.load(run_dir, map_location=device)
+    steps = int(getattr(model, "trained_steps", 0))
+    if not names:
+        return {}, {}, steps
+    from ..metrics import METRICS, evaluate_metrics
+
+    merged: dict[str, dict[str, Any]] = {m: dict(s) for m, s in settings.items() if m in names}
+    if threads:
+        for name in names:
+            if "n_jobs" in inspect.signature(METRICS.get(name)).parameters:
+                merged.setdefault(name, {}).setdefault("n_jobs", threads)
+    seconds: dict[str, float] = {}
+
+    def done(name: str, scores: dict[str, float], secs: float) -> None:
+        seconds[name] = round(secs, 3)
+
+    scores = evaluate_metrics(dataset, model, names, seed=seed, settings=merged, callback=done)
+    return scores, seconds, steps
+
+
+def record_failure(run_dir: Path, err: BaseException) -> dict[str, Any]:
+    """Write ``failed.json`` (and ``traceback.txt``) for ``err``; returns the record."""
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    message = str(err).strip()
+    last_line = f"{type(err).__name__}: {message.splitlines()[-1] if message else ''}".rstrip(": ")
+    (run_dir / TRACEBACK_NAME).write_text(text)
+    previous = read_json(run_dir / FAILED_NAME) or {}
+    record = {
+        "error": type(err).__name__,
+        "message": message,
+        "last_line": last_line,
+        "traceback_file": TRACEBACK_NAME,
+        "pid": os.getpid(),
+        "failed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "attempts": int(previous.get("attempts", 0)) + 1,
+    }
+    atomic_write_json(run_dir / FAILED_NAME, record)
+    return record
+
+
+def outcome_line(outcome: RunOutcome) -> str:
+    """One line for logs: ``finished  1a2b3c4d5e6f7a8b  objective.beta=4, seed=1  (12.3 s)``."""
+    extra = f"  ({outcome.seconds:.1f} s)" if outcome.seconds else ""
+    message = f"  {outcome.message}" if outcome.message else ""
+    return f"{outcome.status:<8}  {outcome.run_id}  {outcome.description}{extra}{message}"

@@ -172,7 +172,7 @@ def publish(
     if unused:
         raise ConfigError(f"Metric settings given for {', '.join(unused)}, which is not among the metrics to compute ({', '.join(metric_names)}).")
     if not run_dir.is_dir():
-        raise DisentangleError(f"'{run_dir}' is not a run folder (it does not exist or is a file); pass the train.out_dir of a finished run.")
+        raise ConfigError(f"'{run_dir}' is not a run folder (it does not exist or is a file); pass the train.out_dir of a finished run.")
     existing = _manifest.read_manifest(manifest_path)["models"].get(name)
     try:
         model = disentangle.load(run_dir)
@@ -201,13 +201,13 @@ def publish(
     data = encode_weights(model.state_dict(), metadata)
     sha256 = sha256_bytes(data)
     if existing is not None and existing.get("sha256") != sha256 and not force:
-        raise DisentangleError(
+        raise ConfigError(
             f"The manifest {manifest_path} already has a model '{name}' with other weights (sha256 "
             f"{existing.get('sha256')}). Choose another name, or pass --force to replace it."
         )
     weight_path = weights_folder / f"{name}.safetensors"
     if weight_path.is_file() and not force and sha256_bytes(weight_path.read_bytes()) != sha256:
-        raise DisentangleError(
+        raise ConfigError(
             f"{weight_path} exists and holds other weights. Choose another name or weights folder, or pass --force to replace it."
         )
 

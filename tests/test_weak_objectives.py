@@ -16,10 +16,11 @@ from conftest import tiny_overrides
 from disentangle import ConfigError
 from disentangle.config import load_config
 from disentangle.data import DATASETS
-from disentangle.data.pairs import PairBatch, sample_pairs
+from disentangle.data.pairs import PairBatch
 from disentangle.model import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.estimators import aggregate_pair, pair_kl
+from disentangle.precision import Precision
 from disentangle.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,6 +158,19 @@ def test_forward_refuses_image_batches_with_a_clear_message():
     dataset, model, objective = _setup("ada_gvae")
     with pytest.raises(TypeError, match="sample_batch"):
         objective(model, dataset.sample_batch(4, torch.Generator()), step=0)
+
+
+@pytest.mark.parametrize("name", WEAK)
+def test_bf16_train_step_is_finite_and_logs_float32(name):
+    dataset, model, objective = _setup(name)
+    optimizers = objective.configure_optimizers(model, lr=1e-3, betas=(0.9, 0.999))
+    precision = Precision("bf16", torch.device("cpu"))
+    g = torch.Generator().manual_seed(6)
+    for step in range(2):
+        batch = objective.sample_batch(dataset, 8, g)
+        terms = objective.train_step(model, batch, step=step, optimizers=optimizers, precision=precision)
+        precision.update()
+    assert all(torch.isfinite(v).all() and v.dtype == torch.float32 for v in terms.values()), terms
 
 
 # ---------------------------------------------------------------------------- configs and training

@@ -73,12 +73,13 @@ class PairVAE(Objective):
         num_factors = len(dataset.factor_sizes)
         check_k(self.k, num_factors)
         if not self.adaptive and self.latent_dim is not None and self.latent_dim < num_factors:
+            name = getattr(self, "registry_name", type(self).__name__)
             raise ConfigError(
-                f"objective '{self.registry_name}' ties latent dimension j to factor j (the label names "
+                f"objective '{name}' ties latent dimension j to factor j (the label names "
                 f"the changed factor), so it needs model.latent_dim >= the number of factors; the "
                 f"dataset has {num_factors} factors {tuple(dataset.factor_names)} but model.latent_dim "
                 f"is {self.latent_dim}. Set model.latent_dim={num_factors} or more, or use the adaptive "
-                f"variant 'ada_{self.registry_name}', which needs no label."
+                f"variant 'ada_{name}', which needs no label."
             )
 
     def sample_batch(self, dataset, batch_size: int, generator: torch.Generator) -> PairBatch:

@@ -177,7 +177,10 @@ def _unsupervised_reading(m: Matrix) -> list[str]:
         if np.all(np.isnan(col)):
             continue
         best = int(np.nanargmax(np.abs(col)))
-        out.append(f"{pretty(sup)}: best tracked by {pretty(m.rows[best])} (ρ = {col[best]:.2f}, {m.counts[best, j]} runs)")
+        if abs(col[best]) >= WEAK:
+            out.append(f"{pretty(sup)} is best tracked by {pretty(m.rows[best])} (ρ = {col[best]:.2f}, {m.counts[best, j]} runs)")
+        else:
+            out.append(f"no unsupervised score tracks {pretty(sup)} (largest |ρ| = {abs(col[best]):.2f}, {pretty(m.rows[best])})")
     if not out:
         return ["No unsupervised score has a rank correlation with a supervised one here."]
     strongest = np.nanmax(np.abs(m.values)) if np.isfinite(m.values).any() else float("nan")
@@ -186,7 +189,8 @@ def _unsupervised_reading(m: Matrix) -> list[str]:
         if strongest >= AGREE else
         "no unsupervised score ranks models reliably like a supervised one (all |ρ| < 0.8)"
     )
-    return ["; ".join(out) + f". In short, {verdict}."]
+    text = "; ".join(out)
+    return [text[0].upper() + text[1:] + f". In short, {verdict}."]
 
 
 def _variance_reading(rows: list[dict[str, Any]], several: bool) -> list[str]:
@@ -198,12 +202,12 @@ def _variance_reading(rows: list[dict[str, Any]], several: bool) -> list[str]:
         valid = [r for r in items if not math.isnan(r["residual"])]
         if not valid:
             continue
-        prefix = f"On {dataset}: " if several else ""
+        prefix = f"On {dataset}, the" if several else "The"
         residual = np.array([r["residual"] for r in valid])
         seed_dominates = [pretty(r["score"]) for r in valid if r["residual"] > r["method"] + r["strength"]]
         method_dominates = [pretty(r["score"]) for r in valid if r["method"] >= max(r["strength"], r["residual"])]
         n = sorted({r["n_runs"] for r in valid})
-        text = (f"{prefix}the seed and noise (residual) explain a median {np.median(residual):.0%} of a score's variance "
+        text = (f"{prefix} seed and noise (residual) explain a median {np.median(residual):.0%} of a score's variance "
                 f"(from {residual.min():.0%} to {residual.max():.0%}; {n[0] if len(n) == 1 else f'{n[0]}–{n[-1]}'} runs per score). ")
         if seed_dominates:
             text += "The seed matters more than the method and its strength together for " + ", ".join(seed_dominates) + ". "

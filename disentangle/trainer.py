@@ -140,6 +140,9 @@ class Trainer:
         ).to(self.device)
         self.objective = OBJECTIVES.build(cfg.objective.name, **cfg.objective.params).to(self.device)
         self.objective.setup(model=self.model, dataset_size=len(self.dataset))
+        check_dataset = getattr(self.objective, "check_dataset", None)
+        if check_dataset is not None:  # e.g. pair objectives: k vs the number of factors
+            check_dataset(self.dataset)
         self.optimizers = self.objective.configure_optimizers(
             self.model, lr=cfg.train.lr, betas=tuple(cfg.train.betas), eps=cfg.train.eps
         )

@@ -216,11 +216,16 @@ def mmd(x: torch.Tensor, y: torch.Tensor, kernel: str = "rbf", **kernel_params: 
 
     ``MMD²_u = Σ_{i≠i'} k(x_i, x_i')/(n(n−1)) + Σ_{j≠j'} k(y_j, y_j')/(m(m−1)) − 2 Σ_{i,j} k(x_i, y_j)/(nm)``
     (Gretton et al. 2012, eq. 3); it can be slightly negative. Kernels, with ``scale`` (default
-    ``2·D``, the scale Tolstikhin et al. 2018 use for a N(0, I) prior):
+    ``2·D``):
 
     * ``"rbf"``: ``k(x, y) = exp(−‖x − y‖² / scale)``, i.e. a Gaussian kernel of bandwidth
       ``σ_k² = scale / 2``; ``sigma=`` may be given instead of ``scale``;
     * ``"imq"``: ``k(x, y) = scale / (scale + ‖x − y‖²)`` (inverse multiquadratic).
+
+    Why ``2·D``: for the IMQ kernel it is the constant ``C = 2·D·σ²`` (σ = 1) that Tolstikhin et
+    al. 2018 (WAE) recommend for a N(0, I) prior. For the RBF kernel it is our choice, not theirs:
+    ``2·D`` is the expected squared distance ``E‖x − y‖²`` between two independent N(0, I) draws,
+    so the kernel neither saturates nor vanishes for codes near the prior.
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}.")

@@ -33,8 +33,9 @@ class InfoVAE(Objective):
     kernel:
         ``"rbf"`` (default; ``exp(−‖x − y‖²/scale)``) or ``"imq"`` (``scale/(scale + ‖x − y‖²)``).
     kernel_scale:
-        The kernel's scale; ``null`` (default) means ``2·latent_dim`` (Tolstikhin et al.'s choice
-        for a N(0, I) prior).
+        The kernel's scale; ``null`` (default) means ``2·latent_dim``: for ``imq`` the constant
+        Tolstikhin et al. 2018 recommend for a N(0, I) prior; for ``rbf`` our choice, the expected
+        squared distance between two N(0, I) draws (see :func:`~disentangle.objectives.estimators.mmd`).
     reconstruction:
         ``"bernoulli"`` (default) or ``"gaussian"``.
 

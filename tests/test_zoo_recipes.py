@@ -77,7 +77,7 @@ def test_weakly_supervised_recipes_generated():
     names = [n for n in zoo.names() if n.startswith(("ada_gvae-", "ada_ml_vae-"))]
     assert len(names) == 60
     raw = zoo.config_dict("ada_ml_vae-mpi3d-beta16-s4")
-    assert raw["objective"] == {"name": "ada_ml_vae", "beta": 16.0}
+    assert raw["objective"] == {"name": "ada_ml_vae", "beta": 16.0, "k": "random", "reconstruction": "bernoulli"}
     assert raw["data"] == {"name": "mpi3d", "variant": "real"} and raw["seed"] == 4
     assert raw["train"]["steps"] == 300_000
     if "ada_gvae" not in OBJECTIVES:
@@ -121,3 +121,9 @@ def test_every_listed_recipe_resolves_and_validates():
         objective = raw.get("objective", {}).get("name", "beta_vae")
         if objective in OBJECTIVES and raw.get("data", {}).get("name", "sprites") in DATASETS:
             assert isinstance(Config.from_dict(raw), Config), name
+
+
+def test_a_shipped_config_of_the_study_has_its_model_number():
+    # configs/datasets/dsprites.yaml: beta-VAE beta=4, seed 0 on dSprites with the study's settings
+    assert zoo.info("datasets/dsprites")["model_number"] == 2 * 50
+    assert zoo.info("quickstart")["model_number"] is None

@@ -129,7 +129,15 @@ def info(name: str) -> dict[str, Any]:
         return out
     parsed = recipes.parse_generated(name)
     kind = parsed[0].key if parsed is not None else "shipped"
-    number = recipes.model_number_of(name) if parsed is not None else None
+    if parsed is not None:
+        number = recipes.model_number_of(name)
+    else:
+        from ..registry import ConfigError
+
+        try:  # a shipped config may be one of the study's models (configs/datasets/dsprites: #100)
+            number = locatello.model_number_for_config(raw)
+        except ConfigError:
+            number = None
     return {"name": name, "kind": kind, "pretrained": False, "config": raw, "model_number": number}
 
 

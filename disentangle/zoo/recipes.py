@@ -21,8 +21,8 @@ Four families of names:
   - the weakly-supervised models of Locatello et al. 2020 ("Weakly-Supervised Disentanglement
     Without Compromises", ICML 2020): Ada-GVAE and Ada-ML-VAE (``ada_gvae``, ``ada_ml_vae``) with
     β ∈ {1, 2, 4, 6, 8, 16} on dSprites, SmallNORB, Cars3D, Shapes3D and MPI3D (the ``real``
-    variant), conv64, 10 latents, batch 64, Adam 1e-4, 300,000 steps; the objectives' other
-    parameters (e.g. the number of changed factors) keep their defaults.
+    variant), ``k = "random"`` (the number of factors changed within a pair drawn at random, the
+    paper's main setting), conv64, 10 latents, batch 64, Adam 1e-4, 300,000 steps.
 
 * **pretrained models** (:mod:`disentangle.zoo.manifest`): their recorded, resolved config.
 
@@ -94,7 +94,10 @@ WEAK_2020 = Family(
     datasets=("dsprites", "smallnorb", "cars3d", "shapes3d", "mpi3d"),
     parameter={"ada_gvae": "beta", "ada_ml_vae": "beta"},
     values={"ada_gvae": (1.0, 2.0, 4.0, 6.0, 8.0, 16.0), "ada_ml_vae": (1.0, 2.0, 4.0, 6.0, 8.0, 16.0)},
-    fixed={"ada_gvae": {}, "ada_ml_vae": {}},
+    fixed={
+        "ada_gvae": {"k": "random", "reconstruction": "bernoulli"},
+        "ada_ml_vae": {"k": "random", "reconstruction": "bernoulli"},
+    },
     description="Locatello et al. 2020 weakly-supervised grid (Ada-GVAE, Ada-ML-VAE)",
 )
 

@@ -1,0 +1,41 @@
+"""The weights shipped with the package match their manifest (runs over the real files once they exist)."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from disentangle.zoo import manifest as zoo_manifest
+from disentangle.zoo.weights import decode_weights
+
+
+def _shipped():
+    if not zoo_manifest.SHIPPED_MANIFEST.exists():
+        return {}
+    return json.loads(zoo_manifest.SHIPPED_MANIFEST.read_text())["models"]
+
+
+def test_shipped_manifest_is_valid():
+    data = json.loads(zoo_manifest.SHIPPED_MANIFEST.read_text())
+    assert data["format"] == zoo_manifest.FORMAT_VERSION and isinstance(data["models"], dict)
+
+
+@pytest.mark.parametrize("name", sorted(_shipped()) or [pytest.param(None, marks=pytest.mark.skip(reason="no shipped weights yet"))])
+def test_every_shipped_weight_file_matches_its_manifest(name):
+    record = _shipped()[name]
+    path = zoo_manifest.SHIPPED_MANIFEST.parent / record["file"]
+    assert path.resolve().is_relative_to(zoo_manifest.SHIPPED_WEIGHTS.resolve()), "shipped files live in zoo/weights/"
+    data = path.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == record["sha256"] and len(data) == record["size"]
+    _, meta = decode_weights(data, str(path))
+    assert meta["name"] == name and meta["config"] == record["config"]
+    assert int(meta["trained_steps"]) == record["trained_steps"]
+    for metric in ("beta_vae_score", "factor_vae_score", "mig", "modularity_explicitness", "dci", "sap_score", "unsupervised_scores"):
+        assert metric in record["metrics"], f"{name} lacks the recorded {metric}"
+
+
+def test_no_unlisted_weight_files_are_shipped():
+    listed = {(zoo_manifest.SHIPPED_MANIFEST.parent / r["file"]).resolve() for r in _shipped().values()}
+    present = set(p.resolve() for p in zoo_manifest.SHIPPED_WEIGHTS.glob("*.safetensors")) if zoo_manifest.SHIPPED_WEIGHTS.exists() else set()
+    assert present <= listed, f"weight files without a manifest entry: {sorted(present - listed)}"

@@ -82,21 +82,18 @@ def _metrics_path(source: str, given: str | None) -> Path | None:
 def _load(source: str, device: str):
     import disentangle
 
-    from ..data import build_dataset
-
     try:
         model = disentangle.load(source, map_location=device)
     except FileNotFoundError as err:
-        raise DisentangleError(
-            f"No model to show at '{source}': {err} Pass a run folder written by python -m "
-            f"disentangle.train (it holds checkpoint.pt), a checkpoint file, or zoo:NAME."
-        ) from None
+        raise DisentangleError(f"No model to show at '{source}': {err}") from None
     config = getattr(model, "config", None)
     if not isinstance(config, dict) or "data" not in config:
         raise DisentangleError(
             f"The model loaded from '{source}' has no config with a 'data' section, so its dataset is "
             f"unknown; use the Python API (disentangle.visualize.write_pictures) with your dataset."
         )
+    from ..data import build_dataset
+
     return model, build_dataset(dict(config["data"]), device=device)
 
 

@@ -22,7 +22,8 @@ score (its eq. 3) is::
 
 (a latent with Σ = 0 contributes 0; no informative latent at all gives 0). It is 1 when R is a
 permutation matrix and falls as a latent's similarity spreads over several latents of the other
-model. ``aggregation="dlib"`` gives disentanglement_lib's variant instead (``udr.py``'s
+model. With the Lasso, identical representations up to permutation, sign and scale score
+1 − α = 0.9, not 1: on standardised codes the Lasso shrinks each coefficient by α. ``aggregation="dlib"`` gives disentanglement_lib's variant instead (``udr.py``'s
 ``relative_strength_disentanglement``): the mean of the row terms and the mean of the column terms,
 averaged; the two agree when d_a = d_b. A model's UDR is the median of its pairwise scores with
 the other models of its configuration: UDR_b = median_{a ≠ b} UDR_ab, where for the Lasso the
@@ -123,6 +124,9 @@ def udr_scores(codes: Sequence[np.ndarray], kl: Sequence[np.ndarray] | None = No
         np.ones(np.asarray(c).shape[1], dtype=bool) if kl is None else np.asarray(kl[m], dtype=np.float64) > kl_threshold
         for m, c in enumerate(codes)
     ]
+    for m, (c, mask) in enumerate(zip(codes, masks)):
+        if np.asarray(c).ndim != 2 or np.asarray(c).shape[1] != len(mask):
+            raise ValueError(f"model {m}: codes of shape {np.asarray(c).shape} and {len(mask)} KL values; expected (N, d) and d.")
     pairwise = np.full((n_models, n_models), np.nan)
     for a in range(n_models):
         for b in range(n_models):

@@ -1,0 +1,179 @@
+"""UDR (Duan et al. 2020): the pairwise formula on hand-computed cases, planted answers on synthetic
+representations, and end to end from hand-made run folders into the study's analyses."""
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from scipy.stats import spearmanr
+
+from disentangle.model import VAE
+from disentangle.study import analyze, similarity_matrix, udr_pair, udr_scores
+from disentangle.study.udr import gaussian_kl_per_latent
+
+
+def test_udr_pair_hand_computed():
+    r = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    # rows: 1²/1 = 1, 1²/2 = 0.5; columns: 1²/1 = 1 each. Paper: (1.5 + 3) / (2 + 3).
+    assert udr_pair(r) == pytest.approx(4.5 / 5)
+    # disentanglement_lib: mean over rows and mean over columns, averaged: (0.75 + 1) / 2
+    assert udr_pair(r, aggregation="dlib") == pytest.approx(0.875)
+    assert udr_pair(np.eye(4)) == pytest.approx(1.0)
+    assert udr_pair(np.ones((3, 3))) == pytest.approx(1 / 3)  # every latent equally similar to all
+    assert udr_pair(np.zeros((3, 3))) == 0.0
+    # only informative latents count: dropping row 1 and column 2 leaves [[1, 0], ...] -> [[1, 0]]
+    assert udr_pair(r, np.array([True, False]), np.array([True, True, False])) == pytest.approx((1 + 1) / 3)
+    assert udr_pair(r, np.array([False, False]), None) == 0.0
+
+
+def _dlib_relative_strength(matrix):
+    """disentanglement_lib's relative_strength_disentanglement, written out for comparison."""
+    score_x = np.nanmean(np.nan_to_num(np.max(matrix, axis=0) ** 2 / np.sum(matrix, axis=0)))
+    score_y = np.nanmean(np.nan_to_num(np.max(matrix, axis=1) ** 2 / np.sum(matrix, axis=1)))
+    return (score_x + score_y) / 2
+
+
+def test_dlib_aggregation_matches_the_reference_formula():
+    rng = np.random.default_rng(0)
+    for shape in ((3, 3), (4, 6), (5, 2)):
+        m = rng.uniform(0, 1, shape)
+        assert udr_pair(m, aggregation="dlib") == pytest.approx(_dlib_relative_strength(m))
+        if shape[0] == shape[1]:
+            assert udr_pair(m) == pytest.approx(_dlib_relative_strength(m))  # the two agree when d_a = d_b
+
+
+def test_spearman_similarity_matches_scipy():
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(300, 3))
+    b = np.column_stack([a[:, 2] ** 3, -a[:, 0], rng.normal(size=300)])
+    sim = similarity_matrix(a, b, "spearman")
+    expected = np.array([[abs(spearmanr(a[:, i], b[:, j]).statistic) for j in range(3)] for i in range(3)])
+    np.testing.assert_allclose(sim, expected, atol=1e-12)
+    assert sim[2, 0] == pytest.approx(1.0) and sim[0, 1] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("correlation", ["lasso", "spearman"])
+def test_permuted_representations_score_higher_than_unrelated_ones(correlation):
+    rng = np.random.default_rng(0)
+    factors = rng.uniform(-1, 1, size=(1000, 4))
+    disentangled = [factors, -2.0 * factors[:, [2, 0, 3, 1]], factors[:, [1, 0, 3, 2]] + 0.01 * rng.normal(size=(1000, 4))]
+    entangled = [factors @ np.linalg.qr(rng.normal(size=(4, 4)))[0] for _ in range(3)]
+    good = udr_scores(disentangled, correlation=correlation)
+    bad = udr_scores(entangled, correlation=correlation)
+    if correlation == "lasso":
+        # on standardised codes the Lasso shrinks a perfect coefficient 1 to 1 - alpha = 0.9 and zeroes the
+        # chance correlations (< alpha) of independent latents, hence r²/Σr = 0.9
+        assert good == pytest.approx(0.9, abs=2e-3)
+    else:
+        # chance rank correlations (|ρ| ≈ 0.03 on 1,000 points) between independent latents add to each Σ
+        assert good.min() > 0.88
+    assert bad.max() < 0.75
+    assert good.min() > bad.max()
+
+
+def test_uninformative_latents_are_ignored():
+    rng = np.random.default_rng(0)
+    # a full 30 × 30 grid: the two factors have exactly zero rank correlation
+    factors = np.stack(np.meshgrid(np.arange(30.0), np.arange(30.0)), axis=-1).reshape(-1, 2)
+    noise = [rng.normal(size=(900, 1)) for _ in range(2)]
+    codes = [np.column_stack([factors, noise[0]]), np.column_stack([factors[:, ::-1], noise[1]])]
+    kl = [np.array([1.0, 1.0, 0.0]), np.array([1.0, 1.0, 0.001])]  # the noise latents are collapsed
+    assert udr_scores(codes, kl, correlation="spearman") == pytest.approx([1.0, 1.0], abs=1e-12)
+    # counted as informative, the unrelated noise latents pull the score down
+    assert udr_scores(codes, None, correlation="spearman").max() < 0.9
+
+
+def test_udr_of_a_lone_model_is_nan_and_kl_formula():
+    assert np.isnan(udr_scores([np.zeros((10, 2))])).all()
+    mu = np.array([[1.0, 0.0], [1.0, 0.0]])
+    logvar = np.array([[0.0, np.log(4.0)], [0.0, np.log(4.0)]])
+    np.testing.assert_allclose(gaussian_kl_per_latent(mu, logvar), [0.5, 0.5 * (4 - np.log(4) - 1)])
+
+
+# --------------------------------------------------------------------------------- from run folders
+
+GRID = 8  # an 8 × 8 grid of one-pixel images: factors x and y
+
+
+def _dataset(path):
+    classes = np.array([[x, y] for x in range(GRID) for y in range(GRID)])
+    images = np.zeros((len(classes), GRID, GRID), dtype=np.uint8)
+    images[np.arange(len(classes)), classes[:, 1], classes[:, 0]] = 1
+    np.savez(path, images=images, factor_classes=classes)
+
+
+def _linear_model(mixing: np.ndarray) -> VAE:
+    """A linear encoder (mlp, no hidden layer) whose means are mixing @ (x, y); log-variance 0."""
+    model = VAE.from_backbone("mlp", image_shape=(1, GRID, GRID), latent_dim=2, hidden_sizes=[])
+    ys, xs = np.meshgrid(np.arange(GRID), np.arange(GRID), indexing="ij")
+    pixel_xy = np.stack([xs.ravel(), ys.ravel()]).astype(np.float32)  # (2, 64): the position of each pixel
+    with torch.no_grad():
+        model.encoder.head.mean.weight.copy_(torch.from_numpy(mixing.astype(np.float32) @ pixel_xy))
+        model.encoder.head.mean.bias.zero_()
+        model.encoder.head.logvar.weight.zero_()
+        model.encoder.head.logvar.bias.zero_()
+    return model
+
+
+def _write_sweep(folder, data_path):
+    rotations = [np.pi / 5, np.pi / 3, -np.pi / 4]
+    runs = []
+    for beta, seed, mixing in (
+        [(1.0, s, m) for s, m in enumerate([np.eye(2), np.array([[0, -1.0], [1, 0]]), np.diag([2.0, 0.5])])]
+        + [(4.0, s, np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])) for s, t in enumerate(rotations)]
+    ):
+        run_id = f"b{beta:g}-s{seed}"
+        run = folder / "runs" / run_id
+        run.mkdir(parents=True)
+        config = {"seed": seed, "data": {"name": "npz", "path": str(data_path)},
+                  "model": {"backbone": "mlp", "latent_dim": 2, "hidden_sizes": []},
+                  "objective": {"name": "beta_vae", "beta": beta}, "train": {"steps": 0}}
+        torch.save({"format": 1, "step": 0, "config": config, "model": _linear_model(mixing).state_dict(),
+                    "image_shape": [1, GRID, GRID]}, run / "checkpoint.pt")
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+        runs.append({"run_id": run_id, "status": "finished", "seed": seed, "objective.beta": beta,
+                     "mig.mig": 0.1 * seed + beta, "sap_score.sap": 0.2 * seed - beta})
+    with open(folder / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, list(runs[0]))
+        writer.writeheader()
+        writer.writerows(runs)
+
+
+def test_udr_from_run_folders_into_the_analyses(tmp_path):
+    _dataset(tmp_path / "grid.npz")
+    _write_sweep(tmp_path / "sweep", tmp_path / "grid.npz")
+    result = analyze(tmp_path / "sweep", tmp_path / "report", udr=True, udr_points=500, udr_correlation="spearman",
+                     figures=False, progress=False)
+    udr = {run_id: v["udr"] for run_id, v in result.udr.items()}
+    aligned = [udr[f"b1-s{s}"] for s in range(3)]  # the same axes up to permutation, sign and scale
+    rotated = [udr[f"b4-s{s}"] for s in range(3)]  # rotated axes: each seed mixes x and y differently
+    # aligned codes are monotone in x and y, so R = [[1, c], [c, 1]] with c = |ρ(x, y)| on the drawn
+    # points (the same draw: default_rng(0)), and UDR = (4 · 1/(1 + c)) / 4
+    from disentangle.data import build_dataset
+
+    factors = build_dataset({"name": "npz", "path": str(tmp_path / "grid.npz")}).sample_factors(500, np.random.default_rng(0))
+    c = abs(spearmanr(factors[:, 0], factors[:, 1]).statistic)
+    assert aligned == pytest.approx([1 / (1 + c)] * 3, abs=1e-9)
+    assert max(rotated) < min(aligned) - 0.1
+    assert all(v["udr_models"] == 3 for v in result.udr.values())
+    # the UDR column is analysed as an unsupervised score
+    assert "udr.udr" in result.design.unsupervised
+    assert "udr.udr" in result.unsupervised_vs_supervised["npz"].rows  # data.name, read from config.yaml
+    with open(tmp_path / "report" / "udr.csv", newline="") as f:
+        rows = {r["run_id"]: r for r in csv.DictReader(f)}
+    assert float(rows["b4-s2"]["udr"]) == pytest.approx(udr["b4-s2"])
+    assert rows["b4-s2"]["setting"] == "beta=4"
+
+
+def test_udr_needs_run_folders(tmp_path):
+    _dataset(tmp_path / "grid.npz")
+    _write_sweep(tmp_path / "sweep", tmp_path / "grid.npz")
+    (tmp_path / "sweep" / "runs" / "b4-s1" / "checkpoint.pt").unlink()
+    from disentangle import DisentangleError
+
+    with pytest.raises(DisentangleError, match="no checkpoint.pt.*b4-s1"):
+        analyze(tmp_path / "sweep", tmp_path / "report", udr=True, progress=False)
+    assert not (tmp_path / "report").exists()

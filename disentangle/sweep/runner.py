@@ -132,13 +132,14 @@ def run_one(task: RunTask) -> RunOutcome:
         if failed is not None and missing is None:
             if not task.retry_failed:
                 return RunOutcome(task.run_id, FAILED, 0.0, f"(failed before) {failed.get('last_line', '')}", task.describe())
-            (run_dir / FAILED_NAME).unlink(missing_ok=True)
         try:
             configure_worker(task.threads, task.imports)
             _train_and_evaluate(task, run_dir, missing)
         except Exception as err:  # recorded, not raised: the other runs go on
             record = record_failure(run_dir, err)
             return RunOutcome(task.run_id, FAILED, time.perf_counter() - start, record["last_line"], task.describe())
+        for name in (FAILED_NAME, TRACEBACK_NAME):  # a retried run that succeeded
+            (run_dir / name).unlink(missing_ok=True)
     return RunOutcome(task.run_id, FINISHED, time.perf_counter() - start, "", task.describe())
 
 

@@ -397,7 +397,9 @@ def _expand(study: Study, base_raw: dict[str, Any]) -> None:
             seen.add(rid)
             runs.append(RunSpec(rid, len(runs), seed, dict(point), resolved, _dlib_model_number(seeded)))
     study.runs = runs
-    study.varying_keys = varying_keys([r.config for r in runs], first=[k for block in study.grid for k in block])
+    grid_keys = [k for block in study.grid for k in block]
+    swept = [k for block in study.grid for k, values in block.items() if len(values) > 1]
+    study.varying_keys = varying_keys([r.config for r in runs], first=grid_keys, swept=swept)
 
 
 def _dlib_model_number(config: Any) -> int | None:
@@ -412,21 +414,19 @@ def _dlib_model_number(config: Any) -> int | None:
         return None
 
 
-def varying_keys(configs: list[dict[str, Any]], first: list[str] = ()) -> list[str]:
-    """Dotted keys whose values differ between ``configs`` (a missing key counts as a value),
-    leaving out the seed and :data:`~disentangle.sweep.ids.EXCLUDED_KEYS`; ``first`` keys lead,
-    in their order, the others follow sorted."""
+def varying_keys(configs: list[dict[str, Any]], first: list[str] = (), swept: list[str] = ()) -> list[str]:
+    """Dotted keys that take at least two values among ``configs`` (a key missing from a run, such
+    as ``objective.beta`` of a FactorVAE, is not a value), plus the ``swept`` keys (given two or
+    more values by the grid); the seed and :data:`~disentangle.sweep.ids.EXCLUDED_KEYS` are left
+    out. ``first`` keys lead, in their order; the others follow sorted."""
     from .ids import canonical_json
 
-    flats = [flatten(c) for c in configs]
-    keys = sorted(set().union(*flats)) if flats else []
-    varying = set()
-    for key in keys:
-        if key == "seed" or key in EXCLUDED_KEYS:
-            continue
-        texts = {canonical_json(f.get(key, "<missing>")) for f in flats}
-        if len(texts) > 1:
-            varying.add(key)
+    values: dict[str, set[str]] = {}
+    for config in configs:
+        for key, value in flatten(config).items():
+            values.setdefault(key, set()).add(canonical_json(value))
+    varying = {k for k, v in values.items() if len(v) > 1} | {k for k in swept if k in values}
+    varying -= {"seed", *EXCLUDED_KEYS}
     ordered = [k for k in dict.fromkeys(first) if k in varying]
     return ordered + sorted(varying - set(ordered))
 

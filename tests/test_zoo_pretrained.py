@@ -354,7 +354,11 @@ def test_cli_publish_into_a_user_zoo_and_verify_a_corrupt_file(tmp_path, publish
 
 def test_torch_hub_lists_and_loads_pretrained_models(published, monkeypatch):
     monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", str(published[1]))
-    assert NAME in torch.hub.list(str(REPO), source="local")
+    # torch.hub.list reads only GitHub repositories; its rule for entry points: the callables of
+    # hubconf.py whose names do not start with "_"
+    hubconf = torch.hub._import_module("hubconf", str(REPO / "hubconf.py"))
+    entry_points = [f for f in dir(hubconf) if callable(getattr(hubconf, f)) and not f.startswith("_")]
+    assert sorted(entry_points) == sorted([NAME, "zoo_model"])
     model = torch.hub.load(str(REPO), NAME, source="local")
     assert_same_weights(model, published[0])
     generic = torch.hub.load(str(REPO), "zoo_model", name=NAME, source="local")

@@ -199,13 +199,19 @@ def publish(
         "machine": machine if machine is not None else machine_info(),
     }
     data = encode_weights(model.state_dict(), metadata)
+    weight_path = weights_folder / f"{name}.safetensors"
+    if weight_path.is_file():
+        # safetensors writes its metadata in no fixed order, so equal content can differ in bytes:
+        # keep the existing file when it holds the same tensors and metadata (idempotent reruns)
+        previous = weight_path.read_bytes()
+        if _same_content(previous, data):
+            data = previous
     sha256 = sha256_bytes(data)
     if existing is not None and existing.get("sha256") != sha256 and not force:
         raise ConfigError(
             f"The manifest {manifest_path} already has a model '{name}' with other weights (sha256 "
             f"{existing.get('sha256')}). Choose another name, or pass --force to replace it."
         )
-    weight_path = weights_folder / f"{name}.safetensors"
     if weight_path.is_file() and not force and sha256_bytes(weight_path.read_bytes()) != sha256:
         raise ConfigError(
             f"{weight_path} exists and holds other weights. Choose another name or weights folder, or pass --force to replace it."
@@ -246,6 +252,19 @@ def publish(
     }
     _manifest.write_entry(manifest_path, name, record)
     return record
+
+
+def _same_content(a: bytes, b: bytes) -> bool:
+    """Whether two zoo weight files hold equal tensors and equal metadata."""
+    import torch
+
+    from .weights import WeightsError, decode_weights
+
+    try:
+        (ta, ma), (tb, mb) = decode_weights(a), decode_weights(b)
+    except WeightsError:
+        return False
+    return ma == mb and ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta)
 
 
 def _write_metrics_json(run_dir: Path, metrics: dict[str, dict[str, float]], seed: int) -> None:

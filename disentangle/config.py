@@ -6,8 +6,10 @@ A config has five sections::
     data:      {name: sprites, ...dataset parameters}
     model:     {backbone: conv64, latent_dim: 10, ...backbone parameters}
     objective: {name: beta_vae, ...objective parameters}
-    train:     {steps, batch_size, lr, betas, eps, device, precision, out_dir,
-                checkpoint_every, log_every, eval_every, eval_metrics, progress, traversals}
+    train:     {steps, batch_size, optimizer, lr, betas, eps, weight_decay, lr_schedule,
+                warmup_steps, device, precision, compile, tf32, cudnn_benchmark, out_dir,
+                checkpoint_every, log_every, eval_every, eval_metrics, progress, traversals,
+                tensorboard, image_every}
 
 The parameters of the chosen dataset, backbone and objective are the keyword parameters of their
 registered builders; they are checked against the builder's signature and type hints, and their
@@ -65,19 +67,28 @@ class TrainConfig:
     """``train``: the optimisation loop. Defaults follow Locatello et al. 2019 (Adam, batch 64)."""
 
     steps: int = 300_000  #: total number of optimisation steps (a resumed run continues up to it)
-    batch_size: int = 64
-    lr: float = 1e-4  #: Adam learning rate of the model
+    batch_size: int = 64  #: the global batch: split over the processes of a torchrun launch
+    optimizer: Literal["adam", "adamw"] = "adam"  #: the model's optimizer (objectives' own ones too)
+    lr: float = 1e-4  #: learning rate of the model
     betas: tuple[float, float] = (0.9, 0.999)  #: Adam betas of the model
     eps: float = 1e-8  #: Adam epsilon of the model
+    weight_decay: float = 0.0  #: L2 penalty (adam) or decoupled weight decay (adamw); not on discriminators
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"  #: factor on every optimizer's lr after the warm-up
+    warmup_steps: int = 0  #: linear warm-up from lr/warmup_steps to lr over these first steps
     device: str = "auto"  #: auto | cpu | cuda | cuda:N | mps
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"  #: autocast dtype; GradScaler for fp16
+    compile: Union[bool, Literal["reduce-overhead"]] = False  #: torch.compile the networks (reduce-overhead: CUDA graphs)
+    tf32: bool = False  #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision)
+    cudnn_benchmark: bool = False  #: CUDA: let cuDNN pick the fastest convolution algorithms (not bit-reproducible)
     out_dir: str = "runs/default"
     checkpoint_every: int = 5000  #: steps between checkpoints (one is always written at the end)
     log_every: int = 100  #: steps between log.jsonl records
     eval_every: int = 0  #: steps between metric evaluations (0: never)
     eval_metrics: list[str] = field(default_factory=list)  #: metric names (see METRICS)
     progress: bool = True  #: show a tqdm progress bar
-    traversals: bool = True  #: write traversals.png at the end
+    traversals: bool = True  #: write traversals.png and reconstructions.png at the end
+    tensorboard: bool = False  #: also write a TensorBoard event file (the tensorboard extra)
+    image_every: int = 0  #: steps between TensorBoard reconstructions and traversals (0: never)
 
 
 @dataclass
@@ -287,7 +298,22 @@ def _train_config(values: dict[str, Any]) -> TrainConfig:
     cfg = TrainConfig(**kwargs)
     for key in ("steps", "batch_size", "checkpoint_every", "log_every"):
         checks.positive_int(f"train.{key}", getattr(cfg, key))
-    checks.integer("train.eval_every", cfg.eval_every, minimum=0)
+    for key in ("eval_every", "warmup_steps", "image_every"):
+        checks.integer(f"train.{key}", getattr(cfg, key), minimum=0)
+    checks.choice("train.optimizer", cfg.optimizer, ("adam", "adamw"))
+    checks.choice("train.lr_schedule", cfg.lr_schedule, ("constant", "linear", "cosine"))
+    cfg.weight_decay = checks.in_range("train.weight_decay", cfg.weight_decay, 0, None)
+    if cfg.image_every and not cfg.tensorboard:
+        raise ConfigError(
+            f"train.image_every is {cfg.image_every}, but images are written to TensorBoard only and "
+            f"train.tensorboard is false. Set train.tensorboard=true, or train.image_every=0."
+        )
+    if cfg.tensorboard and not _tensorboard_available():
+        raise ConfigError(
+            "train.tensorboard is true but the tensorboard package is not installed. Install it with "
+            'pip install "disentangle-torch[tensorboard]" (or pip install tensorboard), or set '
+            "train.tensorboard=false to log to log.jsonl only."
+        )
     cfg.lr = checks.in_range("train.lr", cfg.lr, 0, None, low_open=True, hint="A typical value is 1e-4.")
     cfg.eps = checks.in_range("train.eps", cfg.eps, 0, None, low_open=True)
     cfg.betas = checks.adam_betas("train.betas", cfg.betas)
@@ -299,6 +325,12 @@ def _train_config(values: dict[str, Any]) -> TrainConfig:
             f"Valid choices: {', '.join(DEVICES)} (or cuda:N)."
         )
     return cfg
+
+
+def _tensorboard_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tensorboard") is not None
 
 
 def _resolve_registries(config: Config) -> None:

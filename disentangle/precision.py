@@ -2,11 +2,14 @@
 
 One :class:`Precision` object is shared by every optimizer of a run (the trainer's and those an
 objective owns), because PyTorch's GradScaler must see all ``step`` calls of an iteration before
-its single ``update``.
+its single ``update``. In a multi-process run it also averages each optimizer's gradients over the
+ranks just before the step (``sync_gradients``), before the fp16 scaler looks for overflows, so
+every rank takes the same decision and the same step.
 """
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,11 +21,20 @@ _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 class Precision:
     """Autocast context and loss scaling for ``precision`` in ``fp32 | bf16 | fp16``."""
 
-    def __init__(self, precision: str, device: torch.device) -> None:
+    def __init__(
+        self,
+        precision: str,
+        device: torch.device,
+        *,
+        sync_gradients: Callable[[torch.optim.Optimizer], None] | None = None,
+    ) -> None:
+        """``sync_gradients(optimizer)``, if given, runs after every backward and before the step
+        (the trainer passes :func:`disentangle.distributed.sync_optimizer_gradients`)."""
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
         self.precision = precision
         self.device = torch.device(device)
+        self.sync_gradients = sync_gradients
         self.scaler = (
             torch.amp.GradScaler(self.device.type) if precision == "fp16" else None
         )
@@ -39,6 +51,8 @@ class Precision:
 
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         """``optimizer.step()``; with fp16 the scaler skips steps whose gradients overflowed."""
+        if self.sync_gradients is not None:
+            self.sync_gradients(optimizer)
         if self.scaler is not None:
             self.scaler.step(optimizer)
         else:

@@ -3,12 +3,15 @@
 Run folder (``train.out_dir``)::
 
     config.yaml      the resolved config (every default filled in)
-    checkpoint.pt    model, objective (its own networks), every optimizer, the fp16 scaler,
-                     step and all RNG states; written atomically; torch.load(weights_only=True)
+    checkpoint.pt    model, objective (its own networks), every optimizer and its lr schedule,
+                     the fp16 scaler, step and all RNG states; written atomically;
+                     torch.load(weights_only=True)
     checkpoint.prev.pt  the checkpoint before it (resume falls back to it if the newest is
                      unreadable)
     log.jsonl        one JSON object per logged step with every term the objective returns
-    traversals.png   latent traversals at the end, rows sorted by KL
+    traversals.png, reconstructions.png   at the end (disentangle.visualize.write_training_pictures)
+    events.out.tfevents.*  with train.tensorboard: every logged term, metric scores and, every
+                     train.image_every steps, reconstructions and a traversal grid
 
 Design choices:
 
@@ -18,6 +21,16 @@ Design choices:
 * Non-finite losses are detected with an on-device flag that is read only at log and checkpoint
   steps (no per-step host sync); a checkpoint is written only after that check passes, so the last
   checkpoint on disk is always a finite one.
+* The trainer owns the model's optimizer (``"model"``: ``train.optimizer``, ``lr``, ``betas``,
+  ``eps``, ``weight_decay``; fused on CUDA); objectives add theirs through
+  ``Objective.extra_optimizers``. ``train.lr_schedule`` (after ``train.warmup_steps`` of linear
+  warm-up) multiplies the learning rate of every optimizer; its state is checkpointed.
+* Every random draw of a step's loss (reparameterisation noise, prior samples, permutations) comes
+  from a second checkpointed generator, installed with
+  :func:`disentangle.distributed.random_source`, drawn for the global batch.
+* Under ``torchrun`` (:mod:`disentangle.distributed`) ``train.batch_size`` is the global batch;
+  each rank trains on its shard and the run computes the single-process losses; logged values are
+  global-batch values; rank 0 writes the run folder and evaluates metrics.
 * ``train.steps`` is the *total* step count: ``--resume`` continues from the checkpoint up to it.
 * Ctrl-C (SIGINT) never saves half a step: the handler only sets a flag; the step in progress
   (including FactorVAE's discriminator update) completes, its checkpoint is written, and then
@@ -26,6 +39,7 @@ Design choices:
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -50,16 +64,23 @@ from .checkpoint import (
     restore_rng_state,
     save_rotating,
 )
-from .config import Config
+from . import distributed
+from .config import Config, TrainConfig
 from .data import build_dataset
 from .model import VAE
 from .objectives import OBJECTIVES
-from .objectives.losses import kl_normal_per_dim
+from .objectives.base import OptimizerFactory
 from .precision import Precision
 from .registry import ConfigError, DisentangleError
 
 #: train keys that may differ between a checkpoint's config and the config used to resume it
-RESUMABLE_KEYS = ("steps", "checkpoint_every", "log_every", "eval_every", "eval_metrics", "progress", "traversals", "device", "out_dir")
+RESUMABLE_KEYS = (
+    "steps", "checkpoint_every", "log_every", "eval_every", "eval_metrics", "progress", "traversals", "device",
+    "out_dir", "compile", "tf32", "cudnn_benchmark", "tensorboard", "image_every",
+)
+#: ``train.optimizer`` -> class; every optimizer of a run (the model's and the objective's) is one
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+LR_SCHEDULES = ("constant", "linear", "cosine")
 
 
 class RunExistsError(DisentangleError):
@@ -98,6 +119,121 @@ def _to_loggable(value: Any) -> Any:
     return value
 
 
+# ---------------------------------------------------------------------- optimizers and schedules
+def optimizer_factory(train: TrainConfig, device: torch.device | str = "cpu") -> OptimizerFactory:
+    """``make_optimizer(params, *, lr=None, betas=None, eps=None, weight_decay=None)``: an optimizer
+    of kind ``train.optimizer`` with ``train``'s values for what is not given.
+
+    On CUDA the fused implementation is used where torch offers it (one kernel for all parameters).
+    """
+    cls = OPTIMIZERS[train.optimizer]
+    on_cuda = torch.device(device).type == "cuda"
+
+    def make_optimizer(
+        params: Any, *, lr: float | None = None, betas: Any = None, eps: float | None = None,
+        weight_decay: float | None = None,
+    ) -> torch.optim.Optimizer:
+        params = list(params)
+        kwargs: dict[str, Any] = {
+            "lr": train.lr if lr is None else lr,
+            "betas": tuple(train.betas if betas is None else betas),
+            "eps": train.eps if eps is None else eps,
+            "weight_decay": train.weight_decay if weight_decay is None else weight_decay,
+        }
+        if on_cuda and params and all(p.is_cuda and p.is_floating_point() for p in params):
+            try:
+                return cls(params, fused=True, **kwargs)
+            except (RuntimeError, TypeError, ValueError):  # no fused kernel for this build/dtype
+                pass
+        return cls(params, **kwargs)
+
+    return make_optimizer
+
+
+def build_optimizers(
+    model: torch.nn.Module, objective: Any, train: TrainConfig, device: torch.device | str = "cpu"
+) -> dict[str, torch.optim.Optimizer]:
+    """Every optimizer of a run by name: ``"model"`` (all of the VAE's parameters), built here, and
+    the objective's own from :meth:`~disentangle.objectives.Objective.extra_optimizers`. These names
+    are the checkpoint's ``optimizers`` keys."""
+    make_optimizer = optimizer_factory(train, device)
+    optimizers = {"model": make_optimizer(model.parameters())}
+    extra = objective.extra_optimizers(model, make_optimizer)
+    if "model" in extra:
+        raise DisentangleError(
+            f"{type(objective).__name__}.extra_optimizers returned an optimizer named 'model'; that name "
+            f"is the trainer's optimizer of the VAE. Name the objective's own optimizers otherwise."
+        )
+    optimizers.update(extra)
+    return optimizers
+
+
+def lr_factor(step: int, *, schedule: str, warmup_steps: int, total_steps: int) -> float:
+    """The learning-rate multiplier of optimisation step ``step`` (0-based).
+
+    Linear warm-up ``(step + 1) / warmup_steps`` over the first ``warmup_steps`` steps, then, with
+    ``p = (step − warmup_steps) / (total_steps − warmup_steps)`` the progress through the rest:
+    ``constant`` 1, ``linear`` ``1 − p``, ``cosine`` ``½ (1 + cos π p)`` (Loshchilov & Hutter 2017,
+    without restarts), both reaching 0 at ``total_steps``.
+    """
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(f"schedule must be one of {LR_SCHEDULES}, got {schedule!r}.")
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = min(max(step - warmup_steps, 0) / max(total_steps - warmup_steps, 1), 1.0)
+    if schedule == "linear":
+        return 1.0 - progress
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def build_schedulers(
+    optimizers: dict[str, torch.optim.Optimizer], train: TrainConfig
+) -> dict[str, torch.optim.lr_scheduler.LambdaLR]:
+    """A ``LambdaLR`` per optimizer with :func:`lr_factor` of ``train`` (its state is checkpointed)."""
+    factor = functools.partial(
+        lr_factor, schedule=train.lr_schedule, warmup_steps=train.warmup_steps, total_steps=train.steps
+    )
+    return {name: torch.optim.lr_scheduler.LambdaLR(opt, factor) for name, opt in optimizers.items()}
+
+
+def compile_networks(model: torch.nn.Module, objective: torch.nn.Module, mode: bool | str) -> None:
+    """``torch.compile`` the encoder, the decoder and the objective's networks in place
+    (``nn.Module.compile``: the state-dict keys do not change). ``mode``: True (default mode) or
+    ``"reduce-overhead"`` (CUDA graphs on GPU)."""
+    if not mode:
+        return
+    compile_mode = None if mode is True else str(mode)
+    for module in (model.encoder, model.decoder, *objective.children()):
+        module.compile(mode=compile_mode)
+
+
+def _clean_state_dict(state: dict[str, Any]) -> dict[str, Any]:
+    """Keys without the ``module.`` (DistributedDataParallel) or ``_orig_mod.`` (torch.compile) prefix."""
+    out = {}
+    for key, value in state.items():
+        for prefix in ("module.", "_orig_mod."):
+            while key.startswith(prefix):
+                key = key[len(prefix):]
+        out[key.replace("._orig_mod.", ".")] = value
+    return out
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    """The batch on the training device; host tensors go through pinned memory to CUDA."""
+    if isinstance(batch, torch.Tensor):
+        if batch.device == device:
+            return batch
+        if device.type == "cuda" and batch.device.type == "cpu":
+            return batch.pin_memory().to(device, non_blocking=True)
+        return batch.to(device)
+    if isinstance(batch, tuple):
+        parts = [_to_device(p, device) for p in batch]
+        return type(batch)(*parts) if hasattr(batch, "_fields") else tuple(parts)
+    return batch
+
+
 @dataclass
 class TrainResult:
     out_dir: Path
@@ -110,6 +246,9 @@ class Trainer:
 
     >>> Trainer(load_config("configs/quickstart.yaml")).fit()          # doctest: +SKIP
     >>> Trainer(load_config("configs/quickstart.yaml")).fit(resume=True)  # doctest: +SKIP
+
+    Under ``torchrun`` every process runs this same code on its shard of the global batch
+    (:mod:`disentangle.distributed`); rank 0 alone writes the run folder.
     """
 
     def __init__(self, config: Config, dataset: Any = None) -> None:
@@ -120,11 +259,12 @@ class Trainer:
         self.out_dir = Path(config.train.out_dir)
         self.checkpoint_path = self.out_dir / CHECKPOINT_NAME
         self.log_path = self.out_dir / "log.jsonl"
+        self.shard = distributed.Shard()
+        self._checkpoint_step: int | None = None
 
     # ------------------------------------------------------------------ setup
     def _build(self) -> None:
         cfg = self.config
-        self.device = resolve_device(cfg.train.device)
         if self._given_dataset is not None:
             dataset = self._given_dataset
             if getattr(dataset, "device", self.device) != self.device and hasattr(dataset, "to"):
@@ -133,7 +273,7 @@ class Trainer:
         else:
             seed_everything(cfg.seed)
             self.dataset = build_dataset(cfg.data, device=self.device)
-        # seeded after the dataset, so a prebuilt dataset gives the same weights and noise
+        # seeded after the dataset, so a prebuilt dataset gives the same weights
         seed_everything(cfg.seed)
         self.model = VAE.from_backbone(
             cfg.model.backbone, image_shape=self.dataset.image_shape, latent_dim=cfg.model.latent_dim, **cfg.model.params
@@ -143,13 +283,23 @@ class Trainer:
         check_dataset = getattr(self.objective, "check_dataset", None)
         if check_dataset is not None:  # e.g. pair objectives: k vs the number of factors
             check_dataset(self.dataset)
-        self.optimizers = self.objective.configure_optimizers(
-            self.model, lr=cfg.train.lr, betas=tuple(cfg.train.betas), eps=cfg.train.eps
-        )
-        self.precision = Precision(cfg.train.precision, self.device)
+        self.optimizers = build_optimizers(self.model, self.objective, cfg.train, self.device)
+        self.schedulers = build_schedulers(self.optimizers, cfg.train)
+        sync = distributed.sync_optimizer_gradients if distributed.is_distributed() else None
+        self.precision = Precision(cfg.train.precision, self.device, sync_gradients=sync)
         self.data_generator = torch.Generator(device=self.device)
         self.data_generator.manual_seed(cfg.seed + 1)  # distinct stream from weight init / noise
+        # every per-step draw of the objectives (reparameterisation, prior samples, permutations)
+        self.noise_generator = torch.Generator(device=self.device)
+        self.noise_generator.manual_seed(cfg.seed + 3)
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = cfg.train.tf32
+            torch.backends.cudnn.allow_tf32 = cfg.train.tf32
+            torch.backends.cudnn.benchmark = cfg.train.cudnn_benchmark
         self.step = 0
+
+    def _generators(self) -> dict[str, torch.Generator]:
+        return {"data": self.data_generator, "noise": self.noise_generator}
 
     def _state(self) -> dict[str, Any]:
         return {
@@ -160,32 +310,48 @@ class Trainer:
             "model": self.model.state_dict(),
             "objective": self.objective.state_dict(),
             "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
+            "schedulers": {name: s.state_dict() for name, s in self.schedulers.items()},
             "precision": self.precision.state_dict(),
-            "rng": capture_rng_state({"data": self.data_generator}),
+            "rng": capture_rng_state(self._generators()),
         }
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
-        self.model.load_state_dict(ckpt["model"])
-        self.objective.load_state_dict(ckpt["objective"])
+        self.model.load_state_dict(_clean_state_dict(ckpt["model"]))
+        self.objective.load_state_dict(_clean_state_dict(ckpt["objective"]))
         missing = set(self.optimizers) ^ set(ckpt["optimizers"])
         if missing:
             raise RuntimeError(f"Checkpoint optimizers {sorted(ckpt['optimizers'])} do not match {sorted(self.optimizers)}.")
         for name, opt in self.optimizers.items():
             opt.load_state_dict(ckpt["optimizers"][name])
+        # checkpoints written before schedules existed: constant lr, nothing to restore
+        for name, state in (ckpt.get("schedulers") or {}).items():
+            if name in self.schedulers:
+                self.schedulers[name].load_state_dict(state)
         self.precision.load_state_dict(ckpt.get("precision", {}))
         self.step = int(ckpt["step"])
-        restore_rng_state(ckpt["rng"], {"data": self.data_generator})
+        rng = dict(ckpt["rng"])
+        if "cuda" in rng and (not torch.cuda.is_available() or len(rng["cuda"]) != torch.cuda.device_count()):
+            rng.pop("cuda")  # saved on another number of GPUs; training draws from its own generators
+        saved = rng.get("generators", {})
+        restore_rng_state(rng, {k: g for k, g in self._generators().items() if k in saved})
+        if "noise" not in saved:  # a checkpoint from before the per-step generator: a fresh stream
+            self.noise_generator.manual_seed(self.config.seed + 3 + self.step)
 
     def save_checkpoint(self) -> None:
-        save_rotating(self._state(), self.checkpoint_path)
+        if self.shard.is_main:
+            save_rotating(self._state(), self.checkpoint_path)
+        self._checkpoint_step = self.step
 
     def _check_resume_config(self, saved: dict[str, Any]) -> None:
         current = self.config.to_dict()
+        defaults = Config().to_dict()["train"]
         diffs = []
         for section in ("seed", "data", "model", "objective", "train"):
             a, b = saved.get(section), current.get(section)
             if section == "train":
-                a = {k: v for k, v in (a or {}).items() if k not in RESUMABLE_KEYS}
+                # keys added after the checkpoint was written take their default
+                a = {**defaults, **(a or {})}
+                a = {k: v for k, v in a.items() if k not in RESUMABLE_KEYS}
                 b = {k: v for k, v in (b or {}).items() if k not in RESUMABLE_KEYS}
             if a != b:
                 if isinstance(a, dict) and isinstance(b, dict):
@@ -199,6 +365,15 @@ class Trainer:
                 f"Cannot resume '{self.out_dir}': the config differs from the checkpoint's in "
                 f"{'; '.join(diffs)}. Only train.{{{', '.join(RESUMABLE_KEYS)}}} may change on resume; "
                 f"resume without --config to use the run's own config.yaml."
+            )
+        saved_steps = (saved.get("train") or {}).get("steps")
+        schedule = self.config.train.lr_schedule
+        if schedule != "constant" and saved_steps is not None and saved_steps != self.config.train.steps:
+            raise ConfigError(
+                f"Cannot resume '{self.out_dir}' with train.steps={self.config.train.steps}: the run's "
+                f"train.lr_schedule={schedule} decays the learning rate to 0 at its train.steps="
+                f"{saved_steps}, so a different step count would change the schedule mid-run. Resume with "
+                f"train.steps={saved_steps}, or start a new run."
             )
 
     # ------------------------------------------------------------------ logging
@@ -219,56 +394,101 @@ class Trainer:
         with self.log_path.open("a") as f:
             f.write(json.dumps(record) + "\n")
 
-    # ------------------------------------------------------------------ evaluation
+    # ------------------------------------------------------------------ evaluation and pictures
     def _evaluate(self) -> dict[str, Any]:
         from .metrics import evaluate_metrics
 
-        rng_state = capture_rng_state({"data": self.data_generator})
+        rng_state = capture_rng_state(self._generators())
         self.model.eval()
         try:
             return evaluate_metrics(self.dataset, self.model, self.config.train.eval_metrics, seed=self.config.seed)
         finally:
             self.model.train()
-            restore_rng_state(rng_state, {"data": self.data_generator})
+            restore_rng_state(rng_state, self._generators())
 
-    def _write_traversals(self) -> None:
-        from .visualize import save_traversals
+    def _picture_generator(self) -> torch.Generator:
+        """The same images at every TensorBoard image step (never the training streams)."""
+        device = getattr(self.dataset, "device", self.device)
+        return torch.Generator(device=device).manual_seed(self.config.seed + 2)
 
-        g = torch.Generator(device=self.device)
-        g.manual_seed(self.config.seed + 2)
-        self.model.eval()
-        rng_state = torch.get_rng_state()
-        with torch.no_grad():
-            x = self.dataset.sample_batch(256, g)
-            mu, logvar = self.model.encode(x)
-            kl = kl_normal_per_dim(mu, logvar).cpu().numpy()
-            save_traversals(self.model, x[:1], kl, self.out_dir / "traversals.png")
-        torch.set_rng_state(rng_state)
-        self.model.train()
+    def _write_pictures(self) -> None:
+        from .visualize import write_training_pictures
+
+        write_training_pictures(self.model, self.dataset, self.out_dir, seed=self.config.seed)
+
+    def _on_main(self, fn: Any) -> Any:
+        """``fn()`` on rank 0, its result (or its exception) on every rank."""
+        result, error = None, None
+        if self.shard.is_main:
+            try:
+                result = fn()
+            except Exception as err:  # raised on every rank below, so none waits forever
+                error = err
+        result, error = distributed.broadcast_object((result, error))
+        if error is not None:
+            raise error
+        return result
 
     # ------------------------------------------------------------------ loop
+    def train_step(self) -> dict[str, torch.Tensor]:
+        """One optimisation step on this process's shard of a freshly drawn global batch; returns
+        the objective's (per-rank) terms."""
+        cfg = self.config.train
+        with distributed.random_source(self.noise_generator):
+            batch = self.objective.sample_batch(self.dataset, cfg.batch_size, self.data_generator)
+            batch = _to_device(distributed.shard_batch(batch), self.device)
+            terms = self.objective.train_step(
+                self.model, batch, step=self.step, optimizers=self.optimizers, precision=self.precision
+            )
+        self.precision.update()
+        for scheduler in self.schedulers.values():
+            scheduler.step()
+        return terms
+
     def fit(self, resume: bool = False) -> TrainResult:
         """Train up to ``train.steps``; with ``resume`` continue from ``out_dir/checkpoint.pt``."""
+        distributed.check_batch_size(self.config.train.batch_size, max(distributed.launched_world_size(), 1))
+        self.device = resolve_device(self.config.train.device)
+        self.shard, self.device = distributed.setup(self.device)
+        try:
+            return self._fit(resume)
+        finally:
+            distributed.teardown()
+
+    def _fit(self, resume: bool) -> TrainResult:
         cfg = self.config.train
-        if has_checkpoint(self.out_dir) and not resume:
+        main = self.shard.is_main
+        exists = self._on_main(lambda: has_checkpoint(self.out_dir))
+        if exists and not resume:
             raise RunExistsError(
                 f"'{self.out_dir}' already holds a run (checkpoint.pt). Nothing was overwritten. "
                 f"Resume it with --resume, or choose another folder with train.out_dir=PATH."
             )
         ckpt = None
         if resume:
-            if not has_checkpoint(self.out_dir):
+            if not exists:
                 raise RunExistsError(
                     f"Cannot resume: no checkpoint at '{self.checkpoint_path}'. Start a new run without --resume."
                 )
-            ckpt, _ = load_latest(self.out_dir)
+            ckpt = self._on_main(lambda: load_latest(self.out_dir)[0])
             self._check_resume_config(ckpt["config"])
         self._build()
         if ckpt is not None:
             self._restore(ckpt)
-            self._truncate_log(self.step)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.config.save(self.out_dir / "config.yaml")
+            self._checkpoint_step = self.step
+        distributed.broadcast_module(self.model)
+        distributed.broadcast_module(self.objective)
+        compile_networks(self.model, self.objective, cfg.compile)
+        tensorboard = None
+        if main:
+            if ckpt is not None:
+                self._truncate_log(self.step)
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self.config.save(self.out_dir / "config.yaml")
+            if cfg.tensorboard:
+                from .visualize import TensorBoardLogger
+
+                tensorboard = TensorBoardLogger(self.out_dir)
 
         model, objective = self.model, self.objective
         model.train()
@@ -277,12 +497,17 @@ class Trainer:
         last_good_step = self.step
         last_terms: dict[str, Any] = {}
         start_step, start_time = self.step, time.perf_counter()
-        bar = tqdm(total=cfg.steps, initial=self.step, disable=not cfg.progress, dynamic_ncols=True, desc="train")
+        bar = tqdm(
+            total=cfg.steps, initial=self.step, disable=not (cfg.progress and main), dynamic_ncols=True, desc="train"
+        )
 
         def check_finite() -> None:
             nonlocal last_good_step
-            if bool(nonfinite):
-                kept = f"the last good checkpoint (step {last_good_step})" if self.checkpoint_path.exists() else "no checkpoint"
+            if distributed.any_over_ranks(nonfinite):  # every rank stops, with the same message
+                kept = (
+                    f"the last good checkpoint (step {self._checkpoint_step})"
+                    if self._checkpoint_step is not None else "no checkpoint"
+                )
                 raise NonFiniteLossError(
                     f"The loss became NaN or infinite between steps {last_good_step} and {self.step}; "
                     f"training stopped and {kept} is kept in '{self.out_dir}'. Lower train.lr, use "
@@ -294,33 +519,51 @@ class Trainer:
         try:
             interrupt.install()
             while self.step < cfg.steps:
-                x = objective.sample_batch(self.dataset, cfg.batch_size, self.data_generator)
-                terms = objective.train_step(
-                    model, x, step=self.step, optimizers=self.optimizers, precision=self.precision
-                )
-                self.precision.update()
+                terms = self.train_step()
                 nonfinite |= ~torch.isfinite(terms["loss"].detach())
                 self.step += 1
                 bar.update(1)
                 at_end = self.step == cfg.steps
-                if self.step % cfg.log_every == 0 or at_end:
+                at_log = self.step % cfg.log_every == 0 or at_end
+                at_checkpoint = self.step % cfg.checkpoint_every == 0 or at_end
+                if at_log:
                     check_finite()
-                    last_terms = {k: _to_loggable(v) for k, v in terms.items()}
-                    elapsed = time.perf_counter() - start_time
-                    self._log({"step": self.step, **last_terms, "steps_per_s": (self.step - start_step) / max(elapsed, 1e-9)})
-                    bar.set_postfix({k: f"{v:.4g}" for k, v in last_terms.items() if isinstance(v, float)}, refresh=False)
-                if cfg.eval_every and cfg.eval_metrics and (self.step % cfg.eval_every == 0 or at_end):
-                    self._log({"step": self.step, "metrics": self._evaluate()})
-                if self.step % cfg.checkpoint_every == 0 or at_end or interrupt.requested:
+                    # global-batch values: a rank's term is a mean over its rows or a whole-batch quantity
+                    tensors = distributed.mean_over_ranks({k: v for k, v in terms.items() if isinstance(v, torch.Tensor)})
+                    last_terms = {k: _to_loggable(tensors.get(k, v)) for k, v in terms.items()}
+                    if main:
+                        elapsed = time.perf_counter() - start_time
+                        self._log({"step": self.step, **last_terms, "steps_per_s": (self.step - start_step) / max(elapsed, 1e-9)})
+                        bar.set_postfix({k: f"{v:.4g}" for k, v in last_terms.items() if isinstance(v, float)}, refresh=False)
+                        if tensorboard is not None:
+                            tensorboard.log_terms(self.step, last_terms)
+                if main and cfg.eval_every and cfg.eval_metrics and (self.step % cfg.eval_every == 0 or at_end):
+                    scores = self._evaluate()
+                    self._log({"step": self.step, "metrics": scores})
+                    if tensorboard is not None:
+                        tensorboard.log_metrics(self.step, scores)
+                if tensorboard is not None and cfg.image_every and self.step % cfg.image_every == 0:
+                    tensorboard.log_images(self.step, model, self.dataset, self._picture_generator())
+                if distributed.is_distributed():
+                    # ranks agree where they already meet, so a signal seen by one rank stops all
+                    stop = (at_log or at_checkpoint) and distributed.any_over_ranks(
+                        torch.tensor(interrupt.requested, device=self.device)
+                    )
+                else:
+                    stop = interrupt.requested
+                if at_checkpoint or stop:
                     check_finite()
                     self.save_checkpoint()
-                if interrupt.requested:
+                if stop:
                     raise KeyboardInterrupt
         finally:
             interrupt.uninstall()
             bar.close()
-        if cfg.traversals and self.step > 0:
-            self._write_traversals()
+            if tensorboard is not None:
+                tensorboard.close()
+        if main and cfg.traversals and self.step > 0:
+            self._write_pictures()
+        distributed.barrier()  # the run folder is complete when any rank returns
         return TrainResult(self.out_dir, self.step, last_terms)
 
 

@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from conftest import tiny_overrides
 from torch import nn
 
+from disentangle.config import TrainConfig
+from disentangle.trainer import build_optimizers
 from disentangle.config import load_config
 from disentangle.model import VAE
 from disentangle.objectives import OBJECTIVES
@@ -32,7 +34,7 @@ def _setup(seed=0, **params):
     params.setdefault("discriminator_hidden", 32)
     obj = OBJECTIVES.build("aae", **params)
     obj.setup(model=model, dataset_size=1000)
-    opts = obj.configure_optimizers(model, lr=1e-3, betas=(0.9, 0.999))
+    opts = build_optimizers(model, obj, TrainConfig(lr=1e-3))
     x = (torch.rand(16, 1, 8, 8, generator=torch.Generator().manual_seed(seed)) > 0.5).float()
     return model, obj, opts, x
 

@@ -11,6 +11,8 @@ import pytest
 import torch
 from conftest import tiny_overrides
 
+from disentangle.config import TrainConfig
+from disentangle.trainer import build_optimizers
 from disentangle.config import load_config
 from disentangle.model import VAE
 from disentangle.objectives import OBJECTIVES
@@ -75,7 +77,7 @@ def test_bf16_autocast_step_is_finite(name):
     model = VAE.from_backbone("mlp", image_shape=(1, 8, 8), latent_dim=4, hidden_sizes=[16])
     obj = OBJECTIVES.build(name, **SMALL.get(name, {}))
     obj.setup(model=model, dataset_size=1000)
-    opts = obj.configure_optimizers(model, lr=1e-3, betas=(0.9, 0.999))
+    opts = build_optimizers(model, obj, TrainConfig(lr=1e-3))
     prec = Precision("bf16", "cpu")
     x = (torch.rand(16, 1, 8, 8) > 0.5).float()
     for step in range(2):

@@ -11,6 +11,8 @@ import torch.nn.functional as F
 from conftest import tiny_overrides
 from torch import nn
 
+from disentangle.config import TrainConfig
+from disentangle.trainer import build_optimizers
 from disentangle.config import load_config
 from disentangle.model import VAE
 from disentangle.objectives import OBJECTIVES
@@ -34,7 +36,7 @@ def _setup(seed=0, latent_dim=4, **params):
     params.setdefault("discriminator_hidden", 32)
     obj = OBJECTIVES.build("factor_vae", **params)
     obj.setup(model=model, dataset_size=1000)
-    opts = obj.configure_optimizers(model, lr=1e-3, betas=(0.9, 0.999))
+    opts = build_optimizers(model, obj, TrainConfig(lr=1e-3))
     x = (torch.rand(16, 1, 8, 8, generator=torch.Generator().manual_seed(seed)) > 0.5).float()
     return model, obj, opts, x
 
@@ -48,7 +50,7 @@ def test_defaults_and_discriminator_architecture():
     acts = [m for m in obj.discriminator.modules() if isinstance(m, nn.LeakyReLU)]
     assert [(l.in_features, l.out_features) for l in linears] == [(10, 1000)] + [(1000, 1000)] * 5 + [(1000, 2)]
     assert len(acts) == 6 and all(a.negative_slope == 0.2 for a in acts)
-    opts = obj.configure_optimizers(model, lr=1e-4, betas=(0.9, 0.999))
+    opts = build_optimizers(model, obj, TrainConfig(lr=1e-4))
     assert set(opts) == {"model", "discriminator"}
     d = opts["discriminator"]
     assert isinstance(d, torch.optim.Adam)
@@ -69,7 +71,7 @@ def test_parameter_validation():
     with pytest.raises(ValueError, match="reconstruction"):
         FactorVAE(reconstruction="poisson")
     with pytest.raises(RuntimeError, match="setup"):
-        FactorVAE().configure_optimizers(nn.Linear(1, 1), lr=1e-4, betas=(0.9, 0.999))
+        build_optimizers(nn.Linear(1, 1), FactorVAE(), TrainConfig(lr=1e-4))
 
 
 def test_vae_loss_value_and_tc_is_the_mean_logit_difference():
@@ -161,7 +163,7 @@ def test_discriminator_learns_the_tc_of_correlated_codes():
     obj = FactorVAE(discriminator_hidden=64, discriminator_layers=2, discriminator_lr=1e-3)
     model = VAE.from_backbone("mlp", image_shape=(1, 2, 2), latent_dim=2, hidden_sizes=[4])
     obj.setup(model=model, dataset_size=100)
-    opt = obj.configure_optimizers(model, lr=1e-4, betas=(0.9, 0.999))["discriminator"]
+    opt = build_optimizers(model, obj, TrainConfig(lr=1e-4))["discriminator"]
     rho = 0.9
     mix = torch.linalg.cholesky(torch.tensor([[1.0, rho], [rho, 1.0]]))
     prec = Precision("fp32", "cpu")

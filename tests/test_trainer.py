@@ -53,11 +53,14 @@ def test_outputs_and_checkpoint_contents(tmp_path):
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=6, **{"train.traversals": "true", "data.size": 64, "model.latent_dim": 3})))
     # steps=6 with checkpoint_every=4: checkpoints at 4 and 6, so the previous one is kept too
-    assert {p.name for p in run.iterdir()} == {"config.yaml", "checkpoint.pt", "checkpoint.prev.pt", "log.jsonl", "traversals.png"}
+    assert {p.name for p in run.iterdir()} == {
+        "config.yaml", "checkpoint.pt", "checkpoint.prev.pt", "log.jsonl", "traversals.png", "reconstructions.png"
+    }
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
     assert ckpt["step"] == 6
-    assert set(ckpt) >= {"model", "objective", "optimizers", "rng", "config", "step", "precision"}
+    assert set(ckpt) >= {"model", "objective", "optimizers", "schedulers", "rng", "config", "step", "precision"}
     assert set(ckpt["rng"]) >= {"python", "numpy", "torch", "generators"}
+    assert set(ckpt["rng"]["generators"]) == {"data", "noise"}
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["objective"] == {"name": "beta_vae", "beta": 1.0, "reconstruction": "bernoulli"}
     assert saved["train"]["steps"] == 6

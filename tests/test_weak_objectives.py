@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from conftest import tiny_overrides
 
+from disentangle.config import TrainConfig
+from disentangle.trainer import build_optimizers
 from disentangle import ConfigError
 from disentangle.config import load_config
 from disentangle.data import DATASETS
@@ -163,7 +165,7 @@ def test_forward_refuses_image_batches_with_a_clear_message():
 @pytest.mark.parametrize("name", WEAK)
 def test_bf16_train_step_is_finite_and_logs_float32(name):
     dataset, model, objective = _setup(name)
-    optimizers = objective.configure_optimizers(model, lr=1e-3, betas=(0.9, 0.999))
+    optimizers = build_optimizers(model, objective, TrainConfig(lr=1e-3))
     precision = Precision("bf16", torch.device("cpu"))
     g = torch.Generator().manual_seed(6)
     for step in range(2):

@@ -6,7 +6,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from .. import checks
+from .. import checks, distributed
 from ..precision import Precision
 from . import OBJECTIVES
 from .base import Objective
@@ -76,11 +76,11 @@ class AAE(LatentDiscriminatorMixin, Objective):
         # Makhzani et al.: one logit, ReLU
         self._setup_discriminator(model, out_features=1, activation="relu")
 
-    def configure_optimizers(self, model, *, lr: float, betas: tuple[float, float], eps: float = 1e-8):
+    def extra_optimizers(self, model, make_optimizer) -> dict[str, torch.optim.Optimizer]:
+        """D's optimizer and the generator phase's, on the encoder with the model's settings."""
         return {
-            "model": torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps),
-            "discriminator": self._discriminator_optimizer(eps),
-            "generator": torch.optim.Adam(model.encoder.parameters(), lr=lr, betas=betas, eps=eps),
+            "discriminator": self._discriminator_optimizer(make_optimizer),
+            "generator": make_optimizer(model.encoder.parameters()),
         }
 
     # ------------------------------------------------------------------ pieces
@@ -97,7 +97,7 @@ class AAE(LatentDiscriminatorMixin, Objective):
         """D's loss on prior samples (label 1) and ``z.detach()`` (label 0); never reaches the encoder."""
         disc = self._require_discriminator()
         z = z.detach()
-        prior = torch.randn(z.shape, device=z.device, dtype=z.dtype)
+        prior = distributed.normal(z.shape, device=z.device, dtype=z.dtype)  # per sample, like z
         logits = disc(torch.cat([prior, z])).float().squeeze(1)
         b = z.shape[0]
         labels = torch.cat([torch.ones(b), torch.zeros(b)]).to(logits.device)
@@ -148,12 +148,6 @@ class AAE(LatentDiscriminatorMixin, Objective):
         with precision.autocast():
             terms = self.reconstruction_terms(model, x)
         precision.minimize(terms["recon"], optimizer)
-        return {k: v.detach() for k, v in terms.items()}
-
-    def discriminator_step(self, z, optimizer, precision: Precision) -> dict[str, torch.Tensor]:
-        with precision.autocast():
-            terms = self.discriminator_terms(z.detach())
-        precision.minimize(terms["discriminator_loss"], optimizer)
         return {k: v.detach() for k, v in terms.items()}
 
     def generator_step(self, z, optimizer, precision: Precision) -> dict[str, torch.Tensor]:

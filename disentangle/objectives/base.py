@@ -5,16 +5,26 @@ discriminator, the AAE critic) are saved and restored with its ``state_dict``. T
 
 1. builds it from the config (``OBJECTIVES.build(name, **params)``),
 2. calls :meth:`Objective.setup` once with the dataset size N and the model,
-3. asks :meth:`Objective.configure_optimizers` for *all* optimizers of the run (by name),
+3. builds the model's optimizer itself (``"model"``: ``train.optimizer``, ``train.lr``, …) and asks
+   :meth:`Objective.extra_optimizers` for the objective's own ones (discriminators, the AAE's
+   generator step), giving it the run's optimizer factory,
 4. once per step, draws the batch with :meth:`Objective.sample_batch` (a batch of images by
    default; pair objectives draw pairs) and calls :meth:`Objective.train_step` with it, logging the
    returned terms.
 
 Single-loss objectives only implement :meth:`Objective.forward`. Objectives with their own
-networks override :meth:`configure_optimizers` and :meth:`train_step` (see FactorVAE).
+networks override :meth:`extra_optimizers` and :meth:`train_step` (see FactorVAE).
+
+Multi-process runs (:mod:`disentangle.distributed`): ``train_step`` receives this process's rows
+of the global batch. Every term must be a mean over these rows or a quantity of the whole batch
+computed on tensors gathered with :func:`disentangle.distributed.gather`, and random draws go
+through :func:`~disentangle.objectives.losses.reparameterize`,
+:func:`disentangle.distributed.normal` or :func:`disentangle.distributed.global_generator`; then
+the run trains the single-process objective.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -24,6 +34,10 @@ from ..precision import Precision
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model import VAE
+
+
+#: ``make_optimizer(params, *, lr=None, betas=None, eps=None, weight_decay=None) -> Optimizer``
+OptimizerFactory = Callable[..., torch.optim.Optimizer]
 
 
 class Objective(nn.Module):
@@ -63,11 +77,14 @@ class Objective(nn.Module):
         """
         return dataset.sample_batch(batch_size, generator)
 
-    def configure_optimizers(
-        self, model: "VAE", *, lr: float, betas: tuple[float, float], eps: float = 1e-8
-    ) -> dict[str, torch.optim.Optimizer]:
-        """All optimizers of the run by name; ``"model"`` updates the VAE's parameters."""
-        return {"model": torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps)}
+    def extra_optimizers(self, model: "VAE", make_optimizer: "OptimizerFactory") -> dict[str, torch.optim.Optimizer]:
+        """The objective's own optimizers by name (none by default); the trainer owns ``"model"``.
+
+        ``make_optimizer(params, lr=None, betas=None, eps=None, weight_decay=None)`` builds the
+        run's optimizer (``train.optimizer``, Adam by default, fused on CUDA) with the ``train``
+        values for whatever is not given. The learning-rate schedule applies to every optimizer.
+        """
+        return {}
 
     def train_step(
         self,

@@ -5,7 +5,7 @@ from typing import Literal
 
 import torch
 
-from .. import checks
+from .. import checks, distributed
 from . import OBJECTIVES
 from .base import Objective
 from .estimators import TC_METHODS, decompose_kl
@@ -29,7 +29,8 @@ class BetaTCVAE(Objective):
     :func:`~disentangle.objectives.estimators.log_importance_weights`; both need the dataset size
     N, which the trainer passes to :meth:`setup` from the dataset (737,280 for dSprites) — never
     the batch size. With ``alpha = gamma = 1`` the loss is ``recon + KL_sampled + (β − 1)·TC``, the
-    usual β-TCVAE.
+    usual β-TCVAE. In a multi-process run the estimates use the codes and posteriors of the whole
+    batch (gathered from every process, with gradients), so M is the global batch size.
 
     Parameters
     ----------
@@ -72,7 +73,9 @@ class BetaTCVAE(Objective):
             )
         out = model(x)
         recon = reconstruction_loss(out.logits, x, self.reconstruction)
-        parts = decompose_kl(out.z, out.mu, out.logvar, self.dataset_size, self.estimator)
+        # q(z) is estimated over the whole batch: every process's codes and posteriors
+        z, mu, logvar = (distributed.gather(t) for t in (out.z, out.mu, out.logvar))
+        parts = decompose_kl(z, mu, logvar, self.dataset_size, self.estimator)
         kl_per_dim = kl_normal_per_dim(out.mu, out.logvar)
         kl = kl_per_dim.sum()
         loss = (

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import checks
+from .. import checks, distributed
 from . import OBJECTIVES
 from .base import Objective
 from .estimators import dip_covariance
@@ -24,7 +24,9 @@ def _dip_terms(obj, model, x: torch.Tensor, kind: str) -> dict[str, torch.Tensor
     recon = reconstruction_loss(out.logits, x, obj.reconstruction)
     kl_per_dim = kl_normal_per_dim(out.mu, out.logvar)
     kl = kl_per_dim.sum()
-    reg = dip_regularizer(dip_covariance(out.mu, out.logvar, kind), obj.lambda_od, obj.lambda_d)
+    # the covariance of the whole batch (every process's posteriors, with gradients)
+    cov = dip_covariance(distributed.gather(out.mu), distributed.gather(out.logvar), kind)
+    reg = dip_regularizer(cov, obj.lambda_od, obj.lambda_d)
     return {
         "loss": recon + kl + reg["dip_regularizer"],
         "recon": recon,

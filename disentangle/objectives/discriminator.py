@@ -3,8 +3,8 @@
 * :class:`MLPDiscriminator` — a fully connected classifier on latent codes.
 * :func:`frozen` — a context in which a module's parameters do not require gradients, so a loss
   computed through it sends gradients only to its *inputs* (the encoder), never to it.
-* :class:`LatentDiscriminatorMixin` — the discriminator's settings, construction at ``setup`` and
-  its own Adam optimizer, shared by the objectives that train one.
+* :class:`LatentDiscriminatorMixin` — the discriminator's settings, construction at ``setup``, its
+  own optimizer and its update step, shared by the objectives that train one.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from .. import checks
+from ..precision import Precision
 
 ACTIVATIONS = ("leaky_relu", "relu")
 
@@ -74,13 +75,14 @@ def frozen(module: nn.Module) -> Iterator[nn.Module]:
 
 
 class LatentDiscriminatorMixin:
-    """For an objective that trains a discriminator on latent codes with its own Adam optimizer.
+    """For an objective that trains a discriminator on latent codes with its own optimizer.
 
     Call :meth:`_init_discriminator` in ``__init__`` (it validates and stores ``discriminator_lr``,
-    ``discriminator_betas``, ``discriminator_hidden`` and ``discriminator_layers``),
+    ``discriminator_betas``, ``discriminator_hidden`` and ``discriminator_layers``) and
     :meth:`_setup_discriminator` in ``setup`` (it builds D for the model's latent size on the
-    model's device, keeping an existing D of the right size, e.g. one restored from a checkpoint)
-    and :meth:`_discriminator_optimizer` in ``configure_optimizers``.
+    model's device, keeping an existing D of the right size, e.g. one restored from a checkpoint).
+    :meth:`extra_optimizers` declares D's optimizer as ``"discriminator"`` and
+    :meth:`discriminator_step` updates D with the objective's ``discriminator_terms(z)``.
     """
 
     discriminator: MLPDiscriminator | None
@@ -110,8 +112,25 @@ class LatentDiscriminatorMixin:
             )
         return self.discriminator
 
-    def _discriminator_optimizer(self, eps: float = 1e-8) -> torch.optim.Adam:
-        return torch.optim.Adam(
+    def _discriminator_optimizer(self, make_optimizer) -> torch.optim.Optimizer:
+        """D's optimizer from the run's factory, with D's own learning rate and betas and no weight decay."""
+        return make_optimizer(
             self._require_discriminator().parameters(),
-            lr=self.discriminator_lr, betas=self.discriminator_betas, eps=eps,
+            lr=self.discriminator_lr, betas=self.discriminator_betas, weight_decay=0.0,
         )
+
+    def extra_optimizers(self, model: nn.Module, make_optimizer) -> dict[str, torch.optim.Optimizer]:
+        return {"discriminator": self._discriminator_optimizer(make_optimizer)}
+
+    def discriminator_step(
+        self, z: torch.Tensor, optimizer: torch.optim.Optimizer, precision: Precision
+    ) -> dict[str, torch.Tensor]:
+        """One update of D on detached codes ``z``; returns its (detached) terms.
+
+        ``discriminator_terms(z)`` (the objective's) gives ``discriminator_loss``, a mean over this
+        process's rows; the gradients are averaged over processes by ``precision`` before the step.
+        """
+        with precision.autocast():
+            terms = self.discriminator_terms(z.detach())
+        precision.minimize(terms["discriminator_loss"], optimizer)
+        return {k: v.detach() for k, v in terms.items()}

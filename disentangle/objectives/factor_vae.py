@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .. import checks, distributed
 from ..precision import Precision
-from .. import checks
 from . import OBJECTIVES
 from .base import Objective
 from .discriminator import LatentDiscriminatorMixin, frozen
@@ -30,7 +30,7 @@ class FactorVAE(LatentDiscriminatorMixin, Objective):
        on ``z.detach()`` (class 0) and ``permute_dims(z.detach())`` (class 1), the codes of the
        same batch with each dimension permuted independently across it (as in disentanglement_lib;
        Kim & Mnih permute a second batch). Only detached codes enter, so it sends no gradient into
-       the encoder.
+       the encoder. In a multi-process run the permutation is over the whole (gathered) batch.
 
     The KL weight is 1 (the paper has no β). The discriminator is a submodule, built in
     :meth:`setup` once the latent size is known; it is saved with ``objective.state_dict()`` and its
@@ -72,12 +72,6 @@ class FactorVAE(LatentDiscriminatorMixin, Objective):
         # Kim & Mnih: two logits, LeakyReLU 0.2
         self._setup_discriminator(model, out_features=2, activation="leaky_relu", negative_slope=0.2)
 
-    def configure_optimizers(self, model, *, lr: float, betas: tuple[float, float], eps: float = 1e-8):
-        return {
-            "model": torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps),
-            "discriminator": self._discriminator_optimizer(eps),
-        }
-
     # ------------------------------------------------------------------ losses
     def vae_terms(self, model, x: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The VAE step's terms and the sampled codes ``z`` (with their graph)."""
@@ -103,10 +97,13 @@ class FactorVAE(LatentDiscriminatorMixin, Objective):
         """D's loss and accuracy on codes ``z`` (class 0) and their permutation (class 1).
 
         ``z`` is detached here, whatever the caller passes: this loss never reaches the encoder.
+        The permutation is drawn from ``generator``, else the trainer's step generator, over the
+        codes of the whole batch (gathered from every process); this process keeps its rows.
         """
         disc = self._require_discriminator()
         z = z.detach()
-        z_perm = permute_dims(z, generator)
+        generator = generator if generator is not None else distributed.global_generator()
+        z_perm = distributed.shard_batch(permute_dims(distributed.gather_detached(z), generator))
         logits = disc(torch.cat([z, z_perm])).float()
         b = z.shape[0]
         labels = torch.cat([torch.zeros(b, dtype=torch.long), torch.ones(b, dtype=torch.long)]).to(logits.device)
@@ -136,12 +133,3 @@ class FactorVAE(LatentDiscriminatorMixin, Objective):
         precision.minimize(terms["loss"], optimizers["model"])
         terms.update(self.discriminator_step(z.detach(), optimizers["discriminator"], precision))
         return {k: v.detach() for k, v in terms.items()}
-
-    def discriminator_step(
-        self, z: torch.Tensor, optimizer: torch.optim.Optimizer, precision: Precision
-    ) -> dict[str, torch.Tensor]:
-        """One update of D on detached codes; returns its (detached) terms."""
-        with precision.autocast():
-            d_terms = self.discriminator_terms(z.detach())
-        precision.minimize(d_terms["discriminator_loss"], optimizer)
-        return {k: v.detach() for k, v in d_terms.items()}

@@ -5,7 +5,7 @@ from typing import Literal
 
 import torch
 
-from .. import checks
+from .. import checks, distributed
 from . import OBJECTIVES
 from .base import Objective
 from .estimators import KERNELS, mmd
@@ -19,7 +19,8 @@ class InfoVAE(Objective):
     Zhao, Song & Ermon, "InfoVAE: Balancing Learning and Inference in Variational Autoencoders",
     AAAI 2019, eq. 6 with the MMD divergence. ``KL`` is the analytic per-point KL(q(z|x) ‖ p(z))
     (batch mean), ``MMD²`` the unbiased estimate (:func:`~disentangle.objectives.estimators.mmd`)
-    between the batch's codes ``z ~ q(z|x)`` and as many fresh samples of ``p(z) = N(0, I)``.
+    between the batch's codes ``z ~ q(z|x)`` and as many fresh samples of ``p(z) = N(0, I)`` (the
+    whole batch's codes in a multi-process run).
     ``alpha = 1`` gives the MMD-VAE (no KL term); ``alpha = 0, lambda_ = 1`` the plain VAE.
 
     Parameters
@@ -76,8 +77,8 @@ class InfoVAE(Objective):
         recon = reconstruction_loss(out.logits, x, self.reconstruction)
         kl_per_dim = kl_normal_per_dim(out.mu, out.logvar)
         kl = kl_per_dim.sum()
-        z = out.z.float()
-        prior = torch.randn(z.shape, device=z.device, dtype=z.dtype)
+        z = distributed.gather(out.z.float())  # the codes of the whole batch, with gradients
+        prior = distributed.global_normal(z.shape, device=z.device, dtype=z.dtype)
         params = {} if self.kernel_scale is None else {"scale": self.kernel_scale}
         divergence = mmd(z, prior, self.kernel, **params)
         return {

@@ -115,7 +115,7 @@ class PairVAE(Objective):
         agg_mu, agg_logvar = aggregate_pair(mu1, logvar1, mu2, logvar2, self.aggregation)
         new_mu = torch.cat([torch.where(mask, agg_mu, mu1), torch.where(mask, agg_mu, mu2)])
         new_logvar = torch.cat([torch.where(mask, agg_logvar, logvar1), torch.where(mask, agg_logvar, logvar2)])
-        z = reparameterize(new_mu, new_logvar)
+        z = reparameterize(new_mu, new_logvar, groups=2)  # rows: the x1 block, then the x2 block
         logits = model.decode(z)
         # both are means over the 2B images, i.e. the average over the pair of each element's mean
         recon = reconstruction_loss(logits, images, self.reconstruction)

@@ -387,3 +387,34 @@ def test_dlib_json_errors(tmp_path):
     write_dlib_json(tmp_path / "results.json", _dlib_rows())
     with pytest.raises(ConfigError, match="mean_representation, sampled_representation"):
         read_table(tmp_path / "results.json", postprocess="median_representation")
+
+
+def test_label_columns_do_not_split_settings(tmp_path):
+    """Non-config columns such as the sweep's dlib_model_number (one per run) are labels, not settings."""
+    rows = write_results(tmp_path / "results.csv", seeds=3)
+    for number, r in enumerate(rows):
+        r["dlib_model_number"] = number
+    with open(tmp_path / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, [*COLUMNS[:7], "dlib_model_number", *COLUMNS[7:]], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    design = infer_design(read_table(tmp_path / "results.csv"))
+    assert len(set(zip(design.methods, design.configuration))) == 3 * 4
+
+
+def test_two_keys_varying_within_a_method_form_categorical_settings(tmp_path):
+    rows = write_results(tmp_path / "results.csv", seeds=3)
+    for r in rows:
+        r["train.steps"] = 1000 if r["seed"] % 2 == 0 and r["objective.name"] == "beta_vae" else 2000
+    with open(tmp_path / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, [*COLUMNS, "train.steps"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    result = analyze(tmp_path / "results.csv", tmp_path / "report", progress=False)
+    d = result.design
+    labels = {c for m, c in zip(d.methods, d.configuration) if m == "beta_vae"}
+    assert labels == {f"beta={b}, train.steps={s}" for b in (1, 2, 4, 8) for s in (1000, 2000)}
+    assert np.isnan(d.strength[[m == "beta_vae" for m in d.methods]]).all()  # no single numeric strength
+    assert any("also varying within beta_vae" in line and "train.steps" in line for line in d.inferred)
+    if "score_vs_strength.png" in result.files:
+        assert result.files["score_vs_strength.png"].stat().st_size > 10_000

@@ -150,38 +150,62 @@ def scores_by_method_figure(
     scores: dict[str, np.ndarray], groups: list[tuple[str, str]], group_of_run: Sequence[tuple[str, str]],
     path: str | Path, *, several_datasets: bool,
 ) -> None:
-    """One panel per score: the distribution over all runs of each method (violin, quartiles, points)."""
+    """One panel per score: the distribution over all runs of each method (violin, quartiles, points).
+
+    With several datasets the methods of each dataset stand side by side, one colour per method.
+    """
     names = list(scores)
     rows, cols = _grid(len(names))
-    fig = _new_figure(min(4.0 * cols, 18), 3.2 * rows + 0.6)
+    fig = _new_figure(min(4.0 * cols, 18), 3.2 * rows + (0.9 if several_datasets else 0.6))
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     group_index = np.array([groups.index(g) for g in group_of_run])
+    method_names = list(dict.fromkeys(m for _, m in groups))
+    method_color = dict(zip(method_names, _palette(len(method_names))))
+    datasets = list(dict.fromkeys(d for d, _ in groups))
+    positions, x = [], 0.0
+    for g, (d, _) in enumerate(groups):
+        if g and d != groups[g - 1][0]:
+            x += 1.0  # a gap between datasets
+        positions.append(x)
+        x += 1.0
+    positions_arr = np.array(positions)
     rng = np.random.default_rng(0)  # jitter only
-    labels = [f"{d}\n{pretty_method(m)}" if several_datasets else pretty_method(m) for d, m in groups]
-    colors = _palette(len(groups))
     for ax, score in zip(axes, names):
         values = scores[score]
         data = [values[(group_index == g) & np.isfinite(values)] for g in range(len(groups))]
-        positions = [g for g, d in enumerate(data) if len(d) >= 2 and np.ptp(d) > 0]
-        if positions:
-            parts = ax.violinplot([data[g] for g in positions], positions=positions, widths=0.8, showextrema=False)
-            for body, g in zip(parts["bodies"], positions):
-                body.set_facecolor(colors[g])
+        drawable = [g for g, d in enumerate(data) if len(d) >= 2 and np.ptp(d) > 0]
+        if drawable:
+            parts = ax.violinplot([data[g] for g in drawable], positions=positions_arr[drawable], widths=0.8,
+                                  showextrema=False)
+            for body, g in zip(parts["bodies"], drawable):
+                body.set_facecolor(method_color[groups[g][1]])
                 body.set_edgecolor("none")
                 body.set_alpha(0.35)
         for g, d in enumerate(data):
             if len(d):
-                ax.scatter(g + rng.uniform(-0.12, 0.12, len(d)), d, s=7, color=colors[g], alpha=0.8, linewidths=0, zorder=3)
+                color = method_color[groups[g][1]]
+                ax.scatter(positions[g] + rng.uniform(-0.12, 0.12, len(d)), d, s=7, color=color, alpha=0.8, linewidths=0,
+                           zorder=3)
                 q25, med, q75 = np.percentile(d, [25, 50, 75])
-                ax.plot([g, g], [q25, q75], color="black", lw=2.0, zorder=4)
-                ax.scatter([g], [med], marker="_", s=180, color="black", zorder=5)
-        ax.set_xticks(range(len(groups)), labels, rotation=30 if len(groups) > 3 else 0, ha="right" if len(groups) > 3 else "center",
-                      fontsize=8)
+                ax.plot([positions[g], positions[g]], [q25, q75], color="black", lw=2.0, zorder=4)
+                ax.scatter([positions[g]], [med], marker="_", s=180, color="black", zorder=5)
+        if several_datasets:
+            centres = [np.mean([positions[g] for g, (d, _) in enumerate(groups) if d == ds]) for ds in datasets]
+            ax.set_xticks(centres, datasets, fontsize=8)
+        else:
+            labels = [pretty_method(m) for _, m in groups]
+            tilt = len(groups) > 3
+            ax.set_xticks(positions, labels, rotation=30 if tilt else 0, ha="right" if tilt else "center", fontsize=8)
         ax.set_title(pretty(score), fontsize=9)
         ax.tick_params(axis="y", labelsize=8)
         ax.grid(axis="y", alpha=0.3)
     for ax in axes[len(names):]:
         ax.set_visible(False)
+    if several_datasets:
+        from matplotlib.patches import Patch
+
+        handles = [Patch(color=method_color[m], alpha=0.6, label=pretty_method(m)) for m in method_names]
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 8), fontsize=8, frameon=False)
     fig.suptitle("Scores by method (all strengths and seeds; black: median and interquartile range)", fontsize=11)
     _save(fig, path)
 

@@ -30,7 +30,7 @@ from ..registry import ConfigError, DisentangleError, did_you_mean
 CONFIG_SECTIONS = ("data", "model", "objective", "train")
 #: prefixes of config columns that are not our sections (disentanglement_lib's gin keys)
 FOREIGN_CONFIG_PREFIXES = ("train_config", "postprocess_config", "evaluation_config")
-META_COLUMNS = ("run_id", "status", "seed")
+META_COLUMNS = ("run_id", "status", "seed", "dlib_model_number")
 #: metrics whose scores need no ground-truth factors (compared against the supervised ones)
 UNSUPERVISED_METRICS = ("unsupervised_scores", "udr", "elbo_decomposition")
 #: the scores analysed by default, per metric; a metric not listed here contributes all its scores
@@ -429,9 +429,11 @@ def infer_design(
         notes_ds = "dataset: not named in the table (one dataset assumed)"
     methods = [str(v) for v in table.values(method_column)]
 
+    # config keys are dotted under a config section; other columns (run_id, dlib_model_number, ...) are labels
     config_columns = [
         c for c in table.columns
-        if c not in META_COLUMNS and c not in (method_column, dataset_col, seed_column) and not is_score_column(c)
+        if c.partition(".")[0] in CONFIG_SECTIONS + FOREIGN_CONFIG_PREFIXES and c.partition(".")[2]
+        and c not in (method_column, dataset_col, seed_column)
     ]
     configuration = [""] * len(table)
     strength = np.full(len(table), np.nan)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import yaml
 
 from disentangle import ConfigError
 from disentangle.sweep import api, load_study, run_id, study_from_dict
+from disentangle.sweep.__main__ import main as sweep_cli
 from disentangle.sweep.ids import EXCLUDED_KEYS, canonical_json, identity
 
 REPO = Path(__file__).resolve().parents[1]
@@ -135,7 +137,7 @@ def test_seeds_as_a_count(tmp_path):
         ({"grid": {"objective.betta": [1, 2]}}, ["grid point 1 of 2", "objective.betta=1", "objective.betta", "Did you mean 'beta'"]),
         ({"grid": [{"objective.beta": [1]}, {"objective.name": ["factor_vea"]}]},
          ["grid point 2 of 2", "runs 3-4 of 4", "factor_vea", "Did you mean 'factor_vae'"]),
-        ({"grid": {"train.lr": [1e-3, 0.0]}}, ["grid point 2 of 2", "train.lr=0.0", "train.lr"]),
+        ({"grid": {"train.lr": [1e-3, 0.0]}}, ["grid point 2 of 2", "(train.lr=0;", "train.lr must be"]),
         ({"grid": {"seed": [1, 2]}}, ["'seeds' key"]),
         ({"grid": {"trian.steps": [1]}}, ["'trian.steps' is not a dotted config key", "Did you mean 'train'"]),
         ({"seeds": -2}, ["'seeds'"]),
@@ -157,18 +159,17 @@ def test_study_errors_name_the_run_and_the_key(tmp_path, fields, expected):
         assert part in message, message
 
 
-def test_errors_before_anything_is_created_and_cli_exit_2(tmp_path):
+def test_errors_before_anything_is_created_and_cli_exit_2(tmp_path, capsys):
     path = write_study(tmp_path, grid={"objective.beta": [1, 2], "model.latent_dim": [0]})
     out = tmp_path / "out"
     with pytest.raises(ConfigError, match="model.latent_dim"):
         api.run(path, out, log=None)
     assert not out.exists()
-    proc = subprocess.run(
-        [sys.executable, "-m", "disentangle.sweep", "run", str(path), "--out", str(out), "--workers", "0"],
-        capture_output=True, text=True, cwd=tmp_path,
-    )
-    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
-    assert "workers" in proc.stderr and not out.exists()
+    for args, words in ((["--workers", "0"], "workers"), ([], "model.latent_dim"), (["--time", "soon"], "--time")):
+        assert sweep_cli(["run", str(path), "--out", str(out), *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and words in err and "Traceback" not in err
+    assert not out.exists()
 
 
 def test_backend_options_are_checked(tmp_path):
@@ -216,9 +217,12 @@ def test_run_id_is_a_hash_of_the_canonical_resolved_config(tmp_path):
 
 def test_run_id_is_the_same_in_another_process(tmp_path):
     config = study_from_dict(tiny_study_dict(tmp_path), source="s", folder=tmp_path).runs[1].config
+    # ids.py needs only the standard library: load it alone so the check is quick
     code = (
-        "import json, sys; from disentangle.sweep.ids import run_id; "
-        "print(run_id(json.loads(sys.stdin.read())))"
+        "import importlib.util, json, sys; "
+        f"spec = importlib.util.spec_from_file_location('ids', {str(REPO / 'disentangle' / 'sweep' / 'ids.py')!r}); "
+        "ids = importlib.util.module_from_spec(spec); spec.loader.exec_module(ids); "
+        "print(ids.run_id(json.loads(sys.stdin.read())))"
     )
     for hash_seed in ("1", "2"):
         # keys shuffled: the id must not depend on dict order or on str hashing
@@ -309,7 +313,7 @@ def test_kill_9_of_the_sweep_then_rerun_only_runs_the_missing_ones(tmp_path):
         assert float(row["mig.mig"]) == record["metrics"]["mig"]["mig"] and record["steps"] == 40
 
 
-def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path):
+def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys):
     grid = [{"objective.beta": [1.0, 4.0]}, {"objective.beta": [2.0], "train.lr": [1.0e30]}]  # NaN at once
     path = write_study(tmp_path, grid=grid, seeds=1, metrics=["mig"], metric_settings={"mig": {"num_train": 200}})
     out = tmp_path / "out"
@@ -335,29 +339,34 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path):
     assert [(o.run_id, o.status) for o in retried.outcomes] == [(bad, "failed")]
     assert json.loads((out / "runs" / bad / "failed.json").read_text())["attempts"] == 2
 
-    cli = subprocess.run([sys.executable, "-m", "disentangle.sweep", "status", str(out)],
-                         capture_output=True, text=True, check=True)
-    assert "3 runs: 2 finished, 0 running, 0 partial, 0 not started, 1 failed" in cli.stdout
+    assert sweep_cli(["status", str(out)]) == 0
+    assert "3 runs: 2 finished, 0 running, 0 partial, 0 not started, 1 failed" in capsys.readouterr().out
+    assert sweep_cli(["results", str(out), "--output", str(tmp_path / "r.csv")]) == 0
+    assert (tmp_path / "r.csv").read_text() == (out / "results.csv").read_text()
 
 
 def test_the_run_lock_excludes_a_second_process(tmp_path):
     from disentangle.sweep.files import LOCK_NAME, RunLock, lock_holder
 
+    # another process takes the same kind of lock (flock), then is killed with kill -9
     code = (
-        "import sys, time; from disentangle.sweep.files import RunLock; "
-        f"lock = RunLock({str(tmp_path / LOCK_NAME)!r}); assert lock.acquire(); print('held', flush=True); time.sleep(60)"
+        "import fcntl, os, socket, time; "
+        f"fd = os.open({str(tmp_path / LOCK_NAME)!r}, os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
+        "os.write(fd, f'{os.getpid()}@{socket.gethostname()}'.encode()); print('held', flush=True); time.sleep(60)"
     )
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        assert lock_holder(tmp_path) == f"{holder.pid}@{os.uname().nodename}"
+        assert lock_holder(tmp_path) == f"{holder.pid}@{socket.gethostname()}"
         assert not RunLock(tmp_path / LOCK_NAME).acquire(timeout=0.3)
     finally:
         holder.kill()  # kill -9: the kernel releases the lock
         holder.wait()
     lock = RunLock(tmp_path / LOCK_NAME)
-    assert lock.acquire(timeout=5) and lock_holder(tmp_path) is None  # our own lock is not "another process"
+    assert lock.acquire(timeout=5)
+    assert lock_holder(tmp_path) == f"{os.getpid()}@{socket.gethostname()}"
     lock.release()
+    assert lock_holder(tmp_path) is None
 
 
 # ---------------------------------------------------------------------- shipped studies

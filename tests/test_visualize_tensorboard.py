@@ -46,6 +46,17 @@ def test_scalars_kl_per_dim_and_metrics_read_back(tmp_path):
     assert series("metrics/mig/mig_shape") == [(20, pytest.approx(0.1))]
 
 
+def test_resume_with_purge_step_hides_the_events_after_the_checkpoint(tmp_path):
+    with TensorBoardLogger(tmp_path) as crashed:
+        for step in (10, 20, 30):
+            crashed.log_terms(step, {"loss": float(step)})
+    with TensorBoardLogger(tmp_path, purge_step=20) as resumed:  # checkpoint was at step 20
+        resumed.log_terms(20, {"loss": -20.0})
+        resumed.log_terms(30, {"loss": -30.0})
+    steps = [(e.step, e.value) for e in read_events(tmp_path).Scalars("train/loss")]
+    assert steps == [(10, 10.0), (20, -20.0), (30, -30.0)]
+
+
 def test_images_are_the_png_pictures(tmp_path):
     data, model = BlockFactors(), BlockVAE([0.0, -1.0, -2.0])
     model.train()

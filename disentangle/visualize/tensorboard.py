@@ -56,15 +56,21 @@ class TensorBoardLogger:
     >>> logger.close()
 
     ``tensorboard --logdir runs/x`` shows them. The package is checked when the logger is made,
-    before anything is written.
+    before anything is written. On resume from a checkpoint at step ``T``, pass ``purge_step=T``:
+    events at steps ``>= T`` that a crashed run wrote after that checkpoint are then hidden.
     """
 
-    def __init__(self, run_dir: str | Path, *, num_images: int = 8, kl_images: int = 256, flush_secs: int = 30) -> None:
+    def __init__(
+        self, run_dir: str | Path, *, purge_step: int | None = None, num_images: int = 8, kl_images: int = 256,
+        flush_secs: int = 30,
+    ) -> None:
         writer_class = _summary_writer_class()
         self.run_dir = Path(run_dir)
         self.num_images = int(num_images)
         self.kl_images = max(int(kl_images), self.num_images)
-        self.writer = writer_class(log_dir=str(self.run_dir), flush_secs=flush_secs)
+        # purge_step: a resumed run hides the events a crashed run wrote after its checkpoint,
+        # as the trainer drops those log.jsonl records
+        self.writer = writer_class(log_dir=str(self.run_dir), purge_step=purge_step, flush_secs=flush_secs)
 
     def log_terms(self, step: int, terms: Mapping[str, Any]) -> None:
         """Every scalar term as ``train/<name>``; ``kl_per_dim`` as ``kl_per_dim/z<j>``, one per latent.

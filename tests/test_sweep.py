@@ -40,7 +40,10 @@ class SlowTiny(IndexedImageDataset):
 
 
 @DATASETS.register("_sweep_tiny", overwrite=True)
-def sweep_tiny(size: int = 16, delay: float = 0.0, device: str = "cpu"):
+def sweep_tiny(size: int = 16, delay: float = 0.0, build_log: str = "", device: str = "cpu"):
+    if build_log:  # one line per build, to count them
+        with open(build_log, "a") as f:
+            f.write("built\\n")
     g = torch.Generator().manual_seed(123)
     images = (torch.rand(24, 1, size, size, generator=g) > 0.5).to(torch.uint8)
     dataset = SlowTiny(images, ("a", "b", "c"), (2, 3, 4), scale=1.0).to(device)
@@ -315,9 +318,12 @@ def test_kill_9_of_the_sweep_then_rerun_only_runs_the_missing_ones(tmp_path):
 
 def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys):
     grid = [{"objective.beta": [1.0, 4.0]}, {"objective.beta": [2.0], "train.lr": [1.0e30]}]  # NaN at once
-    path = write_study(tmp_path, grid=grid, seeds=1, metrics=["mig"], metric_settings={"mig": {"num_train": 200}})
+    builds = tmp_path / "builds.txt"
+    path = write_study(tmp_path, grid=grid, seeds=1, metrics=["mig"], metric_settings={"mig": {"num_train": 200}},
+                       extra_set={"data.build_log": str(builds)})
     out = tmp_path / "out"
     report = api.run(path, out, workers=1, threads_per_run=1, log=None)
+    assert builds.read_text() == "built\n"  # the worker built the dataset once for its 3 runs and their metrics
     statuses = {o.run_id: o.status for o in report.outcomes}
     bad = report.study.runs[2].run_id
     assert statuses == {r.run_id: ("failed" if r.run_id == bad else "finished") for r in report.study.runs}

@@ -124,3 +124,23 @@ def test_training_pictures_leave_rng_and_mode_alone(tmp_path):
     again = write_pictures(model, data, tmp_path / "cli", ["traversals", "reconstructions"], seed=3)
     for name, path in written.items():
         assert path.read_bytes() == again[name].read_bytes()
+
+
+def test_zoo_source_uses_the_published_scores(run_dir, tmp_path, monkeypatch):
+    # no pretrained weights exist yet: stand in for the zoo's load and manifest record
+    from disentangle import zoo
+
+    trained = disentangle.load(run_dir)
+    monkeypatch.setattr(disentangle, "load", lambda source, map_location="cpu": trained if source == "zoo:demo" else None)
+    monkeypatch.setattr(zoo, "info", lambda name: {"metrics": {"mig": {"mig": 0.4}}} if name == "demo" else {})
+    monkeypatch.chdir(tmp_path)
+    assert main(["zoo:demo", "--what", "metrics,samples"]) == 0
+    assert sorted(p.name for p in (tmp_path / "demo_pictures").iterdir()) == ["metrics.png", "samples.png"]
+
+
+def test_zoo_name_without_scores_and_explicit_metrics_exits_2(tmp_path, monkeypatch, capsys):
+    from disentangle import zoo
+
+    monkeypatch.setattr(zoo, "info", lambda name: {"metrics": None})
+    assert main(["zoo:demo", "--what", "metrics", "--out", str(tmp_path / "o")]) == 2
+    assert "metrics.png needs scores" in capsys.readouterr().err and not (tmp_path / "o").exists()

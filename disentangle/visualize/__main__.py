@@ -2,7 +2,8 @@
 
 Loads the model with :func:`disentangle.load`, builds its dataset from the ``data`` section of its
 config, and writes the pictures of :mod:`disentangle.visualize.pictures` (by default all of them;
-``metrics.png`` only when scores exist: ``RUN_DIR/metrics.json`` or ``--metrics FILE``)::
+``metrics.png`` only when scores exist: ``--metrics FILE``, a zoo model's published scores, or
+``RUN_DIR/metrics.json``)::
 
     python -m disentangle.visualize runs/quickstart                        # into runs/quickstart/
     python -m disentangle.visualize runs/quickstart --what gif,latent_responses --out pictures/
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="device for the model and the dataset (default: cpu)")
     p.add_argument("--seed", type=int, default=0, help="seed of the images shown and of the prior samples (default: 0)")
     p.add_argument("--metrics", default=None, metavar="FILE",
-                   help=f"scores for metrics.png (default: RUN_DIR/{METRICS_FILE} when it exists)")
+                   help=f"scores for metrics.png (default: a zoo model's published scores, or RUN_DIR/{METRICS_FILE})")
     p.add_argument("--limit", type=float, default=2.0, help="traversal range [-limit, limit] (default: 2)")
     p.add_argument("--frames", type=int, default=40, help="frames of one loop of traversals.gif (default: 40)")
     p.add_argument("--fps", type=float, default=20.0, help="frames per second of traversals.gif (default: 20)")
@@ -70,13 +71,22 @@ def _default_out(source: str) -> Path:
     return path if path.is_dir() else path.parent
 
 
-def _metrics_path(source: str, given: str | None) -> Path | None:
+def _find_metrics(source: str, given: str | None) -> dict[str, dict[str, float]] | None:
+    """The scores for metrics.png: ``--metrics FILE``, else a zoo model's published scores, else
+    ``RUN_DIR/metrics.json`` when it exists; None when there are none."""
+    from .plots import check_metrics, read_metrics
+
     if given is not None:
-        return Path(given)
+        return read_metrics(given)
     if source.startswith(ZOO_PREFIX):
-        return None
+        from .. import zoo
+
+        name = source[len(ZOO_PREFIX):]
+        scores = zoo.info(name).get("metrics")
+        return check_metrics(scores, source=f"the zoo's record of {name}") if scores else None
     path = Path(source)
-    return (path if path.is_dir() else path.parent) / METRICS_FILE
+    path = (path if path.is_dir() else path.parent) / METRICS_FILE
+    return read_metrics(path) if path.exists() else None
 
 
 def _load(source: str, device: str):
@@ -100,7 +110,7 @@ def _load(source: str, device: str):
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        from .plots import read_metrics, require_matplotlib
+        from .plots import require_matplotlib
 
         explicit = args.what != "all"
         names = resolve_pictures(args.what)
@@ -109,18 +119,15 @@ def main(argv: list[str] | None = None) -> int:
         positive_int("--frames", args.frames, minimum=2)
         positive("--fps", args.fps)
         positive_int("--images", args.images)
-        metrics_path = _metrics_path(args.source, args.metrics)
-        metrics = None
-        if "metrics" in names:
-            if metrics_path is not None and (metrics_path.exists() or explicit or args.metrics is not None):
-                metrics = read_metrics(metrics_path)
-            elif explicit:
+        metrics = _find_metrics(args.source, args.metrics) if "metrics" in names else None
+        if "metrics" in names and metrics is None:
+            if explicit:
                 raise DisentangleError(
-                    f"metrics.png needs scores, and {args.source} has no {METRICS_FILE}; pass --metrics FILE "
-                    f"(a metrics.json written by python -m disentangle.evaluate) or leave 'metrics' out of --what."
+                    f"metrics.png needs scores, and {args.source} has none ({METRICS_FILE} for a run, the "
+                    f"manifest's scores for a zoo model); pass --metrics FILE (a metrics.json written by "
+                    f"python -m disentangle.evaluate) or leave 'metrics' out of --what."
                 )
-            else:  # 'all' writes metrics.png only where scores exist
-                names.remove("metrics")
+            names.remove("metrics")  # 'all' writes metrics.png only where scores exist
         if any(n in PLOTTED for n in names):
             require_matplotlib()
         out = Path(args.out) if args.out is not None else _default_out(args.source)

@@ -5,13 +5,16 @@ Examples::
     python -m disentangle.train --config configs/quickstart.yaml
     python -m disentangle.train --config configs/dsprites/beta_vae.yaml train.steps=1000 train.out_dir=runs/x
     python -m disentangle.train --resume runs/x train.steps=2000     # continue a run up to 2000 steps
+    torchrun --standalone --nproc_per_node 4 -m disentangle.train --config X.yaml   # 4 GPUs, same objective
 
 Configuration problems, an existing run folder and missing data files are reported in one
-paragraph on stderr with a non-zero exit status (2 for usage/config errors, 1 otherwise).
+paragraph on stderr with a non-zero exit status (2 for usage/config errors, 1 otherwise). Under
+torchrun every process exits with that status and rank 0 alone prints.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -31,6 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("overrides", nargs="*", help="dotted key=value overrides")
     return p
+
+
+def _print(message: str, file=None) -> None:
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for all
+        print(message, file=file)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,15 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(config_path, overrides)
         result = train(config, resume=bool(args.resume))
     except (ConfigError, NonFiniteLossError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        _print(f"error: {err}", file=sys.stderr)
         return 2 if isinstance(err, ConfigError) else 1
     except (DisentangleError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        _print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted: the last completed step was checkpointed; continue with --resume.", file=sys.stderr)
+        _print("interrupted: the last completed step was checkpointed; continue with --resume.", file=sys.stderr)
         return 130
-    print(f"done: {result.step} steps, run folder {result.out_dir}")
+    _print(f"done: {result.step} steps, run folder {result.out_dir}")
     return 0
 
 

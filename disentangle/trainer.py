@@ -533,10 +533,11 @@ class Trainer:
                     last_terms = {k: _to_loggable(tensors.get(k, v)) for k, v in terms.items()}
                     if main:
                         elapsed = time.perf_counter() - start_time
-                        self._log({"step": self.step, **last_terms, "steps_per_s": (self.step - start_step) / max(elapsed, 1e-9)})
+                        speed = {"steps_per_s": (self.step - start_step) / max(elapsed, 1e-9)}
+                        self._log({"step": self.step, **last_terms, **speed})
                         bar.set_postfix({k: f"{v:.4g}" for k, v in last_terms.items() if isinstance(v, float)}, refresh=False)
                         if tensorboard is not None:
-                            tensorboard.log_terms(self.step, last_terms)
+                            tensorboard.log_terms(self.step, {**last_terms, **speed})
                 if main and cfg.eval_every and cfg.eval_metrics and (self.step % cfg.eval_every == 0 or at_end):
                     scores = self._evaluate()
                     self._log({"step": self.step, "metrics": scores})

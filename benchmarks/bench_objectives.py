@@ -8,7 +8,9 @@
 Each objective runs its own ``train_step`` (all of its optimizers, e.g. FactorVAE's discriminator
 update and AAE's three phases) on the Locatello et al. conv64 backbone with ``latent_dim`` 10 and
 its default parameters; the data are a fixed pool of random binary 64×64 images drawn by index, so
-the numbers measure the objective and the network, not a data pipeline.
+the numbers measure the objective and the network, not a data pipeline. The batch of each step is
+the objective's own ``sample_batch`` (pair objectives draw pairs of images sharing factors, so
+their step encodes and decodes 2 × batch images).
 """
 from __future__ import annotations
 
@@ -23,9 +25,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from disentangle.config import TrainConfig
+from disentangle.data import IndexedImageDataset
 from disentangle.model import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.precision import Precision
+from disentangle.trainer import build_optimizers
 
 DATASET_SIZE = 737_280  # dSprites' N, for β-TCVAE's estimators
 
@@ -47,21 +52,31 @@ def _synthetic_pool(n: int, device: torch.device) -> torch.Tensor:
     return img.unsqueeze(1).to(torch.uint8).to(device)
 
 
+def pool_dataset(pool: torch.Tensor) -> IndexedImageDataset:
+    """The pool as a ground-truth dataset (a 16 × 16 × 16 grid of its first 4096 images), so that
+    pair objectives can draw pairs from it."""
+    n = 4096
+    if len(pool) < n:
+        raise ValueError(f"the pool needs {n} images, got {len(pool)}")
+    return IndexedImageDataset(pool[:n], ("a", "b", "c"), (16, 16, 16), scale=1.0)
+
+
 def make_stepper(name: str, pool: torch.Tensor, *, batch_size: int, precision: str, device: torch.device):
     """A function ``run(n)`` doing ``n`` training steps of objective ``name`` (fresh model, default params)."""
     torch.manual_seed(0)
     model = VAE.from_backbone("conv64", image_shape=(1, 64, 64), latent_dim=10).to(device)
     objective = OBJECTIVES.build(name).to(device)
     objective.setup(model=model, dataset_size=DATASET_SIZE)
-    optimizers = objective.configure_optimizers(model, lr=1e-4, betas=(0.9, 0.999))
+    optimizers = build_optimizers(model, objective, TrainConfig(lr=1e-4), device)
     prec = Precision(precision, device)
+    dataset = pool_dataset(pool)
     g = torch.Generator(device=device).manual_seed(1)
     counter = [0]
 
     def run(n: int) -> None:
         for _ in range(n):
-            idx = torch.randint(len(pool), (batch_size,), generator=g, device=device)
-            objective.train_step(model, pool[idx].float(), step=counter[0], optimizers=optimizers, precision=prec)
+            batch = objective.sample_batch(dataset, batch_size, g)
+            objective.train_step(model, batch, step=counter[0], optimizers=optimizers, precision=prec)
             prec.update()
             counter[0] += 1
         _sync(device)

@@ -6,7 +6,12 @@ Prints, measured in one run on the current device:
    ``torch.utils.data.DataLoader`` over the same uint8 images (``__getitem__`` returns one float
    image, default collate; the pattern of most VAE repositories);
 2. the training throughput (images/s) of a conv64 β-VAE at batch 64 in fp32 and bf16, fed by our
-   sampler, and in fp32 fed by the DataLoader, with the ratio.
+   sampler, and in fp32 fed by the DataLoader, with the ratio;
+3. training steps/s of the step modes (``--modes``): ``eager`` (fp32), ``compiled``
+   (``train.compile: true``), ``bf16`` (eager, bf16 autocast), ``compiled-bf16`` and, on CUDA,
+   ``tf32`` (eager fp32 with TF32 matmuls/convolutions). ``python -m disentangle.bench --device
+   cuda`` is the GPU measurement; the compiled modes include nothing of the compile time (it is
+   spent in the warm-up steps).
 
 On a CPU it first prints the CPU model, ``torch.backends.cpu.get_cpu_capability()`` and the bf16
 flags, because bf16 autocast is much faster than fp32 on CPUs with native bf16 instructions
@@ -27,7 +32,10 @@ from .data import DATASETS, IndexedImageDataset
 from .model import VAE
 from .objectives import OBJECTIVES
 from .precision import Precision
-from .trainer import resolve_device
+from .config import TrainConfig
+from .trainer import build_optimizers, compile_networks, resolve_device
+
+MODES = ("eager", "compiled", "bf16", "compiled-bf16", "tf32")
 
 
 def cpu_capabilities(cpuinfo: str = "/proc/cpuinfo") -> dict[str, str]:
@@ -96,21 +104,47 @@ def _loader_iter(loader: DataLoader, device: torch.device):
     return next_batch
 
 
-def _train_rate(next_batch, precision: str, steps: int, batch_size: int, device: torch.device) -> float:
+def _train_rate(
+    next_batch, precision: str, steps: int, batch_size: int, device: torch.device, compile: bool = False
+) -> float:
+    """Images/s of conv64 β-VAE training steps (the trainer's optimizer: fused Adam on CUDA)."""
     torch.manual_seed(0)
     model = VAE.from_backbone("conv64", image_shape=(1, 64, 64), latent_dim=10).to(device)
     objective = OBJECTIVES.build("beta_vae", beta=4.0).to(device)
-    optimizers = objective.configure_optimizers(model, lr=1e-4, betas=(0.9, 0.999))
+    optimizers = build_optimizers(model, objective, TrainConfig(lr=1e-4), device)
+    compile_networks(model, objective, compile)
     prec = Precision(precision, device)
 
     def step() -> None:
         objective.train_step(model, next_batch(), step=0, optimizers=optimizers, precision=prec)
         prec.update()
 
-    for _ in range(5):  # warm-up (allocator, autotuning)
+    for _ in range(5):  # warm-up (allocator, autotuning, compilation)
         step()
     seconds = _time_batches(step, steps, device)
     return steps * batch_size / seconds
+
+
+def step_mode_rates(next_batch, modes, steps: int, batch_size: int, device: torch.device) -> dict[str, float]:
+    """Steps/s of each mode of :data:`MODES` (``tf32`` only on CUDA)."""
+    rates = {}
+    for mode in modes:
+        if mode == "tf32" and device.type != "cuda":
+            continue
+        tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        if mode == "tf32":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        elif device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        try:
+            precision = "bf16" if mode.endswith("bf16") else "fp32"
+            compile = mode.startswith("compiled")
+            if compile:
+                torch._dynamo.reset()
+            rates[mode] = _train_rate(next_batch, precision, steps, batch_size, device, compile=compile) / batch_size
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+    return rates
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -121,7 +155,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pool", type=int, default=65536, help="images in the shared pool")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers for the baseline")
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    p.add_argument(
+        "--modes", default="eager,compiled,bf16",
+        help=f"comma-separated step modes to time, of {', '.join(MODES)} ('' to skip)",
+    )
     args = p.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for mode in modes:
+        if mode not in MODES:
+            p.error(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     if args.threads:
         # on a small, shared CPU, OpenMP contention can make 2 threads far slower than 1
         torch.set_num_threads(args.threads)
@@ -166,6 +208,12 @@ def main(argv: list[str] | None = None) -> None:
     base = results[f"DataLoader({args.workers} workers) fp32"]
     for name, rate in results.items():
         print(f"  {name:<36} {rate:>10,.0f}   ({rate / base:.2f}x the DataLoader-fed run)")
+
+    if modes:
+        print(f"\ntraining step modes (steps/s, conv64 beta-VAE, batch {bs}, {args.steps} timed steps)")
+        rates = step_mode_rates(sampler, modes, args.steps, bs, device)
+        for name, rate in rates.items():
+            print(f"  {name:<36} {rate:>10,.2f}   ({rate / rates[next(iter(rates))]:.2f}x {next(iter(rates))})")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,10 @@ from typing import Iterator
 
 from ..runner import CRASHED, RunOutcome, RunTask, configure_worker, run_one
 
+CRASH_MESSAGE = (
+    "its worker process died repeatedly (killed, out of memory, or unable to start: workers are spawned, so "
+    "a script that calls disentangle.sweep.run must do it under if __name__ == '__main__':)"
+)
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
@@ -89,7 +93,7 @@ def run_local(tasks: list[RunTask], options, report, folder=None) -> None:
         except BrokenProcessPool:
             continue
     for task in pending.values():
-        report(RunOutcome(task.run_id, CRASHED, 0.0, "its worker process died repeatedly", task.describe()))
+        report(RunOutcome(task.run_id, CRASHED, 0.0, CRASH_MESSAGE, task.describe()))
 
 
 def _run_pool(tasks: list[RunTask], workers: int, threads: int, pending: dict, report) -> None:

@@ -15,6 +15,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+
 from .registry import ConfigError, did_you_mean
 
 T = TypeVar("T")
@@ -128,3 +130,15 @@ def finite(name: str, value: Any) -> float:
     if not math.isfinite(v):
         raise ParameterError(name, f"{name} must be a finite number, got {value!r}.")
     return v
+
+
+def boolean(name: str, value: Any) -> bool:
+    """``True`` or ``False`` (numpy booleans accepted; 0/1 and strings refused)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ParameterError(name, f"{name} must be true or false, got {value!r}.")
+
+
+def seed(name: str, value: Any) -> int:
+    """A random seed: a non-negative integer."""
+    return integer(name, value, minimum=0)

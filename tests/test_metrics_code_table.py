@@ -78,7 +78,7 @@ def test_evaluate_metrics_uses_the_table_and_gives_the_model_to_metrics_that_nee
     dataset = tiny_dataset()
     names = [*LOCATELLO_METRICS, "unsupervised_scores"]
     with_table_rep, without_rep = CountingProjection(256), CountingProjection(256)
-    with_table = evaluate_metrics(dataset, with_table_rep, names, seed=1, settings=SMALL)
+    with_table = evaluate_metrics(dataset, with_table_rep, names, seed=1, settings=SMALL, code_table=True)  # exact codes
     without = evaluate_metrics(dataset, without_rep, names, seed=1, settings=SMALL, code_table=False)
     assert with_table == without
     assert with_table_rep.images <= len(dataset) < without_rep.images

@@ -62,7 +62,7 @@ def test_downstream_sample_efficiency():
 
 
 def test_downstream_setting_errors():
-    with pytest.raises(ConfigError, match="predictor must be one of"):
+    with pytest.raises(ConfigError, match="predictors is .svm., which is not a valid choice"):
         downstream_task(dataset(), perfect, predictors=("svm",))
     with pytest.raises(ConfigError, match=">= 5"):
         downstream_task(dataset(), perfect, num_train=(3,))

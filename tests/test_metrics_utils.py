@@ -127,7 +127,7 @@ def test_representation_of_a_module_runs_without_gradients_on_its_device():
 def test_bad_settings_and_datasets_are_explained():
     with pytest.raises(ConfigError, match="num_train must be an integer >= 2"):
         mig(dataset(), perfect, num_train=1)
-    with pytest.raises(ConfigError, match="estimator must be one of 'histogram', 'chen'"):
+    with pytest.raises(ConfigError, match="estimator is 'ksg', which is not a valid choice. Valid choices: 'histogram', 'chen'"):
         mig(dataset(), perfect, estimator="ksg")
     with pytest.raises(ConfigError, match="seed"):
         mig(dataset(), perfect, seed=-1)

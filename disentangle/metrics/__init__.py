@@ -7,8 +7,15 @@ dict[str, float]``:
   ``sample_factors(n, rng)``, ``sample_observations_from_factors(factors, rng)``; see
   :class:`disentangle.data.GroundTruthDataset`);
 * ``representation``: a trained model (its ``representation(x)``, the posterior means, is used)
-  or any callable mapping a batch of observations to codes ``(n, d)`` (tensor or array);
-* the same ``seed`` gives the same numbers; defaults are those of the Locatello et al. study.
+  or any callable mapping a batch of observations to codes ``(n, d)`` (tensor or array); a
+  :class:`torch.nn.Module` is put into eval mode for the metric and every submodule's mode is
+  restored afterwards;
+* the same ``seed`` gives the same numbers; defaults are those of the Locatello et al. study;
+* every metric that scores factors takes ``factors=`` (names or indices; default: every factor
+  with more than one value, so a single-valued factor never changes a score);
+* settings are checked before anything is sampled: a bad value raises
+  :class:`~disentangle.checks.ParameterError` (a :class:`~disentangle.ConfigError`), and
+  :func:`validate_settings` runs the same checks without a run.
 
 ============================  =========================================================
 ``beta_vae_score``            Higgins et al. 2017
@@ -27,15 +34,19 @@ runs several at once, sharing the sampled codes between metrics that draw the sa
 """
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
-from ..registry import Registry
+from .. import checks
+from ..registry import ConfigError, Registry, did_you_mean
 from ._utils import (
+    RepresentationFunction,
     code_cache,
     discrete_entropy,
     discrete_mutual_info,
     histogram_discretize,
+    select_factors,
 )
 from .beta_vae import beta_vae_score
 from .code_table import CodeTable, supports_code_table
@@ -106,10 +117,39 @@ def resolve_metric_names(names: str | Iterable[str], representation: Any = None)
             if n not in out:
                 out.append(n)
     if not out:
-        from ..registry import ConfigError
-
         raise ConfigError(f"no metric named; choose from: all, {', '.join(METRICS.names())}.")
     return out
+
+
+def validate_settings(name: str, settings: Mapping[str, Any], dataset: Any = None) -> dict[str, Any]:
+    """Check one metric's settings without running it; return them validated (converted).
+
+    ``settings`` are keyword arguments of metric ``name`` (as the evaluate CLI's ``--set`` gives
+    them). An unknown metric or setting raises :class:`~disentangle.ConfigError` with a
+    did-you-mean; a bad value raises :class:`~disentangle.checks.ParameterError` with the message
+    the metric itself would give, checked together with the metric's defaults for the settings
+    not given. ``factors`` names are checked against ``dataset`` when one is given (their form
+    only, otherwise). Nothing is sampled or encoded.
+    """
+    metric = METRICS.get(name)
+    parameters = {
+        p.name: p.default
+        for p in inspect.signature(metric).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    for key in settings:
+        if key not in parameters:
+            raise ConfigError(
+                f"{name} has no setting '{key}'.{did_you_mean(key, list(parameters))} "
+                f"Its settings: {', '.join(parameters)}."
+            )
+    check: Callable[..., dict[str, Any]] | None = getattr(metric, "check_settings", None)
+    if check is None:
+        return dict(settings)
+    checked = check(**{**parameters, **settings})
+    if dataset is not None and checked.get("factors") is not None:
+        select_factors(dataset, checked["factors"])
+    return {key: checked[key] for key in settings}
 
 
 def evaluate_metrics(
@@ -120,35 +160,55 @@ def evaluate_metrics(
     seed: int = 0,
     settings: Mapping[str, Mapping[str, Any]] | None = None,
     callback: Callable[[str, dict[str, float], float], None] | None = None,
-    code_table: bool = True,
+    code_table: bool | Literal["auto"] = "auto",
 ) -> dict[str, dict[str, float]]:
     """Run several metrics on one representation: ``{metric name: {score name: value}}``.
 
     ``names`` are registered metric names (or ``"all"``), ``settings`` optional per-metric keyword
     arguments (``{"dci": {"booster": "hist"}}``), ``callback(name, scores, seconds)`` is called
-    after each metric (for progress reporting). All names are checked before anything runs.
-    Sampled ``(codes, factors)`` are shared between metrics that draw the same points with the same
-    seed (see :func:`disentangle.metrics._utils.code_cache`), which changes no value.
+    after each metric (for progress reporting). All names and settings are checked (see
+    :func:`validate_settings`) before anything runs. Sampled ``(codes, factors)`` are shared
+    between metrics that draw the same points with the same seed (see
+    :func:`disentangle.metrics._utils.code_cache`), which changes no value.
 
-    ``code_table`` (default on): when the dataset's observations are a function of the factors alone
-    (``dataset.deterministic_observations``, e.g. dSprites, not its noisy or coloured variants),
-    each grid point is encoded at most once and its code looked up afterwards
-    (:class:`disentangle.metrics.code_table.CodeTable`), which makes the BetaVAE and FactorVAE
-    scores 2-3x cheaper in representation calls. Metrics that need the model itself (the ELBO
-    decomposition, ``mig(estimator="chen")``) get the model. The same points are drawn; an image's
-    code may differ in the last bits when computed in another batch, which can move a classifier
-    score slightly (BetaVAE train accuracy 0.830 vs 0.828 on the sprites benchmark, within its seed
-    spread of 0.003). ``code_table=False`` reproduces separate metric calls exactly.
+    ``code_table``: whether each grid point is encoded at most once and its code looked up
+    afterwards (:class:`disentangle.metrics.code_table.CodeTable`), which makes the BetaVAE and
+    FactorVAE scores several times cheaper in representation calls. That is only right when both
+
+    * the dataset declares ``deterministic_observations`` (an observation is a function of its
+      factors alone: dSprites, not its noisy or coloured variants, not SmallNORB with its hidden
+      instance), and
+    * the representation is deterministic: a table freezes one draw per grid point, so a
+      representation that samples its codes would be scored on frozen noise.
+
+    ``"auto"`` (default) uses the table when the dataset declares it and the representation is a
+    :class:`disentangle.model.VAE` (or its ``representation`` method), whose codes are the posterior
+    means. ``True`` states that the representation is deterministic (e.g. a plain function of the
+    observation) and uses the table wherever the dataset allows it; ``False`` never does, and
+    reproduces separate metric calls exactly. Metrics that need the model itself (the ELBO
+    decomposition, ``mig(estimator="chen")``) always get the model. With the table, the same
+    points are drawn; an image's code may differ in the last bits when computed in another batch,
+    which can move a classifier score slightly.
     """
     import time
 
+    if not (isinstance(code_table, str) and code_table == "auto"):
+        if isinstance(code_table, str):
+            raise checks.ParameterError("code_table", f"code_table must be 'auto', True or False, got {code_table!r}.")
+        code_table = checks.boolean("code_table", code_table)
+    seed = checks.seed("seed", seed)
     resolved = resolve_metric_names(names, representation)
     settings = dict(settings or {})
     unknown = sorted(set(settings) - set(METRICS.names()))
     if unknown:
         METRICS.get(unknown[0])
+    for name in resolved:
+        validate_settings(name, settings.get(name, {}), dataset)
     results: dict[str, dict[str, float]] = {}
-    table = CodeTable(dataset, representation) if code_table and supports_code_table(dataset) else None
+    use_table = supports_code_table(dataset) and (
+        code_table is True or (code_table == "auto" and is_deterministic_representation(representation))
+    )
+    table = CodeTable(dataset, representation) if use_table else None
     with code_cache():
         for name in resolved:
             metric, metric_settings = METRICS.get(name), dict(settings.get(name, {}))
@@ -160,6 +220,20 @@ def evaluate_metrics(
             if callback is not None:
                 callback(name, results[name], time.perf_counter() - start)
     return results
+
+
+def is_deterministic_representation(representation: Any) -> bool:
+    """Whether ``representation`` is known to give the same code for the same observation:
+    a :class:`disentangle.model.VAE` (its codes are the posterior means) or its ``representation``
+    method. Any other callable might sample its codes, so it is not assumed to be deterministic."""
+    from ..model import VAE
+
+    if isinstance(representation, RepresentationFunction):
+        representation = representation.target
+    if isinstance(representation, VAE):
+        return True
+    owner = getattr(representation, "__self__", None)
+    return isinstance(owner, VAE) and getattr(representation, "__func__", None) is VAE.representation
 
 
 def _needs_model(metric: Callable, settings: Mapping[str, Any]) -> bool:
@@ -183,9 +257,12 @@ __all__ = [
     "evaluate_metrics",
     "factor_vae_score",
     "histogram_discretize",
+    "is_deterministic_representation",
     "mig",
     "modularity_explicitness",
     "resolve_metric_names",
     "sap_score",
+    "select_factors",
     "unsupervised_scores",
+    "validate_settings",
 ]

@@ -347,7 +347,7 @@ def fit_boosted_trees(
     if n_stages < 1 or not learning_rate > 0:
         raise ValueError(f"n_stages must be >= 1 and learning_rate > 0; got {n_stages} and {learning_rate}.")
     n, d = x.shape
-    x32 = np.ascontiguousarray(x, dtype=np.float32)
+    x32 = _as_float32_features(x, d)
     order = np.ascontiguousarray(np.argsort(x32, axis=0, kind="stable").T, dtype=np.int32)
     sorted_values = np.take_along_axis(x32, order.T, axis=0).T.copy()
 
@@ -434,10 +434,20 @@ def _encoded_prediction(raw: np.ndarray) -> np.ndarray:
 
 
 def _as_float32_features(x: np.ndarray, d: int) -> np.ndarray:
+    """``x`` cast to float32 (as scikit-learn casts it), refusing values the cast makes infinite."""
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[1] != d:
         raise ValueError(f"expected features of shape (n, {d}), got {x.shape}.")
-    return np.ascontiguousarray(x, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        x32 = np.ascontiguousarray(x, dtype=np.float32)
+    if not np.isfinite(x32).all():
+        largest = float(np.max(np.abs(x[np.isfinite(x)]), initial=0.0))
+        raise ValueError(
+            "the codes contain values too large for float32 (largest magnitude "
+            f"{largest:.3g} > {float(np.finfo(np.float32).max):.3g}), to which the gradient-boosted "
+            "trees cast them, as scikit-learn does; rescale the representation's codes."
+        )
+    return x32
 
 
 @contextlib.contextmanager

@@ -38,7 +38,7 @@ def encode_factors(
     encode = encoder_of(model)
     device = model_device(model)
     mus, logvars = [], []
-    with torch.no_grad():
+    with torch.no_grad(), U.eval_mode(model):
         for start in range(0, len(factors), batch_size):
             obs = dataset.sample_observations_from_factors(factors[start : start + batch_size], rng)
             if isinstance(obs, np.ndarray):

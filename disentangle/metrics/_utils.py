@@ -23,32 +23,128 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..registry import ConfigError
+from .. import checks
+from ..registry import ConfigError, did_you_mean
 
 #: observations per representation call unless a metric is told otherwise
 DEFAULT_REPRESENTATION_BATCH_SIZE = 1024
 
 
 # --------------------------------------------------------------------------- argument checks
-def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    """``value`` as an int, or a :class:`ConfigError` saying what was expected."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
+def check_n_jobs(n_jobs: Any) -> int | None:
+    """``None`` (one worker per core), ``-1`` (all cores) or a positive integer."""
+    if n_jobs is None:
+        return None
+    if not isinstance(n_jobs, bool) and isinstance(n_jobs, numbers.Integral) and (n_jobs == -1 or n_jobs >= 1):
+        return int(n_jobs)
+    raise checks.ParameterError(
+        "n_jobs", f"n_jobs must be null/None (one worker per core), -1 (all cores) or a positive integer, got {n_jobs!r}."
+    )
 
 
-def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    if value not in choices:
-        raise ConfigError(
-            f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}."
+def check_factor_selection(factors: Any) -> list[str | int] | None:
+    """The form of a ``factors=`` setting: ``None`` or a non-empty list of names or indices."""
+    if factors is None:
+        return None
+    if isinstance(factors, (str, bytes)) or not isinstance(factors, Iterable):
+        raise checks.ParameterError(
+            "factors",
+            f"factors must be a list of factor names or indices (e.g. ['scale', 'orientation']), got {factors!r}.",
         )
-    return value
+    items = list(factors)
+    if not items:
+        raise checks.ParameterError("factors", "factors must name at least one factor; leave it out to score them all.")
+    for item in items:
+        if not isinstance(item, str) and (isinstance(item, bool) or not isinstance(item, numbers.Integral)):
+            raise checks.ParameterError(
+                "factors", f"factors must hold factor names (strings) or indices (integers), got {item!r}."
+            )
+    return [item if isinstance(item, str) else int(item) for item in items]
 
 
-def check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}.")
-    return int(seed)
+def select_factors(dataset: Any, factors: Any = None) -> np.ndarray:
+    """Indices of the factors a metric scores, in the order given (int64).
+
+    ``None`` (the default of every metric): every factor with more than one value. A factor of
+    size 1 has zero entropy, so no code can carry information about it; scoring it would only
+    dilute (or, for DCI, distort) the score. Otherwise ``factors`` lists names (``"scale"``) or
+    indices (``1``); an unknown name, an index out of range, a repeated factor or a factor with a
+    single value is a :class:`~disentangle.checks.ParameterError`.
+    """
+    sizes = check_dataset(dataset)
+    names = factor_names(dataset)
+    chosen = check_factor_selection(factors)
+    if chosen is None:
+        return np.flatnonzero(np.asarray(sizes) > 1).astype(np.int64)
+    indices = []
+    for item in chosen:
+        if isinstance(item, str):
+            if item not in names:
+                raise checks.ParameterError(
+                    "factors",
+                    f"factors lists '{item}', which is not a factor of this dataset.{did_you_mean(item, names)} "
+                    f"Its factors: {', '.join(names)}.",
+                )
+            index = names.index(item)
+        else:
+            if not -len(sizes) <= item < len(sizes):
+                raise checks.ParameterError(
+                    "factors", f"factors holds the index {item}, but the dataset has {len(sizes)} factors ({', '.join(names)})."
+                )
+            index = item % len(sizes)
+        if sizes[index] < 2:
+            raise checks.ParameterError(
+                "factors", f"factor '{names[index]}' has a single value (size 1): there is nothing to score for it."
+            )
+        if index in indices:
+            raise checks.ParameterError("factors", f"factors lists '{names[index]}' twice.")
+        indices.append(index)
+    return np.asarray(indices, dtype=np.int64)
+
+
+class SettingsChecks:
+    """The value checks of one metric's settings, run before anything is sampled or encoded.
+
+    ``checks`` maps a keyword to a function of its value returning the validated value (or
+    raising :class:`~disentangle.checks.ParameterError`); ``together`` (optional) checks the
+    whole validated dict for conditions between settings. Calling the object with keyword
+    arguments returns them validated. :func:`disentangle.metrics.validate_settings` runs the same
+    checks on settings given by name (the evaluate CLI's ``--set``), so a bad value is reported
+    before a model is loaded.
+    """
+
+    def __init__(self, together: Callable[[dict[str, Any]], None] | None = None, **checks: Callable[[Any], Any]):
+        self.checks = {**COMMON_CHECKS, **checks}
+        self.together = together
+
+    def __call__(self, **settings: Any) -> dict[str, Any]:
+        out = {k: self.checks[k](v) if k in self.checks else v for k, v in settings.items()}
+        if self.together is not None:
+            self.together(out)
+        return out
+
+
+def _at_least(name: str, minimum: int) -> Callable[[Any], int]:
+    return lambda value: checks.positive_int(name, value, minimum=minimum)
+
+
+def count(name: str, minimum: int = 1) -> Callable[[Any], int]:
+    """A check of an integer setting ``>= minimum`` (for :class:`SettingsChecks`)."""
+    return _at_least(name, minimum)
+
+
+def one_of(name: str, choices: Sequence[str]) -> Callable[[Any], str]:
+    """A check of a choice setting (for :class:`SettingsChecks`)."""
+    return lambda value: checks.choice(name, value, tuple(choices))
+
+
+#: checks of the settings every metric shares
+COMMON_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "seed": lambda value: checks.seed("seed", value),
+    "n_jobs": check_n_jobs,
+    "representation_batch_size": count("representation_batch_size"),
+    "factors": check_factor_selection,
+}
 
 
 def check_dataset(dataset: Any) -> tuple[int, ...]:
@@ -89,20 +185,51 @@ def derived_seed(seed: int, tag: int) -> int:
 
 
 # --------------------------------------------------------------------------- representations
+def modules_of(representation: Any) -> list[torch.nn.Module]:
+    """The :class:`torch.nn.Module` behind a representation: the module itself, the module of a
+    bound method (``model.representation``), or the target of a :class:`RepresentationFunction`."""
+    if isinstance(representation, RepresentationFunction):
+        representation = representation.target
+    if isinstance(representation, torch.nn.Module):
+        return [representation]
+    owner = getattr(representation, "__self__", None)
+    return [owner] if isinstance(owner, torch.nn.Module) else []
+
+
+@contextlib.contextmanager
+def eval_mode(representation: Any):
+    """Within this context the representation's modules are in eval mode; afterwards every
+    submodule has its own previous mode back (a model with mixed modes comes back unchanged).
+
+    A metric reads codes, it does not train: BatchNorm must use (and not update) its running
+    statistics and dropout must be off, whatever mode the caller left the model in.
+    """
+    roots = modules_of(representation)
+    saved = [(m, m.training) for root in roots for m in root.modules()]
+    for root in roots:
+        root.eval()
+    try:
+        yield
+    finally:
+        for module, training in saved:
+            module.training = training
+
+
 class RepresentationFunction:
     """Batched, gradient-free calls of a representation, returning float64 ``(n, d)`` arrays.
 
     ``representation`` is either a model (anything with a ``representation(x)`` method, such as
     a trained VAE, whose posterior means are the codes) or any callable mapping a batch of
     observations to codes ``(n, d)`` as a tensor or array. When the model (or the callable) is a
-    :class:`torch.nn.Module`, observations are moved to the device of its first parameter.
+    :class:`torch.nn.Module`, observations are moved to the device of its first parameter, and
+    every call runs in eval mode (see :func:`eval_mode`).
     """
 
     def __init__(self, representation: Any, batch_size: int = DEFAULT_REPRESENTATION_BATCH_SIZE):
         if isinstance(representation, RepresentationFunction):
             representation = representation.target
         self.target = representation
-        self.batch_size = check_positive_int("representation_batch_size", batch_size)
+        self.batch_size = checks.positive_int("representation_batch_size", batch_size)
         method = getattr(representation, "representation", None)
         if callable(method):
             self._fn: Callable[[Any], Any] = method
@@ -113,7 +240,8 @@ class RepresentationFunction:
                 "representation must be a model with a representation(x) method or a callable "
                 f"mapping a batch of observations to codes (n, d); got {type(representation).__name__}."
             )
-        module = representation if isinstance(representation, torch.nn.Module) else None
+        owners = modules_of(representation)
+        module = owners[0] if owners else None
         self.device: torch.device | None = None
         if module is not None:
             first = next(module.parameters(), None)
@@ -127,7 +255,7 @@ class RepresentationFunction:
                 observations = torch.as_tensor(observations)
             if isinstance(observations, torch.Tensor) and observations.device != self.device:
                 observations = observations.to(self.device)
-        with torch.no_grad():
+        with torch.no_grad(), eval_mode(self.target):
             out = self._fn(observations)
         if isinstance(out, tuple):
             raise TypeError(
@@ -262,16 +390,18 @@ def sample_codes_and_factors(
 
 
 def sample_fixed_factor_groups(
-    dataset: Any, num_groups: int, group_size: int, rng: np.random.Generator
+    dataset: Any, num_groups: int, group_size: int, rng: np.random.Generator, chosen: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Groups of factor vectors sharing the value of one random factor (others uniform).
 
     Returns ``(factor_index (num_groups,), factors (num_groups, group_size, K))``: in group ``g``
-    every row has factor ``factor_index[g]`` equal to that of the group's first row (the sampling
-    step of the FactorVAE score, vectorised over groups).
+    every row has factor ``factor_index[g]`` (drawn uniformly from ``chosen``, default all) equal
+    to that of the group's first row (the sampling step of the FactorVAE score, vectorised over
+    groups).
     """
     sizes = check_dataset(dataset)
-    index = rng.integers(len(sizes), size=num_groups)
+    chosen = np.arange(len(sizes)) if chosen is None else np.asarray(chosen, dtype=np.int64)
+    index = chosen[rng.integers(len(chosen), size=num_groups)]
     factors = sample_factors(dataset, num_groups * group_size, rng).reshape(
         num_groups, group_size, len(sizes)
     )
@@ -290,7 +420,7 @@ def histogram_discretize(codes: np.ndarray, num_bins: int = 20) -> np.ndarray:
     Vectorised over columns: the bin is computed arithmetically and corrected against the exact
     ``np.linspace`` edges, so no per-column loop is needed. Returns int64 ``(n, d)``.
     """
-    num_bins = check_positive_int("num_bins", num_bins)
+    num_bins = checks.positive_int("num_bins", num_bins)
     codes = np.asarray(codes, dtype=np.float64)
     if codes.ndim != 2:
         raise ValueError(f"codes must have shape (n, d), got {codes.shape}.")
@@ -316,59 +446,87 @@ def histogram_discretize(codes: np.ndarray, num_bins: int = 20) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- information
-def _compact_labels(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Relabel each column to ``0..c-1``; return the labels offset into one joint index and the offsets."""
+def _compact_columns(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column relabelled to ``0..c_j-1`` ``(n, k)`` int64, and the number of values ``c_j`` per column."""
     labels = np.asarray(labels)
     if labels.ndim != 2:
         raise ValueError(f"labels must have shape (n, k), got {labels.shape}.")
     if not (np.issubdtype(labels.dtype, np.integer) or np.issubdtype(labels.dtype, np.bool_)):
         raise ValueError(f"labels must be integers (discretise codes first), got {labels.dtype}.")
     compact = np.empty(labels.shape, dtype=np.int64)
-    sizes = np.empty(labels.shape[1], dtype=np.int64)
+    sizes = np.zeros(labels.shape[1], dtype=np.int64)
     for j in range(labels.shape[1]):  # one pass per column (not per pair)
         uniq, inverse = np.unique(labels[:, j], return_inverse=True)
         compact[:, j] = inverse.ravel()
         sizes[j] = len(uniq)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return compact, sizes
+
+
+def _compact_labels(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Compact labels offset into one joint index over all columns, and the offsets."""
+    compact, sizes = _compact_columns(labels)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     return compact + offsets, offsets
 
 
-def _one_hot(joint_labels: np.ndarray, total: int) -> np.ndarray:
-    n, k = joint_labels.shape
-    # float32 sums integer counts exactly below 2**24 and halves the matrix-product time
-    out = np.zeros((n, total), dtype=np.float32 if n < 2**24 else np.float64)
-    out[np.repeat(np.arange(n), k), joint_labels.ravel()] = 1.0
-    return out
+#: elements of the largest array built at once by :func:`discrete_mutual_info` (8 MiB of int64)
+MI_BLOCK_ELEMENTS = 1 << 20
 
 
 def discrete_mutual_info(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Mutual information in nats between every column of ``a`` and every column of ``b``.
 
     ``a`` is ``(n, p)`` and ``b`` is ``(n, q)``, both integer labels; returns ``(p, q)`` with entry
-    ``[i, j] = sklearn.metrics.mutual_info_score(a[:, i], b[:, j])`` (plug-in estimate from the joint
-    histogram, natural log, clipped at 0). All ``p x q`` contingency tables come from one matrix
-    product of one-hot encodings, so there is no loop over pairs.
+    ``[i, j] = sklearn.metrics.mutual_info_score(a[:, i], b[:, j])``: the plug-in estimate from the
+    joint histogram, natural log, clipped at 0, and exactly 0 where either column has a single
+    value (a constant code carries no information, not a rounding crumb of it).
+
+    The contingency tables of many pairs are counted with one ``bincount`` over pair-offset
+    labels, in blocks of pairs sized so that no array exceeds :data:`MI_BLOCK_ELEMENTS` elements:
+    the memory stays bounded for wide codes (``unsupervised_scores`` compares every pair of
+    ``d`` codes) and the work is ``n p q`` rather than the ``n (20 p) (20 q)`` of a one-hot product.
     """
-    a_lab, a_off = _compact_labels(a)
-    b_lab, b_off = _compact_labels(b)
+    a_lab, a_sizes = _compact_columns(a)
+    b_lab, b_sizes = _compact_columns(b)
     if a_lab.shape[0] != b_lab.shape[0]:
         raise ValueError(f"a and b must have the same number of rows, got {a.shape[0]} and {b.shape[0]}.")
-    n = a_lab.shape[0]
+    n, p = a_lab.shape
+    q = b_lab.shape[1]
     if n == 0:
         raise ValueError("mutual information needs at least one sample.")
-    na = int(a_lab.max()) + 1
-    nb = int(b_lab.max()) + 1
-    a_hot = _one_hot(a_lab, na)
-    b_hot = a_hot if (b is a) else _one_hot(b_lab, nb)
-    # (na, nb) counts: every pair's contingency table is one block of this product
-    joint = (a_hot.T @ b_hot).astype(np.float64)
-    count_a = np.bincount(a_lab.ravel(), minlength=na).astype(np.float64)
-    count_b = np.bincount(b_lab.ravel(), minlength=nb).astype(np.float64)
+    ca, cb = int(a_sizes.max(initial=1)), int(b_sizes.max(initial=1))
+    # I(A; B) = log n + (sum_ab c_ab log c_ab - sum_a c_a log c_a - sum_b c_b log c_b) / n, with
+    # c log c looked up in a table of the n + 1 possible counts (0 log 0 = 0)
+    counts = np.arange(n + 1, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        terms = joint * (np.log(joint) + math.log(n) - np.log(count_a)[:, None] - np.log(count_b)[None, :])
-    terms[joint == 0] = 0.0
-    mi = np.add.reduceat(np.add.reduceat(terms, a_off, axis=0), b_off, axis=1) / n
+        c_log_c = np.where(counts > 0, counts * np.log(counts), 0.0)
+    a_term = c_log_c[_value_counts(a_lab, ca)].sum(axis=1)  # (p,)
+    b_term = c_log_c[_value_counts(b_lab, cb)].sum(axis=1)  # (q,)
+    pairs_per_block = max(1, MI_BLOCK_ELEMENTS // max(n, ca * cb))
+    b_step = min(q, pairs_per_block)
+    a_step = max(1, pairs_per_block // b_step)
+    joint_term = np.empty((p, q))
+    for i0 in range(0, p, a_step):
+        i1 = min(p, i0 + a_step)
+        for j0 in range(0, q, b_step):
+            j1 = min(q, j0 + b_step)
+            pa, qb = i1 - i0, j1 - j0
+            pair = np.arange(pa * qb, dtype=np.int64).reshape(pa, qb) * (ca * cb)
+            index = a_lab[:, i0:i1, None] * cb + b_lab[:, None, j0:j1]
+            index += pair
+            joint = np.bincount(index.ravel(), minlength=pa * qb * ca * cb).reshape(pa * qb, ca * cb)
+            joint_term[i0:i1, j0:j1] = c_log_c[joint].sum(axis=1).reshape(pa, qb)
+    mi = math.log(n) + (joint_term - a_term[:, None] - b_term[None, :]) / n
+    mi[a_sizes < 2, :] = 0.0
+    mi[:, b_sizes < 2] = 0.0
     return np.maximum(mi, 0.0)
+
+
+def _value_counts(labels: np.ndarray, width: int) -> np.ndarray:
+    """``(k, width)`` count of each value per column of compact labels (0 for absent values)."""
+    k = labels.shape[1]
+    flat = (labels + np.arange(k) * width).ravel()
+    return np.bincount(flat, minlength=k * width).reshape(k, width)
 
 
 def discrete_entropy(labels: np.ndarray) -> np.ndarray:
@@ -400,10 +558,9 @@ def resolve_n_jobs(n_jobs: int | None, num_tasks: int) -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         cores = os.cpu_count() or 1
+    n_jobs = check_n_jobs(n_jobs)
     if n_jobs is None or n_jobs == -1:
         n_jobs = cores
-    elif isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs < 1:
-        raise ConfigError(f"n_jobs must be None, -1 or a positive integer, got {n_jobs!r}.")
     return max(1, min(int(n_jobs), num_tasks))
 
 

@@ -1,11 +1,17 @@
 """The BetaVAE disentanglement score (Higgins et al., 2017)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import checks
 from . import _utils as U
+
+CHECK_SETTINGS = U.SettingsChecks(
+    batch_size=U.count("batch_size"), num_train=U.count("num_train", 2), num_eval=U.count("num_eval")
+)
 
 
 def beta_vae_score(
@@ -16,13 +22,16 @@ def beta_vae_score(
     batch_size: int = 64,
     num_train: int = 10_000,
     num_eval: int = 5_000,
+    factors: Sequence[str | int] | None = None,
     representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
 ) -> dict[str, float]:
     """BetaVAE score: accuracy of a linear classifier predicting which factor was held fixed.
 
     Definition (Higgins et al. 2017, as implemented in disentanglement_lib's
     ``compute_beta_vae_sklearn``): one training point is made by drawing a factor index ``k``
-    uniformly, two batches of ``batch_size`` factor vectors where the second batch copies factor
+    uniformly among the scored factors (``factors``, by name or index, at least two; default:
+    every factor with more than one value, as fixing a single-valued factor fixes nothing), two
+    batches of ``batch_size`` factor vectors where the second batch copies factor
     ``k`` of the first row by row (all other factors independent), and taking the mean over the
     batch of ``|r(x1) - r(x2)|`` (per code dimension) as the feature vector, with label ``k``.
     A scikit-learn ``LogisticRegression`` with its default settings (L2, ``C=1``, lbfgs, 100
@@ -34,20 +43,27 @@ def beta_vae_score(
 
     Returns ``{"train_accuracy", "eval_accuracy"}``.
     """
-    seed = U.check_seed(seed)
-    batch_size = U.check_positive_int("batch_size", batch_size)
-    num_train = U.check_positive_int("num_train", num_train, minimum=2)
-    num_eval = U.check_positive_int("num_eval", num_eval)
-    sizes = U.check_dataset(dataset)
-    code_fn = U.as_representation_function(representation, representation_batch_size)
+    settings = CHECK_SETTINGS(
+        seed=seed, batch_size=batch_size, num_train=num_train, num_eval=num_eval, factors=factors,
+        representation_batch_size=representation_batch_size,
+    )
+    seed, batch_size = settings["seed"], settings["batch_size"]
+    chosen = U.select_factors(dataset, settings["factors"])
+    if len(chosen) < 2:
+        names = U.factor_names(dataset)
+        raise checks.ParameterError(
+            "factors",
+            f"the BetaVAE score needs at least two factors with more than one value to tell apart; "
+            f"got {[names[k] for k in chosen]}.",
+        )
+    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(seed)
 
-    x_train, y_train = _sample_points(dataset, code_fn, len(sizes), batch_size, num_train, rng)
-    x_eval, y_eval = _sample_points(dataset, code_fn, len(sizes), batch_size, num_eval, rng)
+    x_train, y_train = _sample_points(dataset, code_fn, chosen, batch_size, settings["num_train"], rng)
+    x_eval, y_eval = _sample_points(dataset, code_fn, chosen, batch_size, settings["num_eval"], rng)
     if len(np.unique(y_train)) < 2:
         raise ValueError(
-            "all BetaVAE training points fixed the same factor (too few points or a dataset "
-            "with one factor); increase num_train."
+            "all BetaVAE training points fixed the same factor (too few points); increase num_train."
         )
     train_acc, eval_acc = U.parallel_map(
         _fit_logistic, [(x_train, y_train, x_eval, y_eval, U.derived_seed(seed, 1))], n_jobs=1
@@ -65,9 +81,9 @@ def _fit_logistic(x_train, y_train, x_eval, y_eval, random_state):
     )
 
 
-def _sample_points(dataset, code_fn, num_factors, batch_size, num_points, rng):
-    """``num_points`` BetaVAE feature vectors ``(num_points, d)`` and their labels."""
-    labels = rng.integers(num_factors, size=num_points)
+def _sample_points(dataset, code_fn, chosen, batch_size, num_points, rng):
+    """``num_points`` BetaVAE feature vectors ``(num_points, d)`` and their labels (factor indices)."""
+    labels = chosen[rng.integers(len(chosen), size=num_points)]
     first = U.sample_factors(dataset, num_points * batch_size, rng).reshape(num_points, batch_size, -1)
     second = U.sample_factors(dataset, num_points * batch_size, rng).reshape(num_points, batch_size, -1)
     rows = np.arange(num_points)
@@ -86,3 +102,6 @@ def _sample_points(dataset, code_fn, num_factors, batch_size, num_points, rng):
         diff = np.abs(codes[: m * batch_size] - codes[m * batch_size :])
         features.append(diff.reshape(m, batch_size, -1).mean(axis=1))
     return np.concatenate(features, axis=0), labels
+
+
+beta_vae_score.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]

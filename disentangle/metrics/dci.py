@@ -1,13 +1,19 @@
 """Disentanglement, completeness and informativeness (Eastwood & Williams, 2018)."""
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal, get_args
 
 import numpy as np
 
 from . import _utils as U
 
-BOOSTERS = ("exact", "sklearn", "hist")
+Booster = Literal["exact", "sklearn", "hist"]
+BOOSTERS: tuple[str, ...] = get_args(Booster)
+
+CHECK_SETTINGS = U.SettingsChecks(
+    num_train=U.count("num_train", 2), num_test=U.count("num_test"), booster=U.one_of("booster", BOOSTERS)
+)
 
 #: added to every importance before normalising (as in disentanglement_lib), so that a code or
 #: factor with no importance at all gets a uniform distribution (score 0) instead of 0/0.
@@ -21,7 +27,8 @@ def dci(
     seed: int = 0,
     num_train: int = 10_000,
     num_test: int = 5_000,
-    booster: str = "exact",
+    booster: Booster = "exact",
+    factors: Sequence[str | int] | None = None,
     n_jobs: int | None = None,
     representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
 ) -> dict[str, float]:
@@ -37,12 +44,12 @@ def dci(
       per code over all trees, summing to 1 over codes).
 
       ``booster="exact"`` (default) grows these trees with our numba implementation of the same
-      algorithm (:mod:`disentangle.metrics._boosting`): all factors at once, ``n_jobs`` threads,
-      10-20x faster than scikit-learn on 2 cores. Its training-set predictions equal
-      scikit-learn's (to 1e-8 in the tests); importances differ only where two codes separate a node's samples
-      identically (an exact tie, broken at random by both), by about as much as scikit-learn's
-      own ``random_state`` moves them. ``booster="sklearn"`` runs ``GradientBoostingClassifier``
-      itself (the reference, ``random_state`` derived from ``seed``).
+      algorithm (:mod:`disentangle.metrics._boosting`): all factors at once, in ``n_jobs``
+      threads. Its training-set predictions equal scikit-learn's up to floating-point rounding;
+      importances differ only where two codes separate a node's samples identically (an exact
+      tie, broken at random by both). ``booster="sklearn"`` runs ``GradientBoostingClassifier``
+      itself (the reference, ``random_state`` derived from ``seed``). Codes must be finite in
+      float32, to which both cast them.
     * ``informativeness_train``/``informativeness_test``: the classifiers' accuracies on the
       training points and on ``num_test`` test points, averaged over factors (accuracy, not error, as
       in disentanglement_lib).
@@ -57,8 +64,13 @@ def dci(
     ``booster="hist"`` is an option that gives different (close, not equal) values:
     scikit-learn's ``HistGradientBoostingClassifier`` with the same structure (100 iterations, depth
     3, learning rate 0.1, ``min_samples_leaf=1``, no L2, no early stopping; features binned into 255
-    quantile bins) and importances from the total split gain per code (normalised per factor). See
-    the README for its measured agreement with the default.
+    quantile bins) and importances from the total split gain per code (normalised per factor).
+    ``benchmarks/RESULTS-metrics.md`` gives its measured agreement with the default.
+
+    ``factors`` (default: every factor with more than one value) are the factors, by name or
+    index, that make up the ``K`` columns of ``R`` and the informativeness average. A factor with a
+    single value is never scored: it would add a column of zero importance that changes every
+    ``D_j`` through the entropy base ``K``.
 
     ``n_jobs`` (default: one per core) is the number of threads growing trees (``"exact"``) or of
     joblib workers fitting factors, the largest first (``"sklearn"``, ``"hist"``); results do not
@@ -66,23 +78,27 @@ def dci(
 
     Returns ``{"disentanglement", "completeness", "informativeness_train", "informativeness_test"}``.
     """
-    seed = U.check_seed(seed)
-    num_train = U.check_positive_int("num_train", num_train, minimum=2)
-    num_test = U.check_positive_int("num_test", num_test)
-    U.check_choice("booster", booster, BOOSTERS)
-    U.check_dataset(dataset)
-    code_fn = U.as_representation_function(representation, representation_batch_size)
+    settings = CHECK_SETTINGS(
+        seed=seed, num_train=num_train, num_test=num_test, booster=booster, factors=factors,
+        n_jobs=n_jobs, representation_batch_size=representation_batch_size,
+    )
+    seed = settings["seed"]
+    chosen = U.select_factors(dataset, settings["factors"])
+    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(seed)
-    codes_train, factors_train = U.sample_codes_and_factors(dataset, code_fn, num_train, rng)
-    codes_test, factors_test = U.sample_codes_and_factors(dataset, code_fn, num_test, rng)
+    codes_train, factors_train = U.sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+    codes_test, factors_test = U.sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
     importance, train_acc, test_acc = importance_matrix(
-        codes_train, factors_train, codes_test, factors_test,
-        booster=booster, random_state=U.derived_seed(seed, 1), n_jobs=n_jobs,
+        codes_train, factors_train[:, chosen], codes_test, factors_test[:, chosen],
+        booster=settings["booster"], random_state=U.derived_seed(seed, 1), n_jobs=settings["n_jobs"],
     )
     scores = dci_from_importance(importance)
     scores["informativeness_train"] = float(np.mean(train_acc))
     scores["informativeness_test"] = float(np.mean(test_acc))
     return U.as_float_dict(scores)
+
+
+dci.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]
 
 
 def importance_matrix(
@@ -91,12 +107,12 @@ def importance_matrix(
     codes_test: np.ndarray,
     factors_test: np.ndarray,
     *,
-    booster: str = "exact",
+    booster: Booster = "exact",
     random_state: int = 0,
     n_jobs: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(R (d, K), train accuracy (K,), test accuracy (K,))`` from one classifier per factor."""
-    U.check_choice("booster", booster, BOOSTERS)
+    U.one_of("booster", BOOSTERS)(booster)
     codes_train = np.asarray(codes_train, dtype=np.float64)
     codes_test = np.asarray(codes_test, dtype=np.float64)
     if codes_train.ndim != 2 or factors_train.ndim != 2 or len(codes_train) != len(factors_train):

@@ -2,14 +2,53 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
+from .. import checks
 from . import _utils as U
 
+Predictor = Literal["logistic_regression", "gradient_boosting", "hist_gradient_boosting"]
+DownstreamBooster = Literal["exact", "sklearn"]
 #: predictor name -> short prefix used in the score names
-PREDICTORS = {"logistic_regression": "lr", "gradient_boosting": "gbt", "hist_gradient_boosting": "hgbt"}
+PREDICTORS = dict(zip(get_args(Predictor), ("lr", "gbt", "hgbt"), strict=True))
+
+
+def _check_sizes(num_train: Any) -> tuple[int, ...]:
+    sizes = (num_train,) if isinstance(num_train, (int, np.integer)) else num_train
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or not sizes:
+        raise checks.ParameterError(
+            "num_train", f"num_train must be a training-set size or a non-empty list of them, got {num_train!r}."
+        )
+    return tuple(checks.positive_int("num_train", n) for n in sizes)
+
+
+def _check_predictors(predictors: Any) -> tuple[str, ...]:
+    names = (predictors,) if isinstance(predictors, str) else predictors
+    if not isinstance(names, Sequence) or not names:
+        raise checks.ParameterError(
+            "predictors", f"predictors must name at least one of {', '.join(PREDICTORS)}; got {predictors!r}."
+        )
+    return tuple(checks.choice("predictors", p, tuple(PREDICTORS)) for p in names)
+
+
+def _check_together(settings: dict[str, Any]) -> None:
+    sizes, predictors = settings.get("num_train"), settings.get("predictors")
+    if sizes and predictors and "logistic_regression" in predictors and min(sizes) < 5:
+        raise checks.ParameterError(
+            "num_train",
+            f"num_train entries must be >= 5 for logistic_regression (5-fold cross-validation); got {min(sizes)}.",
+        )
+
+
+CHECK_SETTINGS = U.SettingsChecks(
+    _check_together,
+    num_train=_check_sizes,
+    num_test=U.count("num_test"),
+    predictors=_check_predictors,
+    booster=U.one_of("booster", get_args(DownstreamBooster)),
+)
 
 
 def downstream_task(
@@ -19,8 +58,9 @@ def downstream_task(
     seed: int = 0,
     num_train: Sequence[int] = (10, 100, 1_000, 10_000),
     num_test: int = 5_000,
-    predictors: Sequence[str] = ("logistic_regression", "gradient_boosting"),
-    booster: str = "exact",
+    predictors: Sequence[Predictor] = ("logistic_regression", "gradient_boosting"),
+    booster: DownstreamBooster = "exact",
+    factors: Sequence[str | int] | None = None,
     n_jobs: int | None = None,
     representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
 ) -> dict[str, float]:
@@ -40,7 +80,9 @@ def downstream_task(
     * ``"hist_gradient_boosting"`` (``hgbt``, not in the reference): the histogram booster
       with the same structure as the DCI ``booster="hist"`` option.
 
-    A factor whose training sample holds a single class is predicted as that class.
+    ``factors`` (default: every factor with more than one value) are the factors, by name or
+    index, that are predicted and averaged. A factor whose training sample holds a single class is
+    predicted as that class.
 
     Scores, for each predictor prefix ``p`` and size ``n``: ``p_n:mean_test_accuracy``,
     ``p_n:mean_train_accuracy``, ``p_n:min_test_accuracy``, ``p_n:min_train_accuracy`` and
@@ -49,27 +91,15 @@ def downstream_task(
     only when both sizes are in ``num_train``). The fits run on ``n_jobs`` joblib workers (threads
     of the exact booster).
     """
-    seed = U.check_seed(seed)
-    if isinstance(num_train, (int, np.integer)):
-        num_train = (int(num_train),)
-    sizes = [U.check_positive_int("num_train entries", n) for n in num_train]
-    if not sizes:
-        raise U.ConfigError("num_train must list at least one training-set size.")
-    num_test = U.check_positive_int("num_test", num_test)
-    if isinstance(predictors, str):
-        predictors = (predictors,)
-    for p in predictors:
-        U.check_choice("predictor", p, tuple(PREDICTORS))
-    if not predictors:
-        raise U.ConfigError(f"predictors must name at least one of {', '.join(PREDICTORS)}.")
-    if "logistic_regression" in predictors and min(sizes) < 5:
-        raise U.ConfigError(
-            f"num_train entries must be >= 5 for logistic_regression (5-fold cross-validation); got {min(sizes)}."
-        )
-    U.check_choice("booster", booster, ("exact", "sklearn"))
-    U.check_dataset(dataset)
-    names = U.factor_names(dataset)
-    code_fn = U.as_representation_function(representation, representation_batch_size)
+    settings = CHECK_SETTINGS(
+        seed=seed, num_train=num_train, num_test=num_test, predictors=predictors, booster=booster,
+        factors=factors, n_jobs=n_jobs, representation_batch_size=representation_batch_size,
+    )
+    seed, sizes, num_test = settings["seed"], settings["num_train"], settings["num_test"]
+    predictors, booster, n_jobs = settings["predictors"], settings["booster"], settings["n_jobs"]
+    chosen = U.select_factors(dataset, settings["factors"])
+    names = [U.factor_names(dataset)[k] for k in chosen]
+    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(seed)
     random_state = U.derived_seed(seed, 1)
 
@@ -78,6 +108,7 @@ def downstream_task(
     for n in sizes:
         x_train, y_train = U.sample_codes_and_factors(dataset, code_fn, n, rng)
         x_test, y_test = U.sample_codes_and_factors(dataset, code_fn, num_test, rng)
+        y_train, y_test = y_train[:, chosen], y_test[:, chosen]
         for predictor in predictors:
             if predictor == "gradient_boosting" and booster == "exact":
                 # every factor in one joint fit, its trees grown in parallel threads
@@ -113,6 +144,9 @@ def downstream_task(
                 scores[f"{prefix}_100:mean_test_accuracy"] / scores[f"{prefix}_10000:mean_test_accuracy"]
             )
     return scores
+
+
+downstream_task.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]
 
 
 def _fit_predictor(predictor, x_train, y_train, x_test, y_test, random_state):

@@ -2,13 +2,22 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
 
 from . import _gaussian as G
+from .. import checks
 from . import _utils as U
+
+Mixture = Literal["sample", "grid"]
+
+CHECK_SETTINGS = U.SettingsChecks(
+    num_samples=U.count("num_samples", 2),
+    mixture=U.one_of("mixture", get_args(Mixture)),
+    dataset_size=lambda value: None if value is None else checks.positive_int("dataset_size", value, minimum=2),
+)
 
 
 def elbo_decomposition(
@@ -17,7 +26,7 @@ def elbo_decomposition(
     *,
     seed: int = 0,
     num_samples: int = 10_000,
-    mixture: str = "sample",
+    mixture: Mixture = "sample",
     dataset_size: int | None = None,
     representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
 ) -> dict[str, float]:
@@ -54,12 +63,15 @@ def elbo_decomposition(
     the closed-form average ``kl`` (for comparison), and ``dimwise_kl_<j>`` per code dimension,
     all in nats.
     """
-    seed = U.check_seed(seed)
-    num_samples = U.check_positive_int("num_samples", num_samples, minimum=2)
-    U.check_choice("mixture", mixture, ("sample", "grid"))
+    settings = CHECK_SETTINGS(
+        seed=seed, num_samples=num_samples, mixture=mixture, dataset_size=dataset_size,
+        representation_batch_size=representation_batch_size,
+    )
+    seed, num_samples, mixture = settings["seed"], settings["num_samples"], settings["mixture"]
+    representation_batch_size = settings["representation_batch_size"]
     sizes = U.check_dataset(dataset)
     G.encoder_of(model)
-    N = G.dataset_size(dataset) if dataset_size is None else U.check_positive_int("dataset_size", dataset_size)
+    N = G.dataset_size(dataset) if settings["dataset_size"] is None else settings["dataset_size"]
     grid_size = int(np.prod(sizes))
     if grid_size < 2 or N < 2:
         raise ValueError("the ELBO decomposition needs a dataset of at least two points.")
@@ -104,3 +116,6 @@ def elbo_decomposition(
     for j in range(d):
         scores[f"dimwise_kl_{j}"] = float(dimwise[j])
     return U.as_float_dict(scores)
+
+
+elbo_decomposition.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]

@@ -1,11 +1,21 @@
 """The FactorVAE disentanglement score (Kim & Mnih, 2018)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import checks
 from . import _utils as U
+
+CHECK_SETTINGS = U.SettingsChecks(
+    batch_size=U.count("batch_size", 2),
+    num_train=U.count("num_train"),
+    num_eval=U.count("num_eval"),
+    num_variance_estimate=U.count("num_variance_estimate", 2),
+    prune_threshold=lambda value: checks.non_negative("prune_threshold", value),
+)
 
 
 def factor_vae_score(
@@ -18,6 +28,7 @@ def factor_vae_score(
     num_eval: int = 5_000,
     num_variance_estimate: int = 10_000,
     prune_threshold: float = 0.05,
+    factors: Sequence[str | int] | None = None,
     representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
 ) -> dict[str, float]:
     """FactorVAE score: accuracy of a majority-vote classifier on the least-varying dimension.
@@ -27,8 +38,11 @@ def factor_vae_score(
     1. The global variance of each code dimension is estimated (``ddof=1``) on
        ``num_variance_estimate`` observations; dimensions whose standard deviation is below
        ``prune_threshold`` (0.05, as in the Locatello et al. study) are *inactive* (collapsed to
-       the prior) and never chosen.
-    2. One training point: draw a factor index ``k`` uniformly and ``batch_size`` factor vectors
+       the prior) and never chosen. A dimension of zero variance is inactive even with
+       ``prune_threshold=0`` (its normalised variance would be 0/0).
+    2. One training point: draw a factor index ``k`` uniformly among the scored factors
+       (``factors``, by name or index; default: every factor with more than one value, as
+       holding a single-valued factor fixed fixes nothing) and ``batch_size`` factor vectors
        sharing one random value of factor ``k`` (all other factors uniform); divide the codes by the
        global standard deviation and take the active dimension of smallest variance (``ddof=1``),
        i.e. ``argmin_j var_j(batch) / var_j(global)``, as the point; its label is ``k``.
@@ -43,37 +57,40 @@ def factor_vae_score(
 
     Returns ``{"train_accuracy", "eval_accuracy", "num_active_dims"}``.
     """
-    seed = U.check_seed(seed)
-    batch_size = U.check_positive_int("batch_size", batch_size, minimum=2)
-    num_train = U.check_positive_int("num_train", num_train)
-    num_eval = U.check_positive_int("num_eval", num_eval)
-    num_variance_estimate = U.check_positive_int("num_variance_estimate", num_variance_estimate, minimum=2)
-    if not np.isscalar(prune_threshold) or not prune_threshold >= 0:
-        raise U.ConfigError(f"prune_threshold must be a number >= 0, got {prune_threshold!r}.")
+    settings = CHECK_SETTINGS(
+        seed=seed, batch_size=batch_size, num_train=num_train, num_eval=num_eval,
+        num_variance_estimate=num_variance_estimate, prune_threshold=prune_threshold, factors=factors,
+        representation_batch_size=representation_batch_size,
+    )
+    batch_size = settings["batch_size"]
     sizes = U.check_dataset(dataset)
-    code_fn = U.as_representation_function(representation, representation_batch_size)
-    rng = np.random.default_rng(seed)
+    chosen = U.select_factors(dataset, settings["factors"])
+    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
+    rng = np.random.default_rng(settings["seed"])
 
-    factors = U.sample_factors(dataset, num_variance_estimate, rng)
-    global_var = np.var(U.codes_for_factors(dataset, code_fn, factors, rng), axis=0, ddof=1)
-    active = np.sqrt(global_var) >= prune_threshold
+    sampled = U.sample_factors(dataset, settings["num_variance_estimate"], rng)
+    global_var = np.var(U.codes_for_factors(dataset, code_fn, sampled, rng), axis=0, ddof=1)
+    active = (global_var > 0) & (np.sqrt(global_var) >= settings["prune_threshold"])
     if not active.any():
         return {"train_accuracy": 0.0, "eval_accuracy": 0.0, "num_active_dims": 0.0}
 
-    train_votes = _votes(dataset, code_fn, len(sizes), batch_size, num_train, rng, global_var, active)
+    def votes(num_points: int) -> np.ndarray:
+        return _votes(dataset, code_fn, len(sizes), chosen, batch_size, num_points, rng, global_var, active)
+
+    train_votes = votes(settings["num_train"])
     classifier = np.argmax(train_votes, axis=0)  # dimension -> factor
     dims = np.arange(train_votes.shape[1])
     train_acc = train_votes[classifier, dims].sum() / train_votes.sum()
-    eval_votes = _votes(dataset, code_fn, len(sizes), batch_size, num_eval, rng, global_var, active)
+    eval_votes = votes(settings["num_eval"])
     eval_acc = eval_votes[classifier, dims].sum() / eval_votes.sum()
     return U.as_float_dict(
         {"train_accuracy": train_acc, "eval_accuracy": eval_acc, "num_active_dims": int(active.sum())}
     )
 
 
-def _votes(dataset, code_fn, num_factors, batch_size, num_points, rng, global_var, active):
+def _votes(dataset, code_fn, num_factors, chosen, batch_size, num_points, rng, global_var, active):
     """``(K, d)`` counts of (fixed factor, argmin dimension) over ``num_points`` batches."""
-    index, factors = U.sample_fixed_factor_groups(dataset, num_points, batch_size, rng)
+    index, factors = U.sample_fixed_factor_groups(dataset, num_points, batch_size, rng, chosen)
     active_dims = np.flatnonzero(active)
     per_call = max(1, code_fn.batch_size // batch_size)
     argmins = np.empty(num_points, dtype=np.int64)
@@ -87,3 +104,6 @@ def _votes(dataset, code_fn, num_factors, batch_size, num_points, rng, global_va
     votes = np.zeros((num_factors, len(global_var)), dtype=np.int64)
     np.add.at(votes, (index, argmins), 1)
     return votes
+
+
+factor_vae_score.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
@@ -10,7 +11,15 @@ import torch
 from . import _gaussian as G
 from . import _utils as U
 
-ESTIMATORS = ("histogram", "chen")
+Estimator = Literal["histogram", "chen"]
+ESTIMATORS: tuple[str, ...] = get_args(Estimator)
+
+CHECK_SETTINGS = U.SettingsChecks(
+    estimator=U.one_of("estimator", ESTIMATORS),
+    num_train=U.count("num_train", 2),
+    num_bins=U.count("num_bins"),
+    num_samples=U.count("num_samples"),
+)
 
 
 def mig(
@@ -18,10 +27,11 @@ def mig(
     representation: Any,
     *,
     seed: int = 0,
-    estimator: str = "histogram",
+    estimator: Estimator = "histogram",
     num_train: int = 10_000,
     num_bins: int = 20,
     num_samples: int = 10_000,
+    factors: Sequence[str | int] | None = None,
     representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
 ) -> dict[str, float]:
     """Mutual Information Gap: per factor, the normalised gap between its two most informative codes.
@@ -48,27 +58,38 @@ def mig(
     CPU), so it is meant for final evaluation, not for monitoring. ``num_train``/``num_bins`` are
     ignored by it.
 
-    Factors with a single value (zero entropy) are left out of the mean. With one code dimension
-    the second-largest information is taken as 0.
+    ``factors`` (default: every factor with more than one value) lists the factors, by name or
+    index, whose gaps are averaged; the others are still sampled, only not scored. Chen et al.'s
+    dSprites protocol leaves the shape out (their MIG averages scale, orientation and the two
+    positions)::
 
-    Returns ``{"mig", "mig_<factor name>" for each factor}``.
+        mig(dsprites, model, estimator="chen", factors=["scale", "orientation", "position_x", "position_y"])
+
+    Factors with a single value are never scored (zero entropy, see
+    :func:`~disentangle.metrics._utils.select_factors`), nor is a factor that the histogram
+    estimator's sample happens to hold at one value. With one code dimension the second-largest
+    information is taken as 0.
+
+    Returns ``{"mig", "mig_<factor name>" for each scored factor}``.
     """
-    seed = U.check_seed(seed)
-    U.check_choice("estimator", estimator, ESTIMATORS)
-    names = U.factor_names(dataset)  # also checks the dataset
-    if estimator == "chen":
-        num_samples = U.check_positive_int("num_samples", num_samples)
+    settings = CHECK_SETTINGS(
+        seed=seed, estimator=estimator, num_train=num_train, num_bins=num_bins, num_samples=num_samples,
+        factors=factors, representation_batch_size=representation_batch_size,
+    )
+    seed = settings["seed"]
+    chosen = U.select_factors(dataset, settings["factors"])
+    names = [U.factor_names(dataset)[k] for k in chosen]
+    if settings["estimator"] == "chen":
         mi, entropy = _chen_mutual_information(
-            dataset, representation, seed, num_samples, representation_batch_size
+            dataset, representation, seed, settings["num_samples"], settings["representation_batch_size"], chosen
         )
     else:
-        num_train = U.check_positive_int("num_train", num_train, minimum=2)
-        num_bins = U.check_positive_int("num_bins", num_bins)
-        code_fn = U.as_representation_function(representation, representation_batch_size)
+        code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
         rng = np.random.default_rng(seed)
-        codes, factors = U.sample_codes_and_factors(dataset, code_fn, num_train, rng)
-        mi = U.discrete_mutual_info(U.histogram_discretize(codes, num_bins), factors)
-        entropy = U.discrete_entropy(factors)
+        codes, sampled = U.sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+        sampled = sampled[:, chosen]
+        mi = U.discrete_mutual_info(U.histogram_discretize(codes, settings["num_bins"]), sampled)
+        entropy = U.discrete_entropy(sampled)
     gaps = mig_from_mutual_info(mi, entropy)
     valid = ~np.isnan(gaps)
     scores = {"mig": float(gaps[valid].mean()) if valid.any() else 0.0}
@@ -104,29 +125,33 @@ def factor_grid(factor_sizes) -> np.ndarray:
     return np.indices(sizes).reshape(len(sizes), -1).T.astype(np.int64)
 
 
-def _chen_mutual_information(dataset, model, seed, num_samples, batch_size):
-    """``(d, K)`` mutual information and ``(K,)`` factor entropies with Chen et al.'s estimator."""
+def _chen_mutual_information(dataset, model, seed, num_samples, batch_size, chosen):
+    """``(d, len(chosen))`` mutual information and factor entropies with Chen et al.'s estimator."""
     sizes = U.check_dataset(dataset)
     rng = np.random.default_rng(seed)
     grid = factor_grid(sizes)
     mu, logvar = G.encode_factors(dataset, model, grid, rng, batch_size)
     z = G.sample_posterior(mu, logvar, rng)
 
-    def entropy(indices: np.ndarray) -> torch.Tensor:
+    def entropy(indices: np.ndarray, generator: np.random.Generator) -> torch.Tensor:
         """``H(z_j)`` of the aggregate posterior of the given grid points, per dimension."""
-        chosen = indices if len(indices) <= num_samples else rng.choice(indices, num_samples, replace=False)
+        picked = indices if len(indices) <= num_samples else generator.choice(indices, num_samples, replace=False)
         idx = torch.as_tensor(indices, device=mu.device)
-        pick = torch.as_tensor(chosen, device=mu.device)
+        pick = torch.as_tensor(picked, device=mu.device)
         per_dim, _ = G.logsumexp_mixture(
             z[pick], mu[idx], logvar[idx], log_weight=-math.log(len(indices)), joint=False
         )
         return -per_dim.mean(dim=0)
 
-    marginal = entropy(np.arange(len(grid)))
-    mi = np.zeros((mu.shape[1], len(sizes)))
-    for k, size in enumerate(sizes):
-        if size < 2:
-            continue
-        conditional = sum(entropy(np.flatnonzero(grid[:, k] == v)) for v in range(size)) / size
-        mi[:, k] = torch.clamp(marginal - conditional, min=0).cpu().numpy()
-    return mi, np.log(np.asarray(sizes, dtype=np.float64))
+    marginal = entropy(np.arange(len(grid)), rng)
+    mi = np.zeros((mu.shape[1], len(chosen)))
+    for column, k in enumerate(chosen):
+        size = sizes[k]
+        # a generator per factor: a factor's score does not depend on which others are scored
+        factor_rng = np.random.default_rng([seed, 1, int(k)])
+        conditional = sum(entropy(np.flatnonzero(grid[:, k] == v), factor_rng) for v in range(size)) / size
+        mi[:, column] = torch.clamp(marginal - conditional, min=0).cpu().numpy()
+    return mi, np.log(np.asarray(sizes, dtype=np.float64)[chosen])
+
+
+mig.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]

@@ -1,11 +1,16 @@
 """Modularity and explicitness (Ridgeway & Mozer, 2018)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from . import _utils as U
+
+CHECK_SETTINGS = U.SettingsChecks(
+    num_train=U.count("num_train", 2), num_test=U.count("num_test"), num_bins=U.count("num_bins")
+)
 
 
 def modularity_explicitness(
@@ -16,6 +21,7 @@ def modularity_explicitness(
     num_train: int = 10_000,
     num_test: int = 5_000,
     num_bins: int = 20,
+    factors: Sequence[str | int] | None = None,
     n_jobs: int | None = None,
     representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
 ) -> dict[str, float]:
@@ -36,21 +42,27 @@ def modularity_explicitness(
       the training and on ``num_test`` test points. ``explicitness_train``/``explicitness_test``
       are the means over factors. Classes absent from the test sample are left out of its average.
 
+    ``factors`` (default: every factor with more than one value) are the factors, by name or
+    index, that make up the ``K`` columns of ``m`` and the explicitness average; a factor with a
+    single value would add a column of zeros to every code's modularity, so it is never scored.
+
     The per-factor classifiers run on ``n_jobs`` joblib workers (default: one per core).
 
     Returns ``{"modularity", "explicitness_train", "explicitness_test"}``.
     """
-    seed = U.check_seed(seed)
-    num_train = U.check_positive_int("num_train", num_train, minimum=2)
-    num_test = U.check_positive_int("num_test", num_test)
-    num_bins = U.check_positive_int("num_bins", num_bins)
-    U.check_dataset(dataset)
-    code_fn = U.as_representation_function(representation, representation_batch_size)
+    settings = CHECK_SETTINGS(
+        seed=seed, num_train=num_train, num_test=num_test, num_bins=num_bins, factors=factors,
+        n_jobs=n_jobs, representation_batch_size=representation_batch_size,
+    )
+    seed, n_jobs = settings["seed"], settings["n_jobs"]
+    chosen = U.select_factors(dataset, settings["factors"])
+    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(seed)
-    codes_train, factors_train = U.sample_codes_and_factors(dataset, code_fn, num_train, rng)
-    codes_test, factors_test = U.sample_codes_and_factors(dataset, code_fn, num_test, rng)
+    codes_train, factors_train = U.sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+    codes_test, factors_test = U.sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
+    factors_train, factors_test = factors_train[:, chosen], factors_test[:, chosen]
 
-    mi = U.discrete_mutual_info(U.histogram_discretize(codes_train, num_bins), factors_train)
+    mi = U.discrete_mutual_info(U.histogram_discretize(codes_train, settings["num_bins"]), factors_train)
     x_train, x_test = U.normalize_codes(codes_train, codes_test)
     random_state = U.derived_seed(seed, 1)
     tasks = [
@@ -107,3 +119,6 @@ def _ovr_auc(y: np.ndarray, proba: np.ndarray, classes: np.ndarray) -> float:
     if not present.any():
         return 0.5
     return float(roc_auc_score(target[:, present], proba[:, present], average="macro"))
+
+
+modularity_explicitness.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]

@@ -1,11 +1,19 @@
 """The Separated Attribute Predictability score (Kumar et al., 2018)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import checks
 from . import _utils as U
+
+CHECK_SETTINGS = U.SettingsChecks(
+    num_train=U.count("num_train", 2),
+    num_test=U.count("num_test"),
+    continuous_factors=lambda value: checks.boolean("continuous_factors", value),
+)
 
 
 def sap_score(
@@ -16,6 +24,7 @@ def sap_score(
     num_train: int = 10_000,
     num_test: int = 5_000,
     continuous_factors: bool = False,
+    factors: Sequence[str | int] | None = None,
     n_jobs: int | None = None,
     representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
 ) -> dict[str, float]:
@@ -30,24 +39,26 @@ def sap_score(
     * ``continuous_factors=True``: the squared correlation of code ``j`` and factor ``k`` on the
       ``num_train`` points (0 where the code's variance is below 1e-12); ``num_test`` is unused.
 
-    ``sap`` is the mean over factors of the difference between the largest and the second-largest
+    ``sap`` is the mean over the scored factors (``factors``, by name or index; default: every
+    factor with more than one value) of the difference between the largest and the second-largest
     entry of the factor's column (the top-two gap). The ``d x K`` SVMs run on ``n_jobs`` joblib
     workers (default: one per core); they share one ``random_state`` derived from ``seed``, so the
     score does not change when code dimensions are permuted.
 
     Returns ``{"sap"}``.
     """
-    seed = U.check_seed(seed)
-    num_train = U.check_positive_int("num_train", num_train, minimum=2)
-    num_test = U.check_positive_int("num_test", num_test)
-    if not isinstance(continuous_factors, (bool, np.bool_)):
-        raise U.ConfigError(f"continuous_factors must be True or False, got {continuous_factors!r}.")
-    U.check_dataset(dataset)
-    code_fn = U.as_representation_function(representation, representation_batch_size)
+    settings = CHECK_SETTINGS(
+        seed=seed, num_train=num_train, num_test=num_test, continuous_factors=continuous_factors,
+        factors=factors, n_jobs=n_jobs, representation_batch_size=representation_batch_size,
+    )
+    seed, n_jobs = settings["seed"], settings["n_jobs"]
+    chosen = U.select_factors(dataset, settings["factors"])
+    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(seed)
-    codes, factors = U.sample_codes_and_factors(dataset, code_fn, num_train, rng)
-    codes_test, factors_test = U.sample_codes_and_factors(dataset, code_fn, num_test, rng)
-    if continuous_factors:
+    codes, factors = U.sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+    codes_test, factors_test = U.sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
+    factors, factors_test = factors[:, chosen], factors_test[:, chosen]
+    if settings["continuous_factors"]:
         matrix = squared_correlation_matrix(codes, factors)
     else:
         random_state = U.derived_seed(seed, 1)
@@ -60,6 +71,9 @@ def sap_score(
         costs = [len(np.unique(factors[:, k])) for j in range(d) for k in range(K)]
         matrix = np.array(U.parallel_map(_svm_accuracy, tasks, n_jobs, costs)).reshape(d, K)
     return {"sap": sap_from_score_matrix(matrix)}
+
+
+sap_score.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]
 
 
 def sap_from_score_matrix(matrix: np.ndarray) -> float:

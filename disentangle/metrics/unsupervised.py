@@ -7,6 +7,8 @@ import numpy as np
 
 from . import _utils as U
 
+CHECK_SETTINGS = U.SettingsChecks(num_train=U.count("num_train", 2), num_bins=U.count("num_bins"))
+
 
 def unsupervised_scores(
     dataset: Any,
@@ -38,13 +40,14 @@ def unsupervised_scores(
 
     Returns the four scores above.
     """
-    seed = U.check_seed(seed)
-    num_train = U.check_positive_int("num_train", num_train, minimum=2)
-    num_bins = U.check_positive_int("num_bins", num_bins)
+    settings = CHECK_SETTINGS(
+        seed=seed, num_train=num_train, num_bins=num_bins, representation_batch_size=representation_batch_size
+    )
+    num_bins = settings["num_bins"]
     U.check_dataset(dataset)
-    code_fn = U.as_representation_function(representation, representation_batch_size)
-    rng = np.random.default_rng(seed)
-    codes, _ = U.sample_codes_and_factors(dataset, code_fn, num_train, rng)
+    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
+    rng = np.random.default_rng(settings["seed"])
+    codes, _ = U.sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
     cov = np.atleast_2d(np.cov(codes, rowvar=False))
     # A constant dimension is independent of the others: leaving it out gives the limit value.
     keep = np.diag(cov) > 0
@@ -64,6 +67,9 @@ def unsupervised_scores(
             "mutual_info_score": mi.sum() / (d * d - d) if d > 1 else 0.0,
         }
     )
+
+
+unsupervised_scores.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]
 
 
 def gaussian_total_correlation(cov: np.ndarray) -> float:

@@ -371,3 +371,11 @@ def test_user_manifest_paths_are_read_from_the_env_var(tmp_path, published, monk
     assert zoo_manifest.manifest_paths()[1:] == [published[1], missing]
     with pytest.raises(zoo.ManifestError, match="does not exist"):
         zoo.names(pretrained=True)
+
+
+def test_published_files_are_world_readable(published):
+    # mkstemp files are owner-only; a wheel would carry that mode into a shared installation
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in (weight_file(published), published[1]):
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask

@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--notes", default="", help="free text stored in the manifest (e.g. the schedule)")
     pu.add_argument("--wall-time", type=float, default=None, help="training wall time in seconds (default: from log.jsonl)")
     pu.add_argument("--force", action="store_true", help="replace an entry or file with other weights")
+    pu.add_argument("--no-progress", action="store_true", help="no progress bar while the metrics are computed")
     return p
 
 
@@ -118,7 +119,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         else:
             parsed = zoo.recipes.parse_generated(name)
             source = parsed[0].key if parsed else "shipped"
-            number = zoo.recipes.model_number_of(name)
+            number = zoo.recipes.model_number_of(name) if parsed else zoo.info(name)["model_number"]
             steps = (raw.get("train") or {}).get("steps")
             rows.append([name, objective, dataset, _fmt(steps), source, _fmt(number)])
     if args.pretrained:
@@ -193,7 +194,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     record = zoo.publish(
         args.run_dir, args.name, manifest=args.manifest, weights_dir=args.weights_dir, metrics=metrics,
         metric_settings=settings, urls=args.urls, recipe=args.recipe, notes=args.notes,
-        wall_time_s=args.wall_time, force=args.force,
+        wall_time_s=args.wall_time, force=args.force, progress=not args.no_progress,
     )
     print(f"published {args.name}: {record['file']} ({record['size']} bytes, sha256 {record['sha256']})")
     for metric, scores in record["metrics"].items():

@@ -224,7 +224,7 @@ def publish(
         from ..data import build_dataset
 
         dataset = build_dataset(dict(config["data"]), device="cpu")
-        computed = evaluate_metrics(dataset, model, missing, seed=seed, settings=settings)
+        computed = _evaluate(evaluate_metrics, dataset, model, missing, seed, settings, progress)
         recorded.update(computed)
         _write_metrics_json(run_dir, recorded, seed)
     scores = {m: recorded[m] for m in metric_names}
@@ -252,6 +252,23 @@ def publish(
     }
     _manifest.write_entry(manifest_path, name, record)
     return record
+
+
+def _evaluate(evaluate_metrics, dataset, model, names, seed, settings, progress):
+    """``evaluate_metrics`` with a tqdm bar over the metrics (on stderr) when ``progress``."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(names), desc="metrics", unit="metric", file=sys.stderr, disable=not progress) as bar:
+        bar.set_postfix_str(names[0])
+
+        def done(name, scores, seconds):
+            bar.update(1)
+            following = names.index(name) + 1
+            bar.set_postfix_str(names[following] if following < len(names) else "")
+
+        return evaluate_metrics(dataset, model, names, seed=seed, settings=settings, callback=done)
 
 
 def _same_content(a: bytes, b: bytes) -> bool:

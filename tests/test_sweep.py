@@ -316,6 +316,30 @@ def test_kill_9_of_the_sweep_then_rerun_only_runs_the_missing_ones(tmp_path):
         assert float(row["mig.mig"]) == record["metrics"]["mig"]["mig"] and record["steps"] == 40
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_a_worker_restarts_the_pool_and_resumes(tmp_path):
+    path = write_study(tmp_path, extra_set={"data.delay": 0.05, "train.steps": 60}, metrics=[], metric_settings={})
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "disentangle.sweep", "run", str(path), "--out", str(out), "--workers", "2",
+           "--threads-per-run", "1"]
+    parent = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not list((out / "runs").glob("*/checkpoint.pt")):
+        assert parent.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    workers = [p for p in _children(parent.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = parent.communicate(timeout=300)
+    assert parent.returncode == 0, err
+    assert "restarting the pool" in err
+    runs = list((out / "runs").iterdir())
+    assert len(runs) == 4 and all((r / "metrics.json").exists() for r in runs)
+    for run in runs:  # the interrupted runs resumed from their checkpoints: no step twice, none missing
+        steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
+        assert steps == list(range(2, 61, 2))
+
+
 def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys):
     grid = [{"objective.beta": [1.0, 4.0]}, {"objective.beta": [2.0], "train.lr": [1.0e30]}]  # NaN at once
     builds = tmp_path / "builds.txt"

@@ -59,6 +59,12 @@ class VAE(nn.Module):
         return torch.sigmoid(self.decode(z))
 
     def forward(self, x: torch.Tensor) -> VAEOutput:
+        """Posterior, one sample ``z = μ + σ ε`` and its decoder logits.
+
+        During training ``ε`` comes from the trainer's checkpointed per-step generator, drawn for the
+        global batch (:func:`~disentangle.objectives.losses.reparameterize`); elsewhere from torch's
+        global RNG.
+        """
         mu, logvar = self.encode(x)
         z = reparameterize(mu, logvar)
         return VAEOutput(mu, logvar, z, self.decode(z))

@@ -20,7 +20,9 @@ of the global batch. Every term must be a mean over these rows or a quantity of 
 computed on tensors gathered with :func:`disentangle.distributed.gather`, and random draws go
 through :func:`~disentangle.objectives.losses.reparameterize`,
 :func:`disentangle.distributed.normal` or :func:`disentangle.distributed.global_generator`; then
-the run trains the single-process objective.
+the run trains the single-process objective. Step optimizers through ``precision.minimize`` or
+``precision.step`` (never ``optimizer.step()`` directly): that is where gradients are averaged
+over processes.
 """
 from __future__ import annotations
 

@@ -383,3 +383,93 @@ def test_from_arrays_sorts_rows_and_validates(tmp_path):
     np.savez(path, pictures=images)
     with pytest.raises(CorruptDataFileError, match="images_key"):
         DATASETS.build("npz", path=str(path))
+
+
+# ---------------------------------------------------------------------- every registered dataset
+@pytest.fixture(scope="module")
+def tiny_builds(tmp_path_factory):
+    """``{registered name: build parameters}`` for every dataset, on tiny files of each format."""
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("tiny_files")
+    dsprites = str(write_dsprites(root / "dsprites.npz"))
+    background = root / "background.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (80, 96, 3), dtype=np.uint8)).save(background)
+    npz = root / "mine.npz"
+    rows = grid((2, 3, 2))
+    np.savez(npz, images=index_bits(12, 8) * 255, factor_classes=rows, factor_names=np.array(["a", "b", "c"]))
+    offline = {"download": False, "cache_dir": str(root / "no_cache")}
+    on_file = {"path": dsprites, "strict": False}
+    return {
+        "dsprites": on_file,
+        "color_dsprites": on_file,
+        "noisy_dsprites": on_file,
+        "scream_dsprites": {**on_file, "background": str(background)},
+        "sprites": {"image_size": 16},
+        "color_sprites": {"image_size": 16},
+        "noisy_sprites": {"image_size": 16},
+        "scream_sprites": {"image_size": 16, "background": str(background), **offline},
+        "shapes3d": {"path": str(write_shapes3d(root / "3dshapes.h5")), "strict": False},
+        "smallnorb": {"path": str(write_smallnorb(root / "norb")), "strict": False},
+        "cars3d": {"path": str(write_cars3d(root / "cars.tar.gz")), "strict": False},
+        "mpi3d": {"path": str(write_mpi3d(root / "mpi3d_toy.npz", 4)), "strict": False,
+                  "tail_sizes": list(MPI_TAIL)},
+        "npz": {"path": str(npz)},
+    }
+
+
+CHEAP_METRICS = {
+    "mig": {"num_train": 200},
+    "factor_vae_score": {"num_train": 20, "num_eval": 10, "num_variance_estimate": 100, "batch_size": 4},
+    "beta_vae_score": {"num_train": 20, "num_eval": 10, "batch_size": 4},
+    "unsupervised_scores": {"num_train": 200},
+}
+DETERMINISTIC = {"dsprites", "sprites", "shapes3d", "cars3d", "mpi3d", "npz"}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in DATASETS.names() if not n.startswith("_")))
+def test_evaluate_metrics_runs_on_every_registered_dataset(name, tiny_builds):
+    from disentangle.metrics import evaluate_metrics, supports_code_table
+    from disentangle.model import VAE
+
+    assert name in tiny_builds, f"add tiny files for the new dataset '{name}' to the tiny_builds fixture"
+    dataset = DATASETS.build(name, **tiny_builds[name])
+    declared = [c for c in type(dataset).__mro__ if "deterministic_observations" in c.__dict__]
+    assert declared and declared[0] is not object, "every dataset class declares its capabilities"
+    assert dataset.deterministic_observations is (name in DETERMINISTIC)
+    assert supports_code_table(dataset) is (name in DETERMINISTIC)
+
+    torch.manual_seed(0)
+    model = VAE.from_backbone("mlp", image_shape=dataset.image_shape, latent_dim=3, hidden_sizes=[8]).eval()
+    encoded = []
+    model.encoder.register_forward_hook(lambda module, inputs, output: encoded.append(len(inputs[0])))
+    results = evaluate_metrics(dataset, model, list(CHEAP_METRICS), seed=0, settings=CHEAP_METRICS)
+    assert set(results) == set(CHEAP_METRICS)
+    for scores in results.values():
+        assert all(np.isfinite(v) for v in scores.values())
+    assert 0.0 <= results["mig"]["mig"] <= 1.0
+    if name in DETERMINISTIC:  # each grid point encoded at most once
+        assert sum(encoded) <= len(dataset)
+    else:  # every drawn observation encoded (per-draw nuisance or a hidden factor), as without a table
+        tabled = sum(encoded)
+        encoded.clear()
+        assert evaluate_metrics(dataset, model, list(CHEAP_METRICS), settings=CHEAP_METRICS, code_table=False) == results
+        assert sum(encoded) == tabled
+
+
+def test_a_dataset_class_that_adds_nuisance_must_declare_its_observations():
+    from disentangle.data import GridDataset
+
+    with pytest.raises(TypeError, match="deterministic_observations"):
+
+        class Jittered(GridDataset):  # noqa: F841 - the class statement itself must fail
+            def transform(self, batch, generator):
+                return batch
+
+    class Declared(GridDataset):
+        deterministic_observations = False
+
+        def transform(self, batch, generator):
+            return batch
+
+    assert not Declared.deterministic_observations

@@ -93,7 +93,12 @@ class GridDataset:
     Grid point ``i`` has factor classes ``(i // strides) % factor_sizes`` (row-major, the last
     factor fastest, as in the dSprites file). Subclasses provide :meth:`raw` (the stored integer
     images of grid indices, usually uint8) and may override :meth:`transform` to add per-sample
-    nuisance such as colour or background noise. :meth:`observe` turns indices into float images
+    nuisance such as colour or background noise.
+
+    Capabilities are declared, not inferred: :attr:`deterministic_observations` says whether an
+    observation is a function of its factors alone. A subclass that overrides :meth:`transform` or
+    :meth:`sample_observations_from_factors` (where per-draw nuisance or hidden factors enter)
+    must declare it in its own class body; forgetting is a ``TypeError`` when the class is created. :meth:`observe` turns indices into float images
     in [0, 1]; :meth:`sample_batch` draws a uniform training batch with a ``torch.Generator`` that
     lives on :attr:`device`, so a checkpointed generator state replays the same batches.
     """
@@ -104,6 +109,20 @@ class GridDataset:
     scale: float = 1.0 / 255.0
     #: optional per-factor arrays of the physical value of each class
     factor_values: list[np.ndarray] | None = None
+    #: whether the observation of a factor vector is a function of the factors alone (no per-draw
+    #: nuisance, no hidden factor): the metrics then encode each grid point once
+    #: (:class:`disentangle.metrics.CodeTable`). False unless a dataset class declares it.
+    deterministic_observations: bool = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        overrides = [m for m in ("transform", "sample_observations_from_factors") if m in cls.__dict__]
+        if overrides and "deterministic_observations" not in cls.__dict__:
+            raise TypeError(
+                f"{cls.__qualname__} overrides {' and '.join(overrides)}, so it must declare whether its "
+                "observations are a function of the factors alone: set the class attribute "
+                "deterministic_observations = True or False."
+            )
 
     def _init_grid(
         self, factor_names: Sequence[str], factor_sizes: Sequence[int], device: torch.device | str
@@ -164,11 +183,6 @@ class GridDataset:
         generator = torch_generator_from_numpy(rng, self.device)
         return self.observe(idx, generator)
 
-    @property
-    def deterministic_observations(self) -> bool:
-        """Whether an observation is a function of its grid index alone (no per-draw nuisance)."""
-        return type(self).transform is GridDataset.transform
-
     def sample_indices_from_factors(self, factors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The grid indices :meth:`sample_observations_from_factors` would observe for ``factors``,
         drawing from ``rng`` exactly what it draws (so later draws are the same either way)."""
@@ -213,7 +227,12 @@ class IndexedImageDataset(GridDataset):
         ``1/255`` for 8-bit images.
     factor_values:
         Optional per-factor arrays of the physical values of each class.
+
+    The images are stored and :meth:`transform` is the identity, so observations are
+    deterministic.
     """
+
+    deterministic_observations = True
 
     def __init__(
         self,

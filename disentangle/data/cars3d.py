@@ -118,6 +118,8 @@ class Cars3D(IndexedImageDataset):
     (4, 24, 183); ``cache_dir``, ``download``, ``device`` work as for ``dsprites``.
     """
 
+    deterministic_observations = True  # stored images, one per grid point
+
     files = (CARS3D_FILE,)
 
     def __init__(

@@ -84,6 +84,8 @@ class DSprites(IndexedImageDataset):
         Where the images live and batches are drawn.
     """
 
+    deterministic_observations = True  # stored images, one per grid point
+
     files = (DSPRITES_FILE,)
 
     def __init__(

@@ -99,6 +99,8 @@ class MPI3D(IndexedImageDataset):
         As for ``dsprites``.
     """
 
+    deterministic_observations = True  # stored images, one per grid point
+
     files = tuple(MPI3D_FILES.values())
 
     def __init__(

@@ -68,6 +68,8 @@ class Shapes3D(IndexedImageDataset):
     ``path``, ``cache_dir``, ``download``, ``strict`` and ``device`` work as for ``dsprites``.
     """
 
+    deterministic_observations = True  # stored images, one per grid point
+
     files = (SHAPES3D_FILE,)
 
     def __init__(

@@ -162,6 +162,8 @@ class SmallNORB(GridDataset):
         any complete grid in the same format (the tests write tiny ones).
     """
 
+    deterministic_observations = False  # the hidden instance is drawn per observation
+
     scale = 1.0 / 255.0
 
     def __init__(

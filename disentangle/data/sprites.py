@@ -36,33 +36,20 @@ Rendering conventions (lengths are fractions of the image side ``S``; 64-pixel v
   (rows down) for growing θ: the heart's point goes from the bottom (θ = 0) to the right
   (θ ≈ π/2, class 10), the top (class 20) and the left (class 29).
 
-How this was matched, and how well
-----------------------------------
-Against the 320 real frames in ``../shared/reference/dsprites.gif`` (traversals of the real
-dataset: 192 heart, 64 ellipse, 64 square frames), measured with
-``python examples/compare_sprites_reference.py``. For every frame, the best intersection-over-union
-of the binary masks over all 737,280 rendered grid images (exhaustive search) is on average
-**0.9997** (square 0.9997, ellipse 0.9996, heart 0.9997; worst frame 0.9890; 95.6% of the frames
-are matched pixel for pixel). The best matches fall on the classes read off the traversal order
-of the GIF (shape, scale and positions 100%, orientation 99.7%), and rendering at those classes
-gives the same mean IoU, 0.9997. The shape outlines, sizes, position mapping (centre
-16.0 + 32·x pixels, ±0.05 px), pixel-centre rule and rotation sense were fitted to those frames;
-the sizes are given to the precision the fit resolves (a few hundredths of a pixel).
+How the conventions were fixed
+------------------------------
+The shape outlines, sizes, position mapping, pixel-centre rule and rotation sense were fitted to
+real dSprites frames (``python examples/compare_sprites_reference.py`` measures the match; the
+numbers are in ``benchmarks/RESULTS-metrics.md``). The frames cannot tell which way a sweep runs,
+so one assumption is made: each sweep starts at class 0, as the scale sweeps visibly do. It fixes
+two signs: ``position_y`` grows downwards and the rotation is counter-clockwise on screen. Should
+the real file have them the other way, its images correspond to ours with position_y class
+``k ↔ 31 - k`` and/or orientation ``k ↔ 39 - k``; shapes, sizes and position range are the same
+either way.
 
-One assumption is not checkable on the frames: that each sweep of the GIF runs upward from
-class 0 first, as the scale sweeps visibly do (the animation opens with the smallest sprite).
-It fixes two signs: ``position_y`` grows downwards (the first position sweep moves the sprite
-down from the top-left corner) and the rotation is counter-clockwise on screen. The frames sweep
-both ways, so they cannot tell: should the real file have them the other way, its images
-correspond to ours with position_y class ``k ↔ 31 - k`` and/or orientation ``k ↔ 39 - k``; the
-shapes, sizes and position range are fixed by the frames either way.
-
-Speed (``render_sprites`` on random grid points, 64×64, one CPU thread of a shared 2-core VM,
-torch 2.x): about 34,000 images/s at batch 64 and 59,000 images/s at batch 4096
-(``sample_batch``: 23,000 and 33,000). Only a window around each sprite is evaluated (about 22%
-of the pixels); the result is the same as testing every pixel. ``materialize=True`` renders the
-whole grid once (737,280 images, 2.8 GiB of uint8, about 22 s on one CPU thread) and then indexes it,
-the fast path on a GPU with memory to spare.
+Only a window around each sprite is evaluated, which gives the same images as testing every
+pixel. ``materialize=True`` renders the whole grid once (737,280 images, 2.8 GiB of uint8) and
+then indexes it, the fast path on a GPU with memory to spare.
 
 Determinism: the same factor classes give the same image bit for bit, whatever the batch they
 are rendered in (no randomness; the class tables are computed in float64 and rounded to float32
@@ -446,8 +433,8 @@ class ProceduralSprites(GridDataset):
     ``(3, 6, 40, 32, 32)`` (737,280 grid points, position y fastest, as the dSprites file);
     ``factor_values`` are shape 1, 2, 3 (square, ellipse, heart), scale ``linspace(0.5, 1, 6)``,
     orientation ``linspace(0, 2π, 40)`` radians, positions ``linspace(0, 1, 32)``. Raw images are
-    uint8 0/1, so ``scale = 1.0``. Matched to 320 real dSprites frames: mean best-match IoU 0.9997
-    over the whole grid (see the module docstring for the conventions and the measurement).
+    uint8 0/1, so ``scale = 1.0``. The rendering conventions, fitted to real dSprites frames, are
+    in the module docstring.
 
     Parameters
     ----------
@@ -461,6 +448,8 @@ class ProceduralSprites(GridDataset):
     device:
         Where images are rendered (or stored) and batches are drawn.
     """
+
+    deterministic_observations = True  # rendered from the factor classes alone, bit for bit
 
     def __init__(self, *, image_size: int = 64, materialize: bool = False, device: str = "cpu") -> None:
         self._init_grid(FACTOR_NAMES, FACTOR_SIZES, device)

@@ -64,6 +64,8 @@ class SpriteVariant(GridDataset):
     RGB observations ``(n, 3, H, W)`` in [0, 1].
     """
 
+    deterministic_observations = False  # colour, noise or background drawn per observation
+
     variant = "sprite variant"
 
     def __init__(self, base: GridDataset) -> None:
@@ -122,6 +124,7 @@ class ColorSprites(SpriteVariant):
     """Color-dSprites: the sprite in one random colour per image, each channel ~ U(0.5, 1)."""
 
     variant = "Color"
+    deterministic_observations = False  # one colour drawn per observation
 
     def apply(self, mask: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         color = torch.rand((mask.shape[0], 3, 1, 1), generator=generator, device=mask.device)
@@ -132,6 +135,7 @@ class NoisySprites(SpriteVariant):
     """Noisy-dSprites: a white sprite over uniform noise in [0, 1] per pixel and channel."""
 
     variant = "Noisy"
+    deterministic_observations = False  # noise drawn per observation
 
     def apply(self, mask: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         n, _, h, w = mask.shape
@@ -177,6 +181,7 @@ class ScreamSprites(SpriteVariant):
     """
 
     variant = "Scream"
+    deterministic_observations = False  # crop and colour shift drawn per observation
     #: gather the crops with numpy on the CPU (faster there); the torch path serves other devices
     numpy_crops_on_cpu = True
 

@@ -1,20 +1,19 @@
 """Encode each grid point once: a dataset whose observations are a representation's codes.
 
-The BetaVAE and FactorVAE scores at their defaults draw about 1.9M and 1M observations. On
-dSprites (737,280 images) those are only about 0.68M and 0.54M distinct images, and the other
-metrics draw again from the same grid. When an observation is a function of its factors alone
-(``dataset.deterministic_observations``: no per-draw noise, colour or background) and the
-representation is deterministic (a model's posterior means), the code of a grid point never
-changes, so it can be computed once and looked up afterwards. :class:`CodeTable` does that lazily,
-in batches of the points not seen yet; :func:`disentangle.metrics.evaluate_metrics` uses it by
-default.
+The BetaVAE and FactorVAE scores draw millions of observations from a grid of far fewer points
+(dSprites has 737,280), and the other metrics draw again from the same grid. When an observation
+is a function of its factors alone (the dataset class declares ``deterministic_observations``: no
+per-draw nuisance such as colour, noise or background, no hidden factor such as SmallNORB's
+instance) and the representation is deterministic (a model's posterior means, not a function
+that samples its codes), the code of a grid point never changes, so it can be computed once and
+looked up afterwards. :class:`CodeTable` does that lazily, in batches of the points not seen yet;
+:func:`disentangle.metrics.evaluate_metrics` decides when to use it (its ``code_table`` argument).
 
 It draws from the generator exactly what the dataset would, so every metric samples the same
 points. The scores can differ from uncached ones only through floating-point rounding, where the
 representation's output for an image depends on which other images share its batch; a classifier
-that stops before converging (the BetaVAE score's lbfgs) can turn that into a small change (0.830
-vs 0.828 train accuracy on the sprites benchmark, within the seed-to-seed spread). On dSprites at
-the defaults, the six Locatello et al. metrics draw 2.9M observations of 0.72M distinct images.
+that stops before converging (the BetaVAE score's lbfgs) can turn that into a small change. The
+measured savings and that change are in ``benchmarks/RESULTS-metrics.md``.
 """
 from __future__ import annotations
 
@@ -27,7 +26,10 @@ from . import _utils as U
 
 
 def supports_code_table(dataset: Any) -> bool:
-    """Whether ``dataset`` can be wrapped: a grid dataset with deterministic observations."""
+    """Whether ``dataset`` can be wrapped: a grid dataset that declares deterministic observations.
+
+    This says nothing of the representation: only wrap it for a deterministic one.
+    """
     return (
         bool(getattr(dataset, "deterministic_observations", False))
         and callable(getattr(dataset, "sample_indices_from_factors", None))
@@ -40,7 +42,8 @@ class CodeTable:
 
     Use it with the identity as the representation: ``metric(table, table.identity, seed=...)``.
     Codes are computed on first use, ``batch_size`` grid points per representation call, and kept
-    in a float64 table of ``len(dataset) x d`` (59 MB for dSprites with 10 codes).
+    in a float64 table of ``len(dataset) x d`` (``737,280 x 10 x 8`` bytes for dSprites with 10
+    codes). Only for a deterministic representation: one code is kept per grid point.
     """
 
     def __init__(self, dataset: Any, representation: Any, batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE):

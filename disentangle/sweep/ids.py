@@ -20,7 +20,6 @@ old run folders stay intact (each holds its own ``config.yaml``), but a rerun wo
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from typing import Any, Iterator, Mapping
@@ -50,7 +49,7 @@ def canonical_json(value: Any) -> str:
 def identity(config: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a resolved nested config that defines the result: ``config`` minus
     :data:`EXCLUDED_KEYS`."""
-    out = copy.deepcopy(dict(config))
+    out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in config.items()}  # sections copied, not shared
     for key in EXCLUDED_KEYS:
         section, _, name = key.partition(".")
         if isinstance(out.get(section), dict):

@@ -374,6 +374,7 @@ def _expand(study: Study, base_raw: dict[str, Any]) -> None:
     points = grid_points(study.grid)
     total = len(points) * len(study.seeds)
     runs: list[RunSpec] = []
+    point_configs: list[dict[str, Any]] = []  # one per grid point: the seeds vary nothing else
     seen: set[str] = set()
     for p, point in enumerate(points):
         raw = apply_assignments(base_raw, {**study.set, **point})
@@ -387,6 +388,7 @@ def _expand(study: Study, base_raw: dict[str, Any]) -> None:
                 f"{p * len(study.seeds) + 1}-{(p + 1) * len(study.seeds)} of {total}): {err} "
                 f"Fix the study's 'grid', 'set' or its base '{study.base}'."
             ) from None
+        point_configs.append(config.to_dict())
         for seed in study.seeds:
             seeded = dataclasses.replace(config, seed=seed)
             resolved = seeded.to_dict()
@@ -399,7 +401,7 @@ def _expand(study: Study, base_raw: dict[str, Any]) -> None:
     study.runs = runs
     grid_keys = [k for block in study.grid for k in block]
     swept = [k for block in study.grid for k, values in block.items() if len(values) > 1]
-    study.varying_keys = varying_keys([r.config for r in runs], first=grid_keys, swept=swept)
+    study.varying_keys = varying_keys(point_configs, first=grid_keys, swept=swept)
 
 
 def _dlib_model_number(config: Any) -> int | None:

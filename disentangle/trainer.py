@@ -297,14 +297,22 @@ class Trainer:
             torch.backends.cudnn.allow_tf32 = cfg.train.tf32
             torch.backends.cudnn.benchmark = cfg.train.cudnn_benchmark
         self.step = 0
+        self._wall_time_before = 0.0  # training seconds of earlier sessions of this run (resume)
+        self._session_start = time.perf_counter()
 
     def _generators(self) -> dict[str, torch.Generator]:
         return {"data": self.data_generator, "noise": self.noise_generator}
+
+    @property
+    def wall_time_s(self) -> float:
+        """Seconds spent training this run so far, over every session (carried by checkpoints)."""
+        return self._wall_time_before + (time.perf_counter() - self._session_start)
 
     def _state(self) -> dict[str, Any]:
         return {
             "format": FORMAT_VERSION,
             "step": self.step,
+            "wall_time_s": self.wall_time_s,
             "config": self.config.to_dict(),
             "image_shape": list(self.dataset.image_shape),
             "model": self.model.state_dict(),
@@ -329,6 +337,7 @@ class Trainer:
                 self.schedulers[name].load_state_dict(state)
         self.precision.load_state_dict(ckpt.get("precision", {}))
         self.step = int(ckpt["step"])
+        self._wall_time_before = float(ckpt.get("wall_time_s", 0.0))
         rng = dict(ckpt["rng"])
         if "cuda" in rng and (not torch.cuda.is_available() or len(rng["cuda"]) != torch.cuda.device_count()):
             rng.pop("cuda")  # saved on another number of GPUs; training draws from its own generators
@@ -488,7 +497,8 @@ class Trainer:
             if cfg.tensorboard:
                 from .visualize import TensorBoardLogger
 
-                tensorboard = TensorBoardLogger(self.out_dir)
+                # on resume, events a crashed session wrote after the checkpoint are hidden
+                tensorboard = TensorBoardLogger(self.out_dir, purge_step=self.step if ckpt is not None else None)
 
         model, objective = self.model, self.objective
         model.train()
@@ -497,6 +507,7 @@ class Trainer:
         last_good_step = self.step
         last_terms: dict[str, Any] = {}
         start_step, start_time = self.step, time.perf_counter()
+        self._session_start = start_time
         bar = tqdm(
             total=cfg.steps, initial=self.step, disable=not (cfg.progress and main), dynamic_ncols=True, desc="train"
         )
@@ -533,7 +544,10 @@ class Trainer:
                     last_terms = {k: _to_loggable(tensors.get(k, v)) for k, v in terms.items()}
                     if main:
                         elapsed = time.perf_counter() - start_time
-                        speed = {"steps_per_s": (self.step - start_step) / max(elapsed, 1e-9)}
+                        speed = {
+                            "steps_per_s": (self.step - start_step) / max(elapsed, 1e-9),
+                            "wall_time_s": round(self.wall_time_s, 3),
+                        }
                         self._log({"step": self.step, **last_terms, **speed})
                         bar.set_postfix({k: f"{v:.4g}" for k, v in last_terms.items() if isinstance(v, float)}, refresh=False)
                         if tensorboard is not None:

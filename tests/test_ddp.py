@@ -95,7 +95,7 @@ def _records(run: Path) -> list[dict]:
 
 
 def _terms(records: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k != "steps_per_s"} for r in records if "metrics" not in r]
+    return [{k: v for k, v in r.items() if k not in ("steps_per_s", "wall_time_s")} for r in records if "metrics" not in r]
 
 
 def _assert_close(got: list[dict], expected: list[dict], what: str) -> None:

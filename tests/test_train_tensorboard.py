@@ -39,7 +39,7 @@ def test_training_writes_terms_metrics_and_images_to_tensorboard(tmp_path):
     tags = acc.Tags()
     records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     terms = [r for r in records if "metrics" not in r]
-    expected = {f"train/{k}" for k in ("loss", "recon", "kl", "elbo", "steps_per_s")} | {f"kl_per_dim/z{j}" for j in range(3)}
+    expected = {f"train/{k}" for k in ("loss", "recon", "kl", "elbo", "steps_per_s", "wall_time_s")} | {f"kl_per_dim/z{j}" for j in range(3)}
     (scores,) = [r["metrics"] for r in records if "metrics" in r]
     assert set(tags["scalars"]) == expected | {f"metrics/mig/{score}" for score in scores["mig"]}
     # every logged value, at its step, as log.jsonl has it (TensorBoard stores float32)

@@ -9,9 +9,9 @@ from typing import Any, Callable
 from .. import checks
 from ..registry import ConfigError
 from .backends import BACKENDS, BackendOptions
-from .files import FAILED_NAME, METRICS_NAME, PLAN_NAME, RUNS_DIR, atomic_write_json, lock_holder, read_json
+from .files import FAILED_NAME, PLAN_NAME, RUNS_DIR, atomic_write_json, lock_holder, read_json
 from .ids import canonical_json
-from .runner import BUSY, CRASHED, FAILED, FINISHED, SKIPPED, RunOutcome, RunTask, missing_metrics, outcome_line
+from .runner import FINISHED, SKIPPED, RunOutcome, RunTask, missing_metrics, outcome_line
 from .study import RunSpec, Study, load_study
 from .table import ResultsTable, write_results
 
@@ -319,4 +319,4 @@ def results(out: str | Path, output: str | Path | None = None) -> ResultsTable:
     return write_results(out_dir, output)
 
 
-__all__ = ["run", "status", "results", "run_state", "SweepReport", "SweepStatus", "RunStatus", "BUSY", "CRASHED", "FAILED"]
+__all__ = ["run", "status", "results", "run_state", "SweepReport", "SweepStatus", "RunStatus"]

@@ -416,3 +416,19 @@ def test_mutual_information_of_wide_codes_stays_in_bounded_memory():
     pick = [0, 1, 2, 255]
     np.testing.assert_allclose(mi[np.ix_(pick, pick)], _reference_mutual_info(binned[:, pick], binned[:, pick]), atol=1e-12)
     assert mi[0, 1] > 1.0 and mi[0, 2] < 0.3
+
+
+@pytest.mark.parametrize("block", [1, 700, 1 << 20])
+def test_mutual_information_does_not_depend_on_the_block_size(block, monkeypatch):
+    from disentangle.metrics import _utils as U
+
+    monkeypatch.setattr(U, "MI_BLOCK_ELEMENTS", block)
+    rng = np.random.default_rng(1)
+    codes = histogram_discretize(rng.normal(size=(300, 7)), 20)
+    codes[:, 3] = codes[:, 2] // 2  # a dependent pair
+    codes[:, 5] = 0  # a constant code
+    factors = rng.integers(4, size=(300, 3))
+    pairwise = discrete_mutual_info(codes, codes)
+    np.testing.assert_allclose(pairwise, _reference_mutual_info(codes, codes), atol=1e-12)
+    assert (pairwise == pairwise.T).all() and (pairwise[5] == 0).all()
+    np.testing.assert_allclose(discrete_mutual_info(codes, factors), _reference_mutual_info(codes, factors), atol=1e-12)

@@ -484,7 +484,8 @@ def discrete_mutual_info(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     The contingency tables of many pairs are counted with one ``bincount`` over pair-offset
     labels, in blocks of pairs sized so that no array exceeds :data:`MI_BLOCK_ELEMENTS` elements:
     the memory stays bounded for wide codes (``unsupervised_scores`` compares every pair of
-    ``d`` codes) and the work is ``n p q`` rather than the ``n (20 p) (20 q)`` of a one-hot product.
+    ``d`` codes) and the work is ``n p q`` rather than the ``n (20 p) (20 q)`` of a one-hot product
+    (half of it when ``b is a``, whose result is symmetric).
     """
     a_lab, a_sizes = _compact_columns(a)
     b_lab, b_sizes = _compact_columns(b)
@@ -505,11 +506,14 @@ def discrete_mutual_info(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     pairs_per_block = max(1, MI_BLOCK_ELEMENTS // max(n, ca * cb))
     b_step = min(q, pairs_per_block)
     a_step = max(1, pairs_per_block // b_step)
-    joint_term = np.empty((p, q))
+    symmetric = a is b  # the MI of every pair of codes: count the upper triangle only
+    joint_term = np.zeros((p, q))
     for i0 in range(0, p, a_step):
         i1 = min(p, i0 + a_step)
         for j0 in range(0, q, b_step):
             j1 = min(q, j0 + b_step)
+            if symmetric and j1 <= i0:
+                continue
             pa, qb = i1 - i0, j1 - j0
             pair = np.arange(pa * qb, dtype=np.int64).reshape(pa, qb) * (ca * cb)
             index = a_lab[:, i0:i1, None] * cb + b_lab[:, None, j0:j1]
@@ -517,6 +521,9 @@ def discrete_mutual_info(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             joint = np.bincount(index.ravel(), minlength=pa * qb * ca * cb).reshape(pa * qb, ca * cb)
             joint_term[i0:i1, j0:j1] = c_log_c[joint].sum(axis=1).reshape(pa, qb)
     mi = math.log(n) + (joint_term - a_term[:, None] - b_term[None, :]) / n
+    if symmetric:
+        lower = np.tril_indices(p, -1)
+        mi[lower] = mi.T[lower]
     mi[a_sizes < 2, :] = 0.0
     mi[:, b_sizes < 2] = 0.0
     return np.maximum(mi, 0.0)

@@ -218,6 +218,14 @@ def test_run_id_is_a_hash_of_the_canonical_resolved_config(tmp_path):
     assert identity(config)["train"].get("out_dir") is None and "device" in config["train"]
 
 
+def test_excluded_keys_are_the_resumable_ones_but_steps():
+    from disentangle.trainer import RESUMABLE_KEYS
+
+    excluded = {k.split(".", 1)[1] for k in EXCLUDED_KEYS if k.startswith("train.")}
+    assert excluded == set(RESUMABLE_KEYS) - {"steps"}  # a rerun changing one of them resumes the run
+    assert [k for k in EXCLUDED_KEYS if not k.startswith("train.")] == ["data.download"]
+
+
 def test_run_id_is_the_same_in_another_process(tmp_path):
     config = study_from_dict(tiny_study_dict(tmp_path), source="s", folder=tmp_path).runs[1].config
     # ids.py needs only the standard library: load it alone so the check is quick

@@ -7,12 +7,16 @@
 by the config schema, so ``beta: 4`` and ``beta: 4.0`` give the same id). The id is the same in
 every process, Python version and machine: no ``hash()``, no dict-order dependence.
 
-Excluded (they change where or how visibly a run trains, not the model it produces or its scores):
-``train.device`` (the same run on another device keeps its id), ``train.out_dir`` (the sweep puts
-the run in ``DIR/runs/<id>``), ``train.progress``, ``train.log_every``, ``train.checkpoint_every``
-(the trainer's resume is bit-exact whatever the checkpoint interval), ``train.eval_every`` and
-``train.eval_metrics`` (evaluation during training restores every RNG state), ``train.traversals``
-(a picture written at the end) and ``data.download`` (whether a missing file may be fetched).
+Excluded (they change where, how fast or how visibly a run trains, not the model it defines):
+``train.device`` (the same run on another device keeps its id), ``train.compile``, ``train.tf32``
+and ``train.cudnn_benchmark`` (execution strategies, like the device), ``train.out_dir`` (the
+sweep puts the run in ``DIR/runs/<id>``), ``train.progress``, ``train.log_every``,
+``train.checkpoint_every`` (the trainer's resume is bit-exact whatever the checkpoint interval),
+``train.eval_every`` and ``train.eval_metrics`` (evaluation during training restores every RNG
+state), ``train.traversals``, ``train.tensorboard`` and ``train.image_every`` (pictures and logs)
+and ``data.download`` (whether a missing file may be fetched). The excluded ``train`` keys are
+exactly the trainer's resumable keys (``RESUMABLE_KEYS``) but ``steps``, so a rerun that changes
+one of them resumes the same run folder.
 
 Everything else counts, including ``train.precision`` and ``data.path``. A new config key added by
 a later version of the library, or a changed default, changes the ids of the runs it affects: the
@@ -27,6 +31,11 @@ from typing import Any, Iterator, Mapping
 #: dotted config keys left out of the run id (see the module docstring for why)
 EXCLUDED_KEYS: tuple[str, ...] = (
     "train.device",
+    "train.compile",
+    "train.tf32",
+    "train.cudnn_benchmark",
+    "train.tensorboard",
+    "train.image_every",
     "train.out_dir",
     "train.progress",
     "train.log_every",

@@ -47,7 +47,8 @@ _CONFIG_SECTIONS = ("seed", "data", "model", "objective", "train")
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a study: its id, seed, grid values and resolved config (``train.out_dir`` unset)."""
+    """One run of a study: its id, seed, grid values (those of the keys that vary across the study)
+    and resolved config (``train.out_dir`` as in the base)."""
 
     run_id: str
     index: int
@@ -402,6 +403,8 @@ def _expand(study: Study, base_raw: dict[str, Any]) -> None:
     grid_keys = [k for block in study.grid for k in block]
     swept = [k for block in study.grid for k, values in block.items() if len(values) > 1]
     study.varying_keys = varying_keys(point_configs, first=grid_keys, swept=swept)
+    shown = set(study.varying_keys)  # a run is described by the grid values that vary, not by fixed ones
+    study.runs = [dataclasses.replace(r, values={k: v for k, v in r.values.items() if k in shown}) for r in runs]
 
 
 def _dlib_model_number(config: Any) -> int | None:

@@ -40,8 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                    " (repeatable; VALUE is parsed as YAML)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-code-table", action="store_true",
-                   help="encode every drawn observation, even where the dataset's observations are a function "
-                        "of the factors alone (by default each grid point is then encoded once)")
+                   help="encode every drawn observation (by default, where the dataset's observations are a "
+                        "function of the factors alone, each grid point is encoded once: the model's "
+                        "representation, its posterior mean, is deterministic)")
     return p
 
 
@@ -51,9 +52,9 @@ def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[
 
     import yaml
 
-    from . import metrics as metrics_module
+    from .checks import ParameterError
     from .config import _check_value
-    from .metrics import METRICS
+    from .metrics import METRICS, validate_settings
     from .registry import did_you_mean
 
     settings: dict[str, dict[str, Any]] = {}
@@ -82,13 +83,13 @@ def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[
         if hint is not None:
             value = _check_value(key, value, hint)  # types and Literal choices, with a did-you-mean
         settings.setdefault(metric, {})[option] = value
-    validate = getattr(metrics_module, "validate_settings", None)
-    if validate is not None:  # the metrics' own range checks, before anything is loaded
-        for metric, options in settings.items():
-            try:
-                validate(metric, options)
-            except ConfigError as err:
-                raise ConfigError(f"--set {metric}: {err}") from None
+    for metric, options in settings.items():  # the metrics' own value checks, before anything is loaded
+        try:
+            settings[metric] = validate_settings(metric, options)
+        except ParameterError as err:
+            raise ConfigError(f"--set {metric}.{err.parameter}: {err}") from None
+        except ConfigError as err:
+            raise ConfigError(f"--set {metric}: {err}") from None
     return settings
 
 
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             results = evaluate_metrics(
                 dataset, model, names, seed=seed, settings=settings, callback=done,
-                code_table=not args.no_code_table,
+                code_table=False if args.no_code_table else "auto",
             )
         finally:
             if bar is not None:

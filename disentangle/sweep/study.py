@@ -284,7 +284,7 @@ def _parse_seeds(value: Any, where: str) -> list[int]:
 
 
 def _parse_metrics(names: Any, settings: Any, where: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    from ..metrics import METRICS, resolve_metric_names
+    from ..metrics import METRICS, resolve_metric_names, validate_settings
 
     if names is None or names == []:
         resolved: list[str] = []
@@ -320,7 +320,10 @@ def _parse_metrics(names: Any, settings: Any, where: str) -> tuple[list[str], di
                     f"{where}: 'metric_settings.{metric}' has no setting '{option}'.{did_you_mean(str(option), params)} "
                     f"Settings of {metric}: {', '.join(params)}."
                 )
-        out[metric] = dict(options)
+        try:  # the metric's own value checks, before any run starts
+            out[metric] = validate_settings(metric, options)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: 'metric_settings.{metric}': {err}") from None
     return resolved, out
 
 

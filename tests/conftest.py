@@ -1,5 +1,16 @@
-"""Shared fixtures: a tiny registered image dataset so trainer tests need no renderer or files."""
+"""Shared fixtures: a tiny registered image dataset so trainer tests need no renderer or files.
+
+Tests take what they need as fixtures (never ``from conftest import ...``):
+
+* ``tiny_dataset_name`` -- the registered name of the tiny dataset (``data.name=...``);
+* ``tiny_dataset`` -- the tiny dataset itself, built with its defaults;
+* ``tiny_overrides`` -- ``(out_dir, steps=12, **extra) -> list[str]``: overrides for a fast CPU run on it;
+* ``one_thread`` -- ``torch.set_num_threads(1)`` for the test, restored after; modules that want it for
+  every test say ``pytestmark = pytest.mark.usefixtures("one_thread")``.
+"""
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -7,21 +18,22 @@ import torch
 
 from disentangle.data import DATASETS, IndexedImageDataset
 
-TINY = "_tiny_test"
+_TINY_NAME = "_tiny_test"
 
 
-@DATASETS.register(TINY, overwrite=True)
-def tiny_dataset(size: int = 16, channels: int = 1, device: str = "cpu") -> IndexedImageDataset:
+# registered at import, so the dataset exists for every test (by name, in configs)
+@DATASETS.register(_TINY_NAME, overwrite=True)
+def _build_tiny_dataset(size: int = 16, channels: int = 1, device: str = "cpu") -> IndexedImageDataset:
     """2×3×4 grid of deterministic random binary images (``size``×``size``)."""
     g = torch.Generator().manual_seed(123)
     images = (torch.rand(24, channels, size, size, generator=g) > 0.5).to(torch.uint8)
     return IndexedImageDataset(images, ("a", "b", "c"), (2, 3, 4), scale=1.0).to(device)
 
 
-def tiny_overrides(out_dir, steps: int = 12, **extra) -> list[str]:
+def _tiny_overrides(out_dir, steps: int = 12, **extra) -> list[str]:
     """Overrides for a fast CPU run on the tiny dataset with a small MLP."""
     items = {
-        "data.name": TINY,
+        "data.name": _TINY_NAME,
         "model.backbone": "mlp",
         "model.hidden_sizes": "[32]",
         "model.latent_dim": 4,
@@ -36,6 +48,34 @@ def tiny_overrides(out_dir, steps: int = 12, **extra) -> list[str]:
         **extra,
     }
     return [f"{k}={v}" for k, v in items.items()]
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset_name() -> str:
+    """The registered name of the tiny dataset."""
+    return _TINY_NAME
+
+
+@pytest.fixture
+def tiny_dataset() -> IndexedImageDataset:
+    """A fresh tiny dataset (16×16, one channel, CPU)."""
+    return _build_tiny_dataset()
+
+
+@pytest.fixture(scope="session")
+def tiny_overrides() -> Callable[..., list[str]]:
+    """The builder ``(out_dir, steps=12, **extra) -> list[str]`` of overrides for a fast CPU run on the
+    tiny dataset; session-scoped so module-scoped fixtures can use it too."""
+    return _tiny_overrides
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny tensors: one thread is faster, and much faster on a busy 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

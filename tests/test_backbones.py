@@ -53,10 +53,9 @@ def test_representation_is_chunked_posterior_mean():
     assert model.representation(x[0]).shape == (1, 3)
 
 
-def test_user_backbone_can_be_registered_and_trained(tmp_path):
+def test_user_backbone_can_be_registered_and_trained(tmp_path, tiny_overrides):
     from disentangle.config import load_config
     from disentangle.trainer import train
-    from conftest import tiny_overrides
 
     class TinyEncoder(nn.Module):
         def __init__(self, d):

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY, tiny_overrides
 
 from disentangle import ConfigError
 from disentangle.config import Config, apply_overrides, load_config
@@ -12,8 +11,8 @@ from disentangle.config import Config, apply_overrides, load_config
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_defaults_are_resolved_and_round_trip():
-    config = load_config(None, [f"data.name={TINY}", "objective.beta=4", "train.steps=7"])
+def test_defaults_are_resolved_and_round_trip(tiny_dataset_name):
+    config = load_config(None, [f"data.name={tiny_dataset_name}", "objective.beta=4", "train.steps=7"])
     assert config.objective.params == {"beta": 4.0, "reconstruction": "bernoulli"}
     assert config.data.params == {"size": 16, "channels": 1}
     assert config.train.steps == 7 and config.train.betas == (0.9, 0.999)
@@ -26,8 +25,8 @@ def test_overrides_parse_yaml_values_and_create_sections():
     assert raw == {"train": {"steps": 5, "betas": [0.5, 0.9], "progress": False}, "model": {"hidden_sizes": [8, 8]}}
 
 
-def test_yaml_1_1_exponent_strings_are_accepted_as_floats():
-    assert load_config(None, [f"data.name={TINY}", "train.lr=1e-4"]).train.lr == 1e-4
+def test_yaml_1_1_exponent_strings_are_accepted_as_floats(tiny_dataset_name):
+    assert load_config(None, [f"data.name={tiny_dataset_name}", "train.lr=1e-4"]).train.lr == 1e-4
 
 
 @pytest.mark.parametrize(
@@ -48,8 +47,8 @@ def test_yaml_1_1_exponent_strings_are_accepted_as_floats():
         ("train.steps", ["not of the form key=value"]),
     ],
 )
-def test_config_errors_are_one_clear_paragraph(override, fragments):
-    base = [f"data.name={TINY}"] if not override.startswith("data.name") else []
+def test_config_errors_are_one_clear_paragraph(override, fragments, tiny_dataset_name):
+    base = [f"data.name={tiny_dataset_name}"] if not override.startswith("data.name") else []
     with pytest.raises(ConfigError) as err:
         load_config(None, base + [override])
     message = str(err.value)
@@ -80,7 +79,7 @@ def test_cli_rejects_bad_config_without_traceback(tmp_path):
 
 
 def test_cli_trains_resumes_and_refuses_overwrite(tmp_path):
-    # the tiny dataset is registered by conftest, which a subprocess does not import: use the
+    # the tiny dataset is registered only inside this pytest process, not in a subprocess: use the
     # real quickstart config on the sprites renderer with an MLP and a handful of steps
     run = tmp_path / "run"
     common = ["model.backbone=mlp", "model.hidden_sizes=[16]", "train.log_every=1", "train.progress=false", "train.traversals=false"]

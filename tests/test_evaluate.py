@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import tiny_overrides
 
 import disentangle
 from disentangle.config import load_config
@@ -19,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def run_dir(tmp_path_factory, tiny_overrides):
     run = tmp_path_factory.mktemp("evaluate") / "run"
     train(load_config(None, tiny_overrides(run, steps=4)))
     return run

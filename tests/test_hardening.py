@@ -20,8 +20,6 @@ from disentangle.objectives import Objective
 from disentangle.registry import ConfigError
 from disentangle.trainer import Trainer, train
 
-from conftest import TINY, tiny_overrides
-
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -51,7 +49,7 @@ BAD_VALUES = [
 
 
 @pytest.mark.parametrize("override,fragment", BAD_VALUES)
-def test_bad_values_fail_validation_with_one_paragraph(override, fragment, tmp_path):
+def test_bad_values_fail_validation_with_one_paragraph(override, fragment, tmp_path, tiny_overrides):
     overrides = [o for o in tiny_overrides(tmp_path / "run") if not o.startswith(("model.backbone", "model.hidden"))]
     overrides += ["model.backbone=mlp", "model.hidden_sizes=[8]"] + override.split()
     if "objective.name=" not in override:
@@ -120,7 +118,7 @@ INTERRUPT_POINTS = [
 
 
 @pytest.mark.parametrize("objective,method,call", INTERRUPT_POINTS)
-def test_sigint_anywhere_then_resume_is_bit_identical(objective, method, call, tmp_path, monkeypatch):
+def test_sigint_anywhere_then_resume_is_bit_identical(objective, method, call, tmp_path, monkeypatch, tiny_overrides):
     torch.set_num_threads(1)
     extra = {"objective.name": objective, "train.checkpoint_every": 100}
     if objective == "factor_vae":
@@ -150,7 +148,7 @@ def test_sigint_anywhere_then_resume_is_bit_identical(objective, method, call, t
     assert _log_losses(tmp_path / "straight") == _log_losses(run)
 
 
-def test_second_sigint_stops_at_once_without_saving(tmp_path, monkeypatch):
+def test_second_sigint_stops_at_once_without_saving(tmp_path, monkeypatch, tiny_overrides):
     config = load_config(None, tiny_overrides(tmp_path / "run", steps=10, **{"train.checkpoint_every": 100}))
     with monkeypatch.context() as patch:
         _interrupt_on_call(patch, Objective, "sample_batch", 4, times=2)
@@ -166,7 +164,7 @@ def _truncate(path: Path) -> None:
     path.write_bytes(data[: len(data) // 3])
 
 
-def test_corrupt_newest_checkpoint_falls_back_to_previous_and_stays_exact(tmp_path):
+def test_corrupt_newest_checkpoint_falls_back_to_previous_and_stays_exact(tmp_path, tiny_overrides):
     torch.set_num_threads(1)
     straight = Trainer(load_config(None, tiny_overrides(tmp_path / "straight", steps=12)))
     straight.fit()
@@ -184,7 +182,7 @@ def test_corrupt_newest_checkpoint_falls_back_to_previous_and_stays_exact(tmp_pa
     assert _log_losses(tmp_path / "straight") == _log_losses(run)
 
 
-def test_crash_between_renames_leaves_a_usable_previous_checkpoint(tmp_path):
+def test_crash_between_renames_leaves_a_usable_previous_checkpoint(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=8)))
     # the state after os.replace(newest -> previous) and before the new file took its name
@@ -203,7 +201,7 @@ def test_save_rotating_keeps_exactly_two(tmp_path):
     assert torch.load(tmp_path / "checkpoint.prev.pt", weights_only=True)["step"] == 1
 
 
-def test_no_readable_checkpoint_is_one_paragraph_everywhere(tmp_path):
+def test_no_readable_checkpoint_is_one_paragraph_everywhere(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     # a registered dataset, so that the CLIs (other processes) can read the run's config
     train(load_config(None, tiny_overrides(run, steps=8, **{"data.name": "sprites", "model.hidden_sizes": "[8]"})))

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_dataset
 
 from disentangle.data import DATASETS
 from disentangle.metrics import (
@@ -41,8 +40,8 @@ class CountingProjection:
         return x.flatten(1).double() @ self.weights
 
 
-def test_each_metric_scores_the_same_with_a_code_table_and_encodes_each_grid_point_once():
-    dataset = tiny_dataset()
+def test_each_metric_scores_the_same_with_a_code_table_and_encodes_each_grid_point_once(tiny_dataset):
+    dataset = tiny_dataset
     for name, settings in SMALL.items():
         direct_rep = CountingProjection(256)
         direct = METRICS.get(name)(dataset, direct_rep, seed=3, **settings)
@@ -54,8 +53,8 @@ def test_each_metric_scores_the_same_with_a_code_table_and_encodes_each_grid_poi
         assert table.served == direct_rep.images, name  # every draw still served, same points
 
 
-def test_the_generator_advances_as_with_the_dataset():
-    dataset = tiny_dataset()
+def test_the_generator_advances_as_with_the_dataset(tiny_dataset):
+    dataset = tiny_dataset
     table = CodeTable(dataset, CountingProjection(256))
     factors = dataset.sample_factors(50, np.random.default_rng(0))
     a, b = np.random.default_rng(7), np.random.default_rng(7)
@@ -65,8 +64,8 @@ def test_the_generator_advances_as_with_the_dataset():
     assert a.integers(1 << 30) == b.integers(1 << 30)
 
 
-def test_datasets_with_per_draw_nuisance_are_not_tabled():
-    assert supports_code_table(tiny_dataset())
+def test_datasets_with_per_draw_nuisance_are_not_tabled(tiny_dataset):
+    assert supports_code_table(tiny_dataset)
     noisy = DATASETS.build("noisy_sprites")
     assert not noisy.deterministic_observations and not supports_code_table(noisy)
     with pytest.raises(ValueError, match="not a function of the factors alone"):
@@ -74,8 +73,8 @@ def test_datasets_with_per_draw_nuisance_are_not_tabled():
     assert DATASETS.build("sprites").deterministic_observations
 
 
-def test_evaluate_metrics_uses_the_table_and_gives_the_model_to_metrics_that_need_it():
-    dataset = tiny_dataset()
+def test_evaluate_metrics_uses_the_table_and_gives_the_model_to_metrics_that_need_it(tiny_dataset):
+    dataset = tiny_dataset
     names = [*LOCATELLO_METRICS, "unsupervised_scores"]
     with_table_rep, without_rep = CountingProjection(256), CountingProjection(256)
     with_table = evaluate_metrics(dataset, with_table_rep, names, seed=1, settings=SMALL, code_table=True)  # exact codes

@@ -32,12 +32,7 @@ DSPRITES_SIZES = (3, 6, 40, 32, 32)
 DSPRITES_NAMES = ("shape", "scale", "orientation", "position_x", "position_y")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small_dataset() -> FactorObservationDataset:

@@ -7,7 +7,6 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_overrides
 from torch import nn
 
 from disentangle.config import TrainConfig
@@ -20,12 +19,7 @@ from disentangle.precision import Precision
 from disentangle.trainer import train
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _setup(seed=0, **params):
@@ -156,7 +150,7 @@ def test_generator_step_lowers_the_generator_loss():
     assert after < before
 
 
-def test_trainer_runs_and_logs_all_terms(tmp_path):
+def test_trainer_runs_and_logs_all_terms(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=4, **{"objective.name": "aae", "objective.discriminator_hidden": 16})))
     rec = json.loads((run / "log.jsonl").read_text().splitlines()[-1])

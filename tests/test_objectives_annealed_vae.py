@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_overrides
 
 from disentangle.config import load_config
 from disentangle.model import VAE
@@ -16,12 +15,7 @@ from disentangle.objectives.annealed_vae import AnnealedVAE, linear_capacity
 from disentangle.trainer import train
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_defaults_follow_locatello_et_al():
@@ -67,7 +61,7 @@ def test_validation():
         AnnealedVAE(c_max=-5.0)
 
 
-def test_trainer_advances_capacity_once_per_training_step(tmp_path):
+def test_trainer_advances_capacity_once_per_training_step(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     overrides = tiny_overrides(run, steps=8, **{"objective.name": "annealed_vae", "objective.c_max": 4.0, "objective.iteration_threshold": 4})
     train(load_config(None, overrides))

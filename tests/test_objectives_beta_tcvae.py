@@ -6,7 +6,6 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_overrides
 
 from disentangle.config import load_config
 from disentangle.model import VAE
@@ -16,12 +15,7 @@ from disentangle.objectives.estimators import decompose_kl
 from disentangle.trainer import Trainer
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _model(latent_dim=4):
@@ -80,7 +74,7 @@ def test_validation():
         BetaTCVAE(beta=-1.0)
 
 
-def test_trainer_gives_the_dataset_size_not_the_batch_size(tmp_path):
+def test_trainer_gives_the_dataset_size_not_the_batch_size(tmp_path, tiny_overrides):
     trainer = Trainer(load_config(None, tiny_overrides(tmp_path / "r", steps=4, **{"objective.name": "beta_tcvae"})))
     trainer.fit()
     assert trainer.objective.dataset_size == len(trainer.dataset) == 24

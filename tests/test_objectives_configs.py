@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_overrides
 
 from disentangle.config import TrainConfig
 from disentangle.trainer import build_optimizers
@@ -24,12 +23,7 @@ ZOO = ("annealed_vae", "factor_vae", "beta_tcvae", "dip_vae_i", "dip_vae_ii", "i
 SMALL = {"factor_vae": {"discriminator_hidden": 16}, "aae": {"discriminator_hidden": 16}}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("name", ZOO)
@@ -60,7 +54,7 @@ def test_no_objective_has_a_beta_its_paper_does_not_have():
 
 
 @pytest.mark.parametrize("name", ZOO)
-def test_cli_trains_every_objective_from_its_config(name, tmp_path):
+def test_cli_trains_every_objective_from_its_config(name, tmp_path, tiny_overrides):
     run = tmp_path / "run"
     extra = {f"objective.{k}": v for k, v in SMALL.get(name, {}).items()}
     code = main(["--config", str(ROOT / "configs" / "dsprites" / f"{name}.yaml"), *tiny_overrides(run, steps=4, **extra)])

@@ -10,12 +10,7 @@ from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.dip_vae import DIPVAEI, DIPVAEII, dip_regularizer
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_default_lambdas():

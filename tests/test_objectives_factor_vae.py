@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_overrides
 from torch import nn
 
 from disentangle.config import TrainConfig
@@ -21,13 +20,7 @@ from disentangle.precision import Precision
 from disentangle.trainer import Trainer, train
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one thread is faster, and much faster on a busy 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _setup(seed=0, latent_dim=4, **params):
@@ -180,7 +173,7 @@ def test_discriminator_learns_the_tc_of_correlated_codes():
     assert sum(accs[-50:]) / 50 > 0.7  # the Bayes-optimal accuracy is ≈ 0.76
 
 
-def test_trainer_logs_all_terms_and_resume_is_bit_exact(tmp_path):
+def test_trainer_logs_all_terms_and_resume_is_bit_exact(tmp_path, tiny_overrides):
     extra = {"objective.name": "factor_vae", "objective.discriminator_hidden": 16, "objective.discriminator_layers": 2}
     straight, split = tmp_path / "straight", tmp_path / "split"
     train(load_config(None, tiny_overrides(straight, steps=12, **extra)))
@@ -210,7 +203,7 @@ def test_trainer_logs_all_terms_and_resume_is_bit_exact(tmp_path):
                 assert torch.equal(sa[idx][key], sb[idx][key])
 
 
-def test_trainer_passes_the_dataset_size_and_builds_d_on_setup(tmp_path):
+def test_trainer_passes_the_dataset_size_and_builds_d_on_setup(tmp_path, tiny_overrides):
     cfg = load_config(None, tiny_overrides(tmp_path / "r", steps=2, **{"objective.name": "factor_vae", "objective.discriminator_hidden": 8}))
     trainer = Trainer(cfg)
     trainer.fit()

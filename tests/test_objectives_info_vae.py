@@ -11,12 +11,7 @@ from disentangle.objectives.estimators import mmd
 from disentangle.objectives.info_vae import InfoVAE
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_defaults_and_weights():

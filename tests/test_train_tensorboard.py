@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_overrides
 
 import disentangle
 from disentangle import config as config_module
@@ -27,7 +26,7 @@ def _accumulator(run):
     return acc
 
 
-def test_training_writes_terms_metrics_and_images_to_tensorboard(tmp_path):
+def test_training_writes_terms_metrics_and_images_to_tensorboard(tmp_path, tiny_overrides):
     torch.set_num_threads(1)
     run = tmp_path / "run"
     extra = {
@@ -73,13 +72,13 @@ def test_training_writes_terms_metrics_and_images_to_tensorboard(tmp_path):
         assert np.abs(got.astype(int) - grid.astype(int)).max() <= 1, tag
 
 
-def test_jsonl_stays_the_default_and_no_event_file_is_written(tmp_path):
+def test_jsonl_stays_the_default_and_no_event_file_is_written(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=2)))
     assert not list(run.glob("events.out.tfevents.*"))
 
 
-def test_missing_tensorboard_is_a_config_error_before_anything_is_created(tmp_path, monkeypatch):
+def test_missing_tensorboard_is_a_config_error_before_anything_is_created(tmp_path, monkeypatch, tiny_overrides):
     monkeypatch.setattr(config_module, "_tensorboard_available", lambda: False)
     with pytest.raises(disentangle.ConfigError, match=r"tensorboard package is not installed.*disentangle-torch\[tensorboard\]"):
         load_config(None, tiny_overrides(tmp_path / "run", **{"train.tensorboard": "true"}))

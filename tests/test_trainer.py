@@ -4,7 +4,6 @@ import math
 import pytest
 import torch
 import yaml
-from conftest import tiny_overrides
 
 import disentangle
 from disentangle.config import load_config
@@ -21,7 +20,7 @@ def _loss_fields(records):
     return [{k: v for k, v in r.items() if k not in ("steps_per_s", "wall_time_s")} for r in records]
 
 
-def test_resume_is_bit_exact(tmp_path):
+def test_resume_is_bit_exact(tmp_path, tiny_overrides):
     straight, split = tmp_path / "straight", tmp_path / "split"
     train(load_config(None, tiny_overrides(straight, steps=12)))
     # an interrupted run: stop at step 8 (a checkpoint step), then resume up to 12
@@ -39,7 +38,7 @@ def test_resume_is_bit_exact(tmp_path):
         assert torch.equal(sa[idx]["exp_avg_sq"], sb[idx]["exp_avg_sq"])
 
 
-def test_resume_drops_log_records_written_after_the_checkpoint(tmp_path):
+def test_resume_drops_log_records_written_after_the_checkpoint(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=8)))
     with (run / "log.jsonl").open("a") as f:  # what a crash after step 8 would have left
@@ -49,7 +48,7 @@ def test_resume_drops_log_records_written_after_the_checkpoint(tmp_path):
     assert steps == [2, 4, 6, 8, 10]
 
 
-def test_outputs_and_checkpoint_contents(tmp_path):
+def test_outputs_and_checkpoint_contents(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=6, **{"train.traversals": "true", "data.size": 64, "model.latent_dim": 3})))
     # steps=6 with checkpoint_every=4: checkpoints at 4 and 6, so the previous one is kept too
@@ -71,7 +70,7 @@ def test_outputs_and_checkpoint_contents(tmp_path):
     assert not list(run.glob("*.tmp")), "atomic save left a temporary file"
 
 
-def test_refuses_to_overwrite_an_existing_run(tmp_path):
+def test_refuses_to_overwrite_an_existing_run(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=4)))
     before = (run / "checkpoint.pt").read_bytes()
@@ -80,7 +79,7 @@ def test_refuses_to_overwrite_an_existing_run(tmp_path):
     assert (run / "checkpoint.pt").read_bytes() == before
 
 
-def test_resume_without_checkpoint_and_with_changed_config(tmp_path):
+def test_resume_without_checkpoint_and_with_changed_config(tmp_path, tiny_overrides):
     with pytest.raises(RunExistsError, match="no checkpoint"):
         train(load_config(None, tiny_overrides(tmp_path / "none")), resume=True)
     run = tmp_path / "run"
@@ -99,7 +98,7 @@ class _ExplodingVAE(BetaVAE):
         return terms
 
 
-def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, tiny_overrides):
     OBJECTIVES.register("_exploding", _ExplodingVAE, overwrite=True)
     run = tmp_path / "run"
     config = load_config(None, tiny_overrides(run, steps=12, **{"objective.name": "_exploding"}))
@@ -110,7 +109,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
     assert all(torch.isfinite(v).all() for v in ckpt["model"].values())
 
 
-def test_load_gives_eval_model_with_public_api(tmp_path):
+def test_load_gives_eval_model_with_public_api(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=4)))
     for target in (run, run / "checkpoint.pt"):
@@ -127,12 +126,12 @@ def test_load_gives_eval_model_with_public_api(tmp_path):
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_mixed_precision_runs_on_cpu(tmp_path, precision):
+def test_mixed_precision_runs_on_cpu(tmp_path, precision, tiny_overrides):
     result = train(load_config(None, tiny_overrides(tmp_path / precision, steps=4, **{"train.precision": precision})))
     assert math.isfinite(result.last_terms["loss"])
 
 
-def test_metrics_during_training_are_logged_and_do_not_perturb_training(tmp_path):
+def test_metrics_during_training_are_logged_and_do_not_perturb_training(tmp_path, tiny_overrides):
     plain, evaluated = tmp_path / "plain", tmp_path / "eval"
     train(load_config(None, tiny_overrides(plain, steps=8)))
     train(load_config(None, tiny_overrides(evaluated, steps=8, **{"train.eval_every": 4, "train.eval_metrics": "[mig]"})))
@@ -144,7 +143,7 @@ def test_metrics_during_training_are_logged_and_do_not_perturb_training(tmp_path
     assert _loss_fields(_records(plain)) == _loss_fields([r for r in records if "metrics" not in r])
 
 
-def test_unknown_eval_metric_is_a_config_error(tmp_path):
+def test_unknown_eval_metric_is_a_config_error(tmp_path, tiny_overrides):
     with pytest.raises(disentangle.ConfigError, match="Did you mean 'mig'"):
         load_config(None, tiny_overrides(tmp_path, **{"train.eval_metrics": "[mgi]"}))
 
@@ -189,7 +188,7 @@ def test_the_trainer_builds_the_model_optimizer_and_objectives_only_their_own(tm
         build_optimizers(model, Greedy(), TrainConfig())
 
 
-def test_the_schedule_sets_every_optimizers_lr_at_every_step(tmp_path):
+def test_the_schedule_sets_every_optimizers_lr_at_every_step(tmp_path, tiny_overrides):
     extra = {
         "objective.name": "factor_vae", "objective.discriminator_hidden": 8, "objective.discriminator_layers": 1,
         "objective.discriminator_lr": 3e-4, "train.lr": 1e-3, "train.lr_schedule": "cosine", "train.warmup_steps": 2,
@@ -208,7 +207,7 @@ def test_the_schedule_sets_every_optimizers_lr_at_every_step(tmp_path):
 SCHEDULED = {"train.optimizer": "adamw", "train.weight_decay": 0.01, "train.lr_schedule": "cosine", "train.warmup_steps": 3}
 
 
-def test_resume_with_a_schedule_and_adamw_is_bit_exact(tmp_path):
+def test_resume_with_a_schedule_and_adamw_is_bit_exact(tmp_path, tiny_overrides):
     straight, split = tmp_path / "straight", tmp_path / "split"
     train(load_config(None, tiny_overrides(straight, steps=12, **SCHEDULED)))
     # the same run killed after its step-8 checkpoint: its previous checkpoint and its whole log
@@ -230,14 +229,14 @@ def test_resume_with_a_schedule_and_adamw_is_bit_exact(tmp_path):
     assert _loss_fields(_records(plain)) != _loss_fields(_records(straight))
 
 
-def test_a_scheduled_run_cannot_change_its_length_on_resume(tmp_path):
+def test_a_scheduled_run_cannot_change_its_length_on_resume(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=4, **SCHEDULED)))
     with pytest.raises(disentangle.ConfigError, match="train.lr_schedule=cosine decays"):
         train(load_config(None, tiny_overrides(run, steps=8, **SCHEDULED)), resume=True)
 
 
-def test_a_checkpoint_from_before_the_trainer_owned_the_optimizer_resumes(tmp_path):
+def test_a_checkpoint_from_before_the_trainer_owned_the_optimizer_resumes(tmp_path, tiny_overrides):
     """Format-1 checkpoints without schedulers, noise generator or the new train keys still load."""
     run = tmp_path / "run"
     train(load_config(None, tiny_overrides(run, steps=8)))
@@ -254,7 +253,7 @@ def test_a_checkpoint_from_before_the_trainer_owned_the_optimizer_resumes(tmp_pa
 
 
 @pytest.mark.slow  # inductor compiles the MLP's forward and backward with gcc: about a minute on 2 cores
-def test_compiled_and_eager_steps_give_the_same_losses(tmp_path):
+def test_compiled_and_eager_steps_give_the_same_losses(tmp_path, tiny_overrides):
     torch.set_num_threads(1)
     eager, compiled = tmp_path / "eager", tmp_path / "compiled"
     extra = {"objective.name": "beta_tcvae", "train.log_every": 1}

@@ -8,7 +8,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_overrides
 from PIL import Image
 from test_visualize_helpers import BlockFactors, BlockVAE
 
@@ -30,7 +29,7 @@ pytest.importorskip("matplotlib")
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def run_dir(tmp_path_factory, tiny_overrides):
     run = tmp_path_factory.mktemp("vis") / "run"
     train(load_config(None, tiny_overrides(run, steps=4)))
     return run

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_overrides
 
 from disentangle.config import TrainConfig
 from disentangle.trainer import build_optimizers
@@ -30,12 +29,7 @@ WEAK = ("ada_gvae", "ada_ml_vae", "gvae", "ml_vae")
 CONFIGS = sorted((ROOT / "configs" / "weak").glob("*.yaml"))
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _setup(name, latent_dim=6, **params):
@@ -140,7 +134,7 @@ def test_every_parameter_has_a_type_hint_and_a_default(name):
         ("objective.reconstruction=l2", "bernoulli"),
     ],
 )
-def test_bad_values_are_config_errors_at_load(tmp_path, override, match):
+def test_bad_values_are_config_errors_at_load(tmp_path, override, match, tiny_overrides):
     with pytest.raises(ConfigError, match=match):
         load_config(None, tiny_overrides(tmp_path / "run", **{"objective.name": "ada_ml_vae"}) + [override])
 
@@ -216,7 +210,7 @@ def test_every_config_trains_on_the_sprites(tmp_path, path):
 
 
 @pytest.mark.parametrize("name, k", [("ada_gvae", "random"), ("ml_vae", 1)])
-def test_resume_is_bit_exact_for_pair_objectives(tmp_path, name, k):
+def test_resume_is_bit_exact_for_pair_objectives(tmp_path, name, k, tiny_overrides):
     extra = {"objective.name": name, "objective.k": k}
     straight, split = tmp_path / "straight", tmp_path / "split"
     train(load_config(None, tiny_overrides(straight, steps=12, **extra)))
@@ -232,7 +226,7 @@ def test_resume_is_bit_exact_for_pair_objectives(tmp_path, name, k):
         assert torch.equal(value, cb["model"][key]), key
 
 
-def test_trainer_gives_pairs_to_pair_objectives(tmp_path, monkeypatch):
+def test_trainer_gives_pairs_to_pair_objectives(tmp_path, monkeypatch, tiny_overrides):
     seen = []
     original = OBJECTIVES.get("ada_gvae").forward
 

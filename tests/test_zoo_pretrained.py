@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_overrides
 
 import disentangle
 import disentangle.zoo as zoo
@@ -31,9 +30,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------------- helpers
-def train_tiny(out_dir: Path, steps: int = 12, seed: int = 0) -> Path:
-    train(load_config(None, tiny_overrides(out_dir, steps=steps) + [f"seed={seed}"]))
-    return out_dir
+@pytest.fixture(scope="module")
+def train_tiny(tiny_overrides):
+    """``train_tiny(out_dir, steps=12, seed=0) -> out_dir``: a tiny run trained into ``out_dir``."""
+
+    def train_tiny(out_dir: Path, steps: int = 12, seed: int = 0) -> Path:
+        train(load_config(None, tiny_overrides(out_dir, steps=steps) + [f"seed={seed}"]))
+        return out_dir
+
+    return train_tiny
 
 
 @contextmanager
@@ -67,7 +72,7 @@ def serve(folder: Path, replace: bytes | None = None):
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory):
+def published(tmp_path_factory, train_tiny):
     """A tiny run published (MIG only) into a temporary zoo folder: (run_dir, manifest, record)."""
     root = tmp_path_factory.mktemp("zoo")
     run = train_tiny(root / "run")
@@ -145,7 +150,7 @@ def test_load_from_the_manifest_folder_reproduces_the_recorded_mig(published, mo
     assert zoo.config(NAME).train.steps == 12 and zoo.config_dict(NAME)["train"]["out_dir"] == f"runs/{NAME}"
 
 
-def test_publish_uses_a_fresh_metrics_json_and_ignores_a_stale_one(tmp_path):
+def test_publish_uses_a_fresh_metrics_json_and_ignores_a_stale_one(tmp_path, train_tiny):
     run = train_tiny(tmp_path / "run")
     planted = {"seed": 7, "metrics": {"mig": {"mig": 0.123456}}}
     (run / "metrics.json").write_text(json.dumps(planted))
@@ -158,7 +163,7 @@ def test_publish_uses_a_fresh_metrics_json_and_ignores_a_stale_one(tmp_path):
     assert json.loads((run / "metrics.json").read_text())["metrics"] == record["metrics"]
 
 
-def test_publish_is_idempotent_and_refuses_to_replace_other_weights(tmp_path, published):
+def test_publish_is_idempotent_and_refuses_to_replace_other_weights(tmp_path, published, train_tiny):
     run, _, _ = published
     manifest = tmp_path / "z" / "manifest.json"
     first = zoo.publish(run, "same", manifest=manifest, metrics=["mig"])

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import random
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .atomic import atomic_write, fsync_dir
 from .registry import DisentangleError
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -37,19 +37,6 @@ class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     """The checkpoint file (or run folder) does not exist."""
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # not supported on every platform/filesystem
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def atomic_save(obj: Any, path: str | Path) -> None:
     """``torch.save`` to a temporary file in the same folder, fsync, then rename over ``path``.
 
@@ -57,36 +44,7 @@ def atomic_save(obj: Any, path: str | Path) -> None:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, fsync and rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def save_rotating(obj: Any, path: str | Path) -> None:
@@ -99,20 +57,17 @@ def save_rotating(obj: Any, path: str | Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     previous = path.with_name(PREVIOUS_CHECKPOINT_NAME)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.next")
+    atomic_write(tmp, lambda f: torch.save(obj, f))  # complete and fsynced before anything moves
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
         if path.exists():
             os.replace(path, previous)
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp.exists():
+            tmp.unlink()
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def has_checkpoint(run_dir: str | Path) -> bool:

@@ -89,7 +89,6 @@ def setup(device: torch.device) -> tuple[Shard, torch.device]:
     if world <= 1:
         _STATE.shard = Shard()
         return _STATE.shard, device
-    rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device.type == "cuda":
         if device.index is not None and device.index != local_rank:

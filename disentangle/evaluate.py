@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import atomic_write_text
+from .atomic import atomic_write_text
 from .registry import ConfigError, DisentangleError
 
 

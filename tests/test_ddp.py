@@ -25,7 +25,7 @@ from disentangle.config import load_config
 from disentangle.data import DATASETS, IndexedImageDataset
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.beta_vae import BetaVAE
-from disentangle.trainer import NonFiniteLossError, Trainer, train
+from disentangle.trainer import NonFiniteLossError, train
 
 TINY = "_tiny_ddp"  # registered on import, so in the spawned workers too
 

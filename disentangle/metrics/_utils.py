@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .. import checks
-from ..registry import ConfigError, did_you_mean
+from ..registry import did_you_mean
 
 #: observations per representation call unless a metric is told otherwise
 DEFAULT_REPRESENTATION_BATCH_SIZE = 1024

@@ -71,7 +71,8 @@ def _new_figure(width: float, height: float):
 
 def _save(fig: Any, path: str | Path) -> None:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, facecolor="white")
+    # "tight" keeps a legend placed below the axes inside the picture
+    fig.savefig(buffer, format="png", dpi=DPI, facecolor="white", bbox_inches="tight", pad_inches=0.1)
     atomic_write_bytes(path, buffer.getvalue())
 
 

@@ -17,10 +17,11 @@ import errno
 import json
 import os
 import socket
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from ..atomic import atomic_write_json, atomic_write_text  # noqa: F401  (re-exported for the sweep modules)
 
 PLAN_NAME = "sweep.json"
 RESULTS_NAME = "results.csv"
@@ -29,30 +30,6 @@ METRICS_NAME = "metrics.json"
 FAILED_NAME = "failed.json"
 TRACEBACK_NAME = "traceback.txt"
 LOCK_NAME = ".lock"
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to a temporary file in the same folder, fsync it, then rename it over ``path``.
-
-    Readers see the old file or the new one, never a torn one, whatever happens meanwhile.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_json(path: str | Path, value: Any) -> None:
-    atomic_write_text(path, json.dumps(value, indent=2, sort_keys=False) + "\n")
 
 
 def read_json(path: str | Path) -> Any | None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..registry import DisentangleError
-from .weights import _atomic_write_bytes
+from ..atomic import atomic_write_bytes
 
 MANIFEST_ENV = "DISENTANGLE_ZOO_MANIFEST"
 FORMAT_VERSION = 1
@@ -131,4 +131,4 @@ def write_entry(path: str | Path, name: str, record: dict[str, Any]) -> None:
     data["format"] = FORMAT_VERSION
     data["models"][name] = record
     data["models"] = dict(sorted(data["models"].items()))
-    _atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=False) + "\n").encode())
+    atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=False) + "\n").encode())

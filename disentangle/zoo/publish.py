@@ -19,7 +19,8 @@ from typing import Any, Iterable
 
 from ..registry import ConfigError, DisentangleError
 from . import manifest as _manifest
-from .weights import _atomic_write_bytes, encode_weights, sha256_bytes
+from ..atomic import atomic_write_bytes
+from .weights import encode_weights, sha256_bytes
 
 #: the scores a published model records by default: the six metrics of the study + unsupervised
 DEFAULT_METRICS: tuple[str, ...] = (
@@ -229,7 +230,7 @@ def publish(
         _write_metrics_json(run_dir, recorded, seed)
     scores = {m: recorded[m] for m in metric_names}
 
-    _atomic_write_bytes(weight_path, data)
+    atomic_write_bytes(weight_path, data)
     record = {
         "file": _relative_to(weight_path, manifest_path.parent),
         "sha256": sha256,
@@ -293,4 +294,4 @@ def _write_metrics_json(run_dir: Path, metrics: dict[str, dict[str, float]], see
         except ValueError:
             data = {}
     data.update({"run_dir": str(run_dir), "seed": seed, "metrics": metrics})
-    _atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
+    atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())

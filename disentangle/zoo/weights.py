@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..atomic import atomic_write_bytes
 from ..registry import DisentangleError
 
 FORMAT = "disentangle-zoo/1"
@@ -49,33 +48,6 @@ class HashMismatchError(WeightsError):
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file next to ``path``, fsync, rename over ``path``.
-
-    The file gets the usual ``0o666 & ~umask`` mode (``mkstemp`` would leave it owner-only, which
-    a wheel would carry into a system-wide installation).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def encode_weights(state_dict: dict[str, torch.Tensor], metadata: dict[str, Any]) -> bytes:
@@ -97,7 +69,7 @@ def encode_weights(state_dict: dict[str, torch.Tensor], metadata: dict[str, Any]
 def write_weights(path: str | Path, state_dict: dict[str, torch.Tensor], metadata: dict[str, Any]) -> tuple[str, int]:
     """Write a zoo weight file atomically; returns its ``(sha256, size)``."""
     data = encode_weights(state_dict, metadata)
-    _atomic_write_bytes(Path(path), data)
+    atomic_write_bytes(Path(path), data)
     return sha256_bytes(data), len(data)
 
 

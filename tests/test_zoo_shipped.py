@@ -39,3 +39,30 @@ def test_no_unlisted_weight_files_are_shipped():
     listed = {(zoo_manifest.SHIPPED_MANIFEST.parent / r["file"]).resolve() for r in _shipped().values()}
     present = set(p.resolve() for p in zoo_manifest.SHIPPED_WEIGHTS.glob("*.safetensors")) if zoo_manifest.SHIPPED_WEIGHTS.exists() else set()
     assert present <= listed, f"weight files without a manifest entry: {sorted(present - listed)}"
+
+
+@pytest.mark.parametrize(
+    "name", sorted(_shipped())[:1] or [pytest.param(None, marks=pytest.mark.skip(reason="no shipped weights yet"))]
+)
+def test_a_shipped_model_reproduces_its_recorded_mig(name):
+    """Load through disentangle.load("zoo:NAME") and recompute MIG at its defaults with the recorded
+    seed: the number in the manifest is the number a user gets (the cheapest of the seven; the zoo
+    CLI's verify and publish cover the file itself)."""
+    import torch
+
+    import disentangle
+    from disentangle.data import build_dataset
+    from disentangle.metrics import mig
+
+    record = _shipped()[name]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = disentangle.load(f"zoo:{name}")
+        dataset = build_dataset(model.config["data"])
+        scores = mig(dataset, model, seed=int(record["metrics_seed"]))
+    finally:
+        torch.set_num_threads(threads)
+    assert not model.training
+    for key, value in record["metrics"]["mig"].items():
+        assert scores[key] == pytest.approx(value, abs=1e-9), key

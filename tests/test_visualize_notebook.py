@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -22,7 +23,7 @@ def test_notebook_is_stored_without_outputs():
 
 
 def test_notebook_executes_and_shows_every_picture(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernel's temporary run folder lands here
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernel's temporary folder (the GIF) lands here
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(
@@ -36,4 +37,6 @@ def test_notebook_executes_and_shows_every_picture(tmp_path, monkeypatch):
     assert mimes.count("image/gif") == 1
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "KL per latent" in text and "mig {'mig':" in text and "sap_score {'sap':" in text
-    assert (next(tmp_path.glob("disentangle_notebook_*")) / "run" / "checkpoint.pt").exists()
+    assert "beta_tcvae-sprites-beta6-cpu2k-s0 - 2000 steps" in text  # the zoo model was loaded
+    with Image.open(next(tmp_path.glob("disentangle_notebook_*")) / "traversals.gif") as gif:
+        assert gif.n_frames > 1 and gif.size[0] > 64

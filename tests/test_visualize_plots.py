@@ -81,3 +81,15 @@ def test_missing_matplotlib_names_the_plots_extra(monkeypatch):
         require_matplotlib()
     with pytest.raises(disentangle.DisentangleError, match="plots extra"):
         kl_per_dim_figure([1.0])
+
+
+def test_metrics_figure_leaves_out_counts():
+    pytest.importorskip("matplotlib")
+    from disentangle.visualize.plots import metrics_figure
+
+    fig = metrics_figure({"factor_vae_score": {"eval_accuracy": 0.5, "num_active_dims": 10.0}, "mig": {"mig": 0.25}})
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels and not any("num_active_dims" in label for label in labels)
+    assert [round(p.get_width(), 6) for p in ax.patches] == [0.5, 0.25]
+    assert ax.get_xlim()[1] < 2.0  # the axis is scaled to the scores (0.5 here), not to the count (10)

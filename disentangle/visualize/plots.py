@@ -136,12 +136,16 @@ def metrics_figure(metrics: Mapping[str, Mapping[str, float]], title: str | None
     """Horizontal bars of every score, grouped and coloured by metric, each bar labelled with its value.
 
     ``metrics`` is ``{metric: {score: value}}`` (the ``"metrics"`` entry of ``metrics.json``).
-    Non-finite scores are listed with the label ``n/a`` and no bar.
+    Non-finite scores are listed with the label ``n/a`` and no bar. Counts that metrics report
+    alongside their scores (``num_*``, e.g. FactorVAE's ``num_active_dims``) are left out: they are
+    not scores, and a count of 10 would squash every bar on a shared axis.
     """
     metrics = check_metrics(metrics)
     labels, values, colours = [], [], []
     for i, (metric, scores) in enumerate(metrics.items()):
         for score, value in scores.items():
+            if score.startswith("num_"):
+                continue
             labels.append(score if score.startswith(metric) else f"{metric}: {score}")
             values.append(value)
             colours.append(f"C{i % 10}")

@@ -1,7 +1,8 @@
 """Atomic, rotated checkpoints and RNG state capture, loadable with ``torch.load(weights_only=True)``.
 
 A checkpoint holds only tensors, numbers, strings and containers of them:
-``{"format", "step", "config", "model", "objective", "optimizers", "precision", "rng"}``.
+``{"format", "step", "wall_time_s", "config", "image_shape", "model", "objective", "optimizers",
+"schedulers", "precision", "rng"}``.
 
 A run folder keeps two: ``checkpoint.pt`` (the newest) and ``checkpoint.prev.pt`` (the one before).
 :func:`save_rotating` writes the new file completely (fsynced) before it moves the old newest

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .. import checks
-from ..registry import did_you_mean
+from ..registry import ConfigError, did_you_mean  # noqa: F401  (U.ConfigError is used by the metric modules)
 
 #: observations per representation call unless a metric is told otherwise
 DEFAULT_REPRESENTATION_BATCH_SIZE = 1024

@@ -38,6 +38,27 @@ def test_conv64_matches_locatello_architecture():
     assert sizes == [32, 16, 8, 4]
 
 
+def _layers(module):
+    return [(type(m).__name__, getattr(m, "in_features", None), getattr(m, "out_features", None))
+            for m in module.modules() if isinstance(m, (nn.Linear, nn.ReLU, nn.Tanh))]
+
+
+def test_mlp_encoder_is_locatello_and_the_reference_decoder_is_an_option():
+    """disentanglement_lib's fc_encoder: 1200-1200 ReLU then the Gaussian heads; its fc_decoder:
+    1200-1200-1200 with tanh, then the pixels (hardening item 15: the default decoder mirrors the
+    encoder, which is not the reference's)."""
+    enc, dec = BACKBONES.build("mlp", image_shape=(1, 64, 64), latent_dim=10)
+    assert _layers(enc) == [("Linear", 4096, 1200), ("ReLU", None, None), ("Linear", 1200, 1200),
+                            ("ReLU", None, None), ("Linear", 1200, 10), ("Linear", 1200, 10)]
+    assert _layers(dec) == [("Linear", 10, 1200), ("ReLU", None, None), ("Linear", 1200, 1200),
+                            ("ReLU", None, None), ("Linear", 1200, 4096)]
+    _, ref = BACKBONES.build("mlp", image_shape=(1, 64, 64), latent_dim=10, decoder="locatello")
+    assert _layers(ref) == [("Linear", 10, 1200), ("Tanh", None, None), ("Linear", 1200, 1200),
+                            ("Tanh", None, None), ("Linear", 1200, 1200), ("Tanh", None, None),
+                            ("Linear", 1200, 4096)]
+    assert ref(torch.zeros(2, 10)).shape == (2, 1, 64, 64)
+
+
 def test_conv64_rejects_wrong_image_size():
     with pytest.raises(ValueError, match="64×64"):
         BACKBONES.build("conv64", image_shape=(1, 32, 32), latent_dim=4)

@@ -7,3 +7,18 @@ from .registry import ConfigError, DisentangleError, Registry, UnknownNameError 
 from .loading import load  # noqa: E402
 
 __all__ = ["ConfigError", "DisentangleError", "Registry", "UnknownNameError", "load", "__version__"]
+
+#: subpackages reachable as attributes after a plain ``import disentangle`` (imported on first use,
+#: so ``import disentangle`` stays light): ``disentangle.zoo.names()``, ``disentangle.metrics.mig``...
+_LAZY_SUBMODULES = (
+    "backbones", "checks", "config", "data", "metrics", "objectives", "study", "sweep", "trainer",
+    "visualize", "zoo",
+)
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'disentangle' has no attribute '{name}'")

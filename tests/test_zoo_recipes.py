@@ -128,3 +128,9 @@ def test_a_shipped_config_of_the_study_has_its_model_number():
     # configs/datasets/dsprites.yaml: beta-VAE beta=4, seed 0 on dSprites with the study's settings
     assert zoo.info("datasets/dsprites")["model_number"] == 2 * 50
     assert zoo.info("quickstart")["model_number"] is None
+
+
+def test_default_published_metrics_are_the_studys_six_and_the_unsupervised_scores():
+    from disentangle.metrics import LOCATELLO_METRICS
+
+    assert zoo.DEFAULT_METRICS == (*LOCATELLO_METRICS, "unsupervised_scores")

@@ -6,7 +6,7 @@ import torch
 from . import OBJECTIVES
 from .base import Objective
 from .. import checks
-from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
+from .losses import Reconstruction, beta_vae_terms, check_reconstruction
 
 
 @OBJECTIVES.register("beta_vae")
@@ -35,13 +35,4 @@ class BetaVAE(Objective):
 
     def forward(self, model, x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
         out = model(x)
-        recon = reconstruction_loss(out.logits, x, self.reconstruction)
-        kl_per_dim = kl_normal_per_dim(out.mu, out.logvar)
-        kl = kl_per_dim.sum()
-        return {
-            "loss": recon + self.beta * kl,
-            "recon": recon,
-            "kl": kl,
-            "kl_per_dim": kl_per_dim,
-            "elbo": -(recon + kl),
-        }
+        return beta_vae_terms(out.logits, x, out.mu, out.logvar, self.beta, self.reconstruction)

@@ -68,3 +68,19 @@ def reparameterize(
     else:
         eps = distributed.normal(mu.shape, groups=groups, dtype=mu.dtype, device=mu.device)
     return mu + torch.exp(0.5 * logvar) * eps
+
+
+def beta_vae_terms(
+    logits: torch.Tensor,
+    x: torch.Tensor,
+    mu: torch.Tensor,
+    logvar: torch.Tensor,
+    beta: float,
+    distribution: str = "bernoulli",
+) -> dict[str, torch.Tensor]:
+    """The β-VAE terms ``loss = recon + β·KL``, ``recon``, ``kl``, ``kl_per_dim`` and ``elbo = −(recon + KL)``
+    for decoder ``logits`` of ``x`` and the posterior ``N(mu, exp(logvar))`` (batch means, in nats)."""
+    recon = reconstruction_loss(logits, x, distribution)
+    kl_per_dim = kl_normal_per_dim(mu, logvar)
+    kl = kl_per_dim.sum()
+    return {"loss": recon + beta * kl, "recon": recon, "kl": kl, "kl_per_dim": kl_per_dim, "elbo": -(recon + kl)}

@@ -39,7 +39,7 @@ from ..registry import ConfigError
 from . import OBJECTIVES
 from .base import Objective
 from .estimators import adaptive_shared_mask, aggregate_pair, pair_kl
-from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss, reparameterize
+from .losses import Reconstruction, beta_vae_terms, check_reconstruction, reparameterize
 
 #: the ML-VAE aggregate: the paper's normalised product, or disentanglement_lib's (twice its variance)
 MLVAEAggregation = Literal["product", "disentanglement_lib"]
@@ -118,15 +118,8 @@ class PairVAE(Objective):
         z = reparameterize(new_mu, new_logvar, groups=2)  # rows: the x1 block, then the x2 block
         logits = model.decode(z)
         # both are means over the 2B images, i.e. the average over the pair of each element's mean
-        recon = reconstruction_loss(logits, images, self.reconstruction)
-        kl_per_dim = kl_normal_per_dim(new_mu, new_logvar)
-        kl = kl_per_dim.sum()
         return {
-            "loss": recon + self.beta * kl,
-            "recon": recon,
-            "kl": kl,
-            "kl_per_dim": kl_per_dim,
-            "elbo": -(recon + kl),
+            **beta_vae_terms(logits, images, new_mu, new_logvar, self.beta, self.reconstruction),
             "shared_dims": mask.sum(1).float().mean(),
             "pair_kl_per_dim": delta.mean(0),
         }

@@ -23,6 +23,8 @@ from ..atomic import atomic_write_bytes
 from .weights import encode_weights, sha256_bytes
 
 #: the scores a published model records by default: the six metrics of the study + unsupervised
+#: (metrics.LOCATELLO_METRICS + unsupervised_scores, spelled out so that importing the zoo does not
+#: import the metrics and scikit-learn; a test keeps the two equal)
 DEFAULT_METRICS: tuple[str, ...] = (
     "beta_vae_score",
     "factor_vae_score",

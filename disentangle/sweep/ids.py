@@ -13,12 +13,18 @@ and ``train.cudnn_benchmark`` (execution strategies, like the device), ``train.o
 sweep puts the run in ``DIR/runs/<id>``), ``train.progress``, ``train.log_every``,
 ``train.checkpoint_every`` (the trainer's resume is bit-exact whatever the checkpoint interval),
 ``train.eval_every`` and ``train.eval_metrics`` (evaluation during training restores every RNG
-state), ``train.traversals``, ``train.tensorboard`` and ``train.image_every`` (pictures and logs)
-and ``data.download`` (whether a missing file may be fetched). The excluded ``train`` keys are
-exactly the trainer's resumable keys (``RESUMABLE_KEYS``) but ``steps``, so a rerun that changes
-one of them resumes the same run folder.
+state), ``train.traversals``, ``train.tensorboard`` and ``train.image_every`` (pictures and logs),
+``data.download`` (whether a missing file may be fetched) and ``data.cache_dir`` (which folder the
+downloaded dataset file is kept in: the same file, verified against the same checksum, wherever it
+lies). The excluded ``train`` keys are exactly the trainer's resumable keys (``RESUMABLE_KEYS``) but
+``steps``, so a rerun that changes one of them resumes the same run folder.
 
-Everything else counts, including ``train.precision`` and ``data.path``. A new config key added by
+A key is dropped only where the section has it: datasets without the key (the procedural
+``sprites`` has no ``download`` or ``cache_dir``) hash exactly as before it was excluded, so adding a
+key to :data:`EXCLUDED_KEYS` changes no id of a run that does not set it.
+
+Everything else counts, including ``train.precision`` and ``data.path`` (which file is read: a
+user's own copy may differ from the published one). A new config key added by
 a later version of the library, or a changed default, changes the ids of the runs it affects: the
 old run folders stay intact (each holds its own ``config.yaml``), but a rerun would train them anew.
 """
@@ -44,6 +50,7 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "train.eval_metrics",
     "train.traversals",
     "data.download",
+    "data.cache_dir",
 )
 
 ID_SCHEME = "disentangle-run-v1"

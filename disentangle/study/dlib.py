@@ -22,9 +22,12 @@ disentanglement_lib                                    disentangle
 ``train_config.dip_vae.lambda_od``                     ``objective.lambda_od``
 ``train_config.dip_vae.lambda_d_factor``               ``objective.lambda_d_factor``
 ``train_config.model.random_seed``                     ``seed``
+``train_config.model.model_num``                       ``dlib_model_number`` (a label of the
+                                                       model, like the seed, never a setting)
 ``train_config.dataset.name``                          ``data.name`` (``dsprites_full`` ->
                                                        ``dsprites``, others unchanged)
-other ``train_config.*`` keys                          kept under their own name
+other ``train_config.*`` keys                          kept under their own name, except
+                                                       the bookkeeping keys below
 ``train_results.uuid`` (else the model folder of       ``run_id``
 ``path``)
 ``evaluation_results.<key>`` of the metric named by    ``<metric>.<score>``, table below
@@ -51,6 +54,13 @@ other ``@name``            ``name``                    unchanged
 ``elapsed_time`` and ``uuid`` results and non-numeric values are dropped. Only the evaluations of
 one postprocessing (``postprocess_config.postprocess.postprocess_fn``, default
 ``@mean_representation``, the representation Locatello et al. score) are read.
+
+Per-model bookkeeping never becomes part of a method's setting (which would make every model its
+own setting and leave no seeds to compare): ``dlib_reproduce`` binds ``model.model_num = N`` for
+every model, read as ``dlib_model_number``; other ``train_config`` keys named ``random_seed``,
+``model_num``, ``uuid`` or ``elapsed_time`` are dropped; ``train_results.*`` (losses, ``uuid``,
+``elapsed_time``), ``postprocess_config.*`` / ``evaluation_config.*`` (their ``random_seed``,
+``name``) and ``postprocess_results.*`` are never read as config.
 """
 from __future__ import annotations
 
@@ -60,7 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from ..registry import ConfigError, DisentangleError
-from .table import StudyTable, to_float
+from .table import BOOKKEEPING_KEYS, StudyTable, to_float
 
 MODEL_NAMES = {"beta_tc_vae": "beta_tcvae"}
 DATASET_NAMES = {"dsprites_full": "dsprites"}
@@ -75,6 +85,7 @@ TRAIN_KEYS = {
     "train_config.dip_vae.lambda_od": "objective.lambda_od",
     "train_config.dip_vae.lambda_d_factor": "objective.lambda_d_factor",
     "train_config.model.random_seed": "seed",
+    "train_config.model.model_num": "dlib_model_number",
     "train_config.dataset.name": "data.name",
 }
 METRIC_NAMES = {
@@ -99,6 +110,13 @@ POSTPROCESS_KEY = "postprocess_config.postprocess.postprocess_fn"
 METRIC_KEY = "evaluation_config.evaluation.evaluation_fn"
 PREDICTOR_KEY = "evaluation_config.predictor.predictor_fn"
 DROPPED_RESULTS = ("elapsed_time", "uuid")
+#: labels of a model (one value per model), kept as columns but never settings
+LABELS = ("run_id", "status", "seed", "dlib_model_number")
+
+
+def _is_bookkeeping(column: str) -> bool:
+    """A ``train_config`` key such as ``model.model_num`` or ``*.random_seed`` that labels a run."""
+    return column.rpartition(".")[2] in BOOKKEEPING_KEYS
 
 
 def gin_value(value: Any) -> Any:
@@ -213,6 +231,8 @@ def read_dlib_json(path: str | Path, *, postprocess: str = "mean_representation"
             if not column.startswith("train_config.") or value is None:
                 continue
             name = TRAIN_KEYS.get(column, column)
+            if name == column and _is_bookkeeping(column):
+                continue
             text = gin_value(value)
             if name == "objective.name":
                 text = MODEL_NAMES.get(str(text), text)
@@ -230,14 +250,15 @@ def read_dlib_json(path: str | Path, *, postprocess: str = "mean_representation"
         notes.append(f"{duplicates} repeated evaluation(s) of the same model and metric: the last one was kept.")
 
     all_columns = {c for m in models.values() for c in m}
-    config_columns = sorted(c for c in all_columns if c not in ("run_id", "status", "seed") and not _is_score(c))
+    config_columns = sorted(c for c in all_columns if c not in LABELS and not _is_score(c))
     # keep only config keys that vary (as results.csv does), plus the method and the dataset
     varying = [
         c for c in config_columns
         if c in ("objective.name", "data.name") or len({m.get(c) for m in models.values()}) > 1
     ]
     score_columns = sorted(c for c in all_columns if _is_score(c))
-    columns = ["run_id", "status", "seed", *varying, *score_columns]
+    labels = [c for c in LABELS if c in all_columns or c in ("run_id", "status", "seed")]
+    columns = [*labels, *varying, *score_columns]
     table_rows = [{c: m.get(c, math.nan if c in score_columns else None) for c in columns} for m in models.values()]
     notes.insert(0, f"Read {len(rows)} evaluation(s) of {len(models)} model(s) from the disentanglement_lib aggregated results '{path}'.")
     return StudyTable(columns, table_rows, source=str(path), notes=notes)

@@ -31,6 +31,8 @@ CONFIG_SECTIONS = ("data", "model", "objective", "train")
 #: prefixes of config columns that are not our sections (disentanglement_lib's gin keys)
 FOREIGN_CONFIG_PREFIXES = ("train_config", "postprocess_config", "evaluation_config")
 META_COLUMNS = ("run_id", "status", "seed", "dlib_model_number")
+#: last parts of config keys that label a run (one value per run) rather than set it: never a setting
+BOOKKEEPING_KEYS = ("random_seed", "model_num", "uuid", "elapsed_time")
 #: metrics whose scores need no ground-truth factors (compared against the supervised ones)
 UNSUPERVISED_METRICS = ("unsupervised_scores", "udr", "elbo_decomposition")
 #: the scores analysed by default, per metric; a metric not listed here contributes all its scores
@@ -429,11 +431,13 @@ def infer_design(
         notes_ds = "dataset: not named in the table (one dataset assumed)"
     methods = [str(v) for v in table.values(method_column)]
 
-    # config keys are dotted under a config section; other columns (run_id, dlib_model_number, ...) are labels
+    # config keys are dotted under a config section; other columns (run_id, dlib_model_number, ...) are
+    # labels, and so are bookkeeping keys such as disentanglement_lib's model.model_num or *.random_seed
     config_columns = [
         c for c in table.columns
         if c.partition(".")[0] in CONFIG_SECTIONS + FOREIGN_CONFIG_PREFIXES and c.partition(".")[2]
         and c not in (method_column, dataset_col, seed_column)
+        and c.rpartition(".")[2] not in BOOKKEEPING_KEYS
     ]
     configuration = [""] * len(table)
     strength = np.full(len(table), np.nan)

@@ -3,6 +3,7 @@ representations, and end to end from hand-made run folders into the study's anal
 from __future__ import annotations
 
 import csv
+import warnings
 
 import numpy as np
 import pytest
@@ -177,3 +178,92 @@ def test_udr_needs_run_folders(tmp_path):
     with pytest.raises(DisentangleError, match="no checkpoint.pt.*b4-s1"):
         analyze(tmp_path / "sweep", tmp_path / "report", udr=True, progress=False)
     assert not (tmp_path / "report").exists()
+
+
+# ------------------------------------------------------------- against disentanglement_lib's algorithm
+
+
+def _dlib_udr_model_scores(reps, kl, correlation="lasso", kl_filter_threshold=0.01, random_state=0):
+    """disentanglement_lib's compute_udr_sklearn on given codes and KLs, re-implemented from udr.py.
+
+    Per model: StandardScaler (zero-variance columns are only centred), multiply by
+    ``kl > 0.01``; per ordered pair (i, j), i ≠ j: R = |Lasso(alpha=0.1).fit(rep_i, rep_j).coef_|ᵀ
+    (or |Spearman|), keep the rows of i and columns of j with KL above the filter threshold,
+    relative_strength_disentanglement; model j's score is the median over i ≠ j of pair (i, j).
+    """
+    from sklearn.linear_model import Lasso
+
+    def scale(x):
+        std = x.std(axis=0)
+        return (x - x.mean(axis=0)) / np.where(std == 0, 1.0, std)
+
+    reps = [scale(np.asarray(r, dtype=np.float64)) * np.greater(k, 0.01) for r, k in zip(reps, kl)]
+    masks = [np.asarray(k) > kl_filter_threshold for k in kl]
+    n = len(reps)
+    pair = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            if correlation == "lasso":
+                corr = np.abs(Lasso(alpha=0.1, random_state=random_state).fit(reps[i], reps[j]).coef_).T
+            else:  # a zeroed latent is constant: NaN correlation (scipy warns), filtered out below
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    corr = np.array([[abs(spearmanr(reps[i][:, a], reps[j][:, b]).statistic) for b in range(reps[j].shape[1])]
+                                     for a in range(reps[i].shape[1])])
+            corr = corr[masks[i], :][:, masks[j]]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                x = np.nanmean(np.nan_to_num(np.max(corr, axis=0) ** 2 / np.sum(corr, axis=0)))
+                y = np.nanmean(np.nan_to_num(np.max(corr, axis=1) ** 2 / np.sum(corr, axis=1)))
+            pair[i, j] = (x + y) / 2
+    return np.array([np.median(np.delete(pair[:, j], j)) for j in range(n)])
+
+
+def _models_with_faint_inactive_latents(seed=0, n=1000):
+    """4 models of 3 factors, 6 latents each. Active latents: the factors permuted, flipped, scaled and
+    slightly mixed; inactive ones (KL below 0.01) still track a factor at a scale of 1e-3. One model has
+    only 2 active latents, so the models differ in their numbers of informative latents."""
+    rng = np.random.default_rng(seed)
+    factors = rng.uniform(-1, 1, size=(n, 3))
+    codes, kls = [], []
+    for m in range(4):
+        active = 2 if m == 3 else 3
+        perm = rng.permutation(3)
+        mix = np.eye(3)[perm] * rng.choice([-1.0, 1.0], 3) * rng.uniform(0.5, 2.0, 3) + 0.25 * rng.normal(size=(3, 3))
+        signal = factors @ mix.T + 0.1 * rng.normal(size=(n, 3))
+        faint = 1e-3 * factors[:, rng.choice(3, 6 - active)] + 1e-4 * rng.normal(size=(n, 6 - active))
+        z = np.column_stack([signal[:, :active], faint])
+        kl = np.concatenate([rng.uniform(0.5, 3.0, active), rng.uniform(0.0, 0.005, 6 - active)])
+        order = rng.permutation(6)
+        codes.append(z[:, order])
+        kls.append(kl[order])
+    return codes, kls
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dlib_aggregation_equals_disentanglement_libs_udr_with_faint_inactive_latents(seed):
+    codes, kls = _models_with_faint_inactive_latents(seed)
+    expected = _dlib_udr_model_scores(codes, kls)
+    ours = udr_scores(codes, kls, aggregation="dlib")
+    np.testing.assert_allclose(ours, expected, atol=1e-6, rtol=0)
+    # the case is one where the order matters: fitting the Lasso on all standardised latents and only
+    # masking afterwards (the faint latents as unit-variance inputs) gives clearly different scores
+    unzeroed = np.array([
+        np.median([udr_pair(similarity_matrix(codes[a], codes[b]), kls[a] > 0.01, kls[b] > 0.01, "dlib")
+                   for a in range(4) if a != b]) for b in range(4)])
+    assert np.abs(unzeroed - expected).max() > 0.01
+
+
+def test_spearman_dlib_aggregation_equals_disentanglement_libs_udr():
+    codes, kls = _models_with_faint_inactive_latents(3, n=400)
+    np.testing.assert_allclose(udr_scores(codes, kls, correlation="spearman", aggregation="dlib"),
+                               _dlib_udr_model_scores(codes, kls, correlation="spearman"), atol=1e-6, rtol=0)
+
+
+def test_paper_and_dlib_aggregations_differ_with_different_numbers_of_active_latents():
+    codes, kls = _models_with_faint_inactive_latents(0)
+    paper, dlib = udr_scores(codes, kls), udr_scores(codes, kls, aggregation="dlib")
+    assert np.abs(paper - dlib).max() > 1e-3  # model 3 has 2 informative latents, the others 3
+    same = [c for c, k in zip(codes[:3], kls[:3])], kls[:3]  # 3 informative latents each: identical
+    np.testing.assert_allclose(udr_scores(*same), udr_scores(*same, aggregation="dlib"), atol=1e-12)

@@ -14,7 +14,12 @@ similarity matrix R (d_a × d_b) between a's latents (rows) and b's latents (col
 * ``correlation="spearman"`` (UDR_S): R_ij = |Spearman ρ(z_a,i, z_b,j)|.
 
 A latent is informative when its mean KL to the prior, (1/N) Σ_x KL(q(z_j|x) ‖ N(0, 1)), exceeds
-``kl_threshold`` (0.01); only informative latents count. With r_i = max_j R_ij and
+``kl_threshold`` (0.01); only informative latents count. As in disentanglement_lib
+(``udr.py``: ``reps * np.greater(kl, 0.01)`` after the ``StandardScaler``), the uninformative
+latents are set to zero *before* R is computed, so a collapsed latent that still tracks a factor at
+a tiny scale is no input to the Lasso (standardised, it would be a unit-variance copy of that
+factor and take coefficient weight from the informative latents); its row and column of R are
+then left out as well. With r_i = max_j R_ij and
 r_j = max_i R_ij over the informative latents, d_a and d_b their numbers, the paper's pairwise
 score (its eq. 3) is::
 
@@ -23,11 +28,22 @@ score (its eq. 3) is::
 (a latent with Σ = 0 contributes 0; no informative latent at all gives 0). It is 1 when R is a
 permutation matrix and falls as a latent's similarity spreads over several latents of the other
 model. With the Lasso, identical representations up to permutation, sign and scale score
-1 − α = 0.9, not 1: on standardised codes the Lasso shrinks each coefficient by α. ``aggregation="dlib"`` gives disentanglement_lib's variant instead (``udr.py``'s
-``relative_strength_disentanglement``): the mean of the row terms and the mean of the column terms,
-averaged; the two agree when d_a = d_b. A model's UDR is the median of its pairwise scores with
-the other models of its configuration: UDR_b = median_{a ≠ b} UDR_ab, where for the Lasso the
-regression goes from a to b as in disentanglement_lib.
+1 − α = 0.9, not 1: on standardised codes the Lasso shrinks each coefficient by α.
+``aggregation="dlib"`` gives disentanglement_lib's variant instead (``udr.py``'s
+``relative_strength_disentanglement``)::
+
+    UDR_ab = ½ · [ (1/d_a) Σ_i r_i² / Σ_j R_ij  +  (1/d_b) Σ_j r_j² / Σ_i R_ij ]
+
+the mean of the row terms and the mean of the column terms, averaged. The two agree when
+d_a = d_b; **the default (the paper's) differs from disentanglement_lib's whenever the two models
+have different numbers of informative latents** (the paper weighs each latent equally, dlib each
+model's side equally), so pass ``aggregation="dlib"`` to reproduce disentanglement_lib's numbers.
+A model's UDR is the median of its pairwise scores with the other models of its configuration:
+UDR_b = median_{a ≠ b} UDR_ab, where for the Lasso the regression goes from a to b as in
+disentanglement_lib. With ``aggregation="dlib"``, the Lasso and the default KL threshold the
+scores are disentanglement_lib's ``compute_udr_sklearn`` ``model_scores`` on the same codes and
+KLs (dlib zeroes at a fixed 0.01 and filters at its ``kl_filter_threshold``; here both use
+``kl_threshold``).
 
 Defaults follow disentanglement_lib's ``udr_sklearn`` configuration: 1,000 observations, Lasso,
 KL threshold 0.01, the same observations for every model.
@@ -115,8 +131,11 @@ def udr_scores(codes: Sequence[np.ndarray], kl: Sequence[np.ndarray] | None = No
     """UDR of each of several models of one configuration, from their codes of the same observations.
 
     ``codes[m]`` is model m's ``(N, d_m)`` representation of the shared observations, ``kl[m]``
-    its mean KL per latent (None: every latent is informative). Returns one score per model, the
-    median of its pairwise scores with the others; NaN for a lone model.
+    its mean KL per latent (None: every latent is informative). Each model's codes are
+    standardised and its uninformative latents (KL ≤ ``kl_threshold``) set to zero before the
+    similarity matrices are computed, as disentanglement_lib does. Returns one score per model,
+    the median of its pairwise scores with the others; NaN for a lone model. See the module
+    docstring for the formulas and how ``aggregation="paper"`` (default) and ``"dlib"`` differ.
     """
     kl_threshold = positive("kl_threshold", kl_threshold)
     n_models = len(codes)
@@ -127,11 +146,13 @@ def udr_scores(codes: Sequence[np.ndarray], kl: Sequence[np.ndarray] | None = No
     for m, (c, mask) in enumerate(zip(codes, masks)):
         if np.asarray(c).ndim != 2 or np.asarray(c).shape[1] != len(mask):
             raise ValueError(f"model {m}: codes of shape {np.asarray(c).shape} and {len(mask)} KL values; expected (N, d) and d.")
+    # standardise, then zero the uninformative latents before any regression (disentanglement_lib's order)
+    zeroed = [standardize(c) * mask for c, mask in zip(codes, masks)]
     pairwise = np.full((n_models, n_models), np.nan)
     for a in range(n_models):
         for b in range(n_models):
             if a != b:
-                sim = similarity_matrix(codes[a], codes[b], correlation, random_state=random_state)
+                sim = similarity_matrix(zeroed[a], zeroed[b], correlation, random_state=random_state)
                 pairwise[a, b] = udr_pair(sim, masks[a], masks[b], aggregation)
     if n_models < 2:
         return np.full(n_models, np.nan)

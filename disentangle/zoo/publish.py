@@ -60,8 +60,21 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_bf16_flags() -> list[str]:
+    """The CPU's native bf16 instruction sets (``avx512_bf16``, ``amx_bf16`` in ``/proc/cpuinfo``):
+    where bf16 autocast is fast on a CPU. Empty when there are none or the flags cannot be read."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return sorted(f for f in line.split(":", 1)[1].split() if f in ("avx512_bf16", "amx_bf16"))
+    except OSError:
+        pass
+    return []
+
+
 def machine_info() -> dict[str, Any]:
-    """The machine publishing the model: OS, architecture, CPU model and core count, torch."""
+    """The machine publishing the model: OS, architecture, CPU model, core count, torch's CPU
+    capability and the CPU's native bf16 flags, torch (and the GPU when there is one)."""
     import torch
 
     info: dict[str, Any] = {
@@ -69,6 +82,8 @@ def machine_info() -> dict[str, Any]:
         "architecture": platform.machine(),
         "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_bf16": cpu_bf16_flags(),
         "torch": torch.__version__,
         "recorded": "at publish time",
     }

@@ -1,0 +1,182 @@
+"""Time to disentangle: MIG against training steps for each objective, from a sweep's logged curves.
+
+    python benchmarks/time_to_disentangle.py ~/zoo-campaign/zoo_sprites_cpu20k
+    python benchmarks/time_to_disentangle.py SWEEP_DIR --out benchmarks/time_to_disentangle
+
+Reads every run folder of a sweep (``SWEEP_DIR/runs/<id>/``) trained with ``train.eval_every`` and
+``mig`` in ``train.eval_metrics``: the MIG logged during training (``{"step": s, "metrics":
+{"mig": ...}}`` lines of ``log.jsonl``), the final MIG of ``metrics.json`` when the run is finished,
+the training speed (median of the logged ``steps_per_s``, which leaves out the evaluations) and the
+cumulative wall time (``wall_time_s``, evaluations included). Writes ``OUT.png`` (one curve per run)
+and ``OUT.md`` (the table, with the CPU, its torch capability and the precision of each run), and
+prints the table. Nothing is trained here: this reads what the sweep wrote.
+
+The MIG of the curves is the one computed during training (``mig`` at its defaults, seeded by the
+run's seed): the final point equals ``metrics.json``'s MIG when both use the same settings.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def read_run(run_dir: Path) -> dict | None:
+    """One run's curve and provenance, or None when it logged no MIG."""
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    curve: list[tuple[int, float]] = []
+    speeds: list[float] = []
+    wall_at: dict[int, float] = {}
+    for line in (run_dir / "log.jsonl").read_text().splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if "metrics" in record and "mig" in record["metrics"]:
+            curve.append((int(record["step"]), float(record["metrics"]["mig"]["mig"])))
+        if "steps_per_s" in record:
+            speeds.append(float(record["steps_per_s"]))
+        if "wall_time_s" in record:
+            wall_at[int(record["step"])] = float(record["wall_time_s"])
+    if not curve:
+        return None
+    # a resumed run logs the steps after its checkpoint again: keep the last value of each step
+    curve = sorted(dict(curve).items())
+    final = None
+    metrics_file = run_dir / "metrics.json"
+    if metrics_file.exists():
+        scores = json.loads(metrics_file.read_text())
+        scores = scores.get("metrics", scores)
+        if "mig" in scores:
+            final = float(scores["mig"]["mig"])
+    objective = config["objective"]
+    strength = _strength(objective)
+    return {
+        "run": run_dir.name,
+        "objective": objective["name"],
+        "strength": strength,
+        "seed": config.get("seed", 0),
+        "precision": config["train"]["precision"],
+        "steps": int(config["train"]["steps"]),
+        "curve": curve,
+        "final_mig": final,
+        "steps_per_s": statistics.median(speeds) if speeds else None,
+        "wall_time_s": wall_at[max(wall_at)] if wall_at else None,
+        "last_step": max(wall_at) if wall_at else 0,
+    }
+
+
+_STRENGTH_KEYS = ("beta", "gamma", "lambda_od", "c_max", "lambda_", "adversarial_weight")
+
+
+def _strength(objective: dict) -> str:
+    for key in _STRENGTH_KEYS:
+        if key in objective and objective[key] is not None:
+            value = objective[key]
+            value = int(value) if isinstance(value, float) and value.is_integer() else value
+            return f"{key} {value}"
+    return ""
+
+
+def first_step_reaching(curve: list[tuple[int, float]], level: float) -> int | None:
+    """The first logged step whose MIG is at least ``level`` (None if never)."""
+    return next((step for step, value in curve if value >= level), None)
+
+
+def cpu_description() -> str:
+    """The CPU model, core count and torch's CPU capability of this machine."""
+    import torch
+
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+        flags = next(l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("flags"))
+        bf16 = "avx512_bf16" in flags.split()
+    except (OSError, StopIteration):
+        bf16 = False
+    import os
+
+    return (f"{name}, {os.cpu_count()} cores, torch CPU capability {torch.backends.cpu.get_cpu_capability()}"
+            f"{', AVX512-BF16' if bf16 else ', no AVX512-BF16'}")
+
+
+def table(runs: list[dict]) -> str:
+    header = ("| objective | strength | seed | precision | steps done | steps/s (1 thread) | wall time | "
+              "MIG@2k | MIG@10k | MIG@20k | first step with MIG ≥ 0.1 | final MIG |")
+    lines = [header, "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in runs:
+        at = dict(r["curve"])
+        cell = lambda s: f"{at[s]:.3f}" if s in at else "–"  # noqa: E731
+        reach = first_step_reaching(r["curve"], 0.1)
+        reach_text = f"{reach:,}" if reach else "not yet"
+        final_text = f"{r['final_mig']:.3f}" if r["final_mig"] is not None else "–"
+        lines.append(
+            f"| {r['objective']} | {r['strength']} | {r['seed']} | {r['precision']} | {r['last_step']:,} | "
+            f"{r['steps_per_s']:.1f} | {r['wall_time_s'] / 60:.0f} min | {cell(2000)} | {cell(10000)} | {cell(20000)} | "
+            f"{reach_text} | {final_text} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in runs:
+        steps, values = zip(*r["curve"])
+        style = "--" if r["objective"].startswith(("ada_", "gvae", "ml_vae")) else "-"
+        ax.plot(steps, values, style, marker="o", markersize=3, label=f"{r['objective']} ({r['strength']})")
+    ax.set_xlabel("training step (batch 64)")
+    ax.set_ylabel("MIG")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("time_to_disentangle"),
+                        help="output prefix: OUT.png and OUT.md (default: benchmarks/time_to_disentangle)")
+    args = parser.parse_args(argv)
+    runs_dir = args.sweep_dir.expanduser() / "runs"
+    if not runs_dir.is_dir():
+        print(f"{runs_dir} is not a sweep's runs folder: pass the folder given to `sweep run --out`.", file=sys.stderr)
+        return 2
+    runs = [r for d in sorted(runs_dir.iterdir()) if (d / "log.jsonl").exists() and (r := read_run(d))]
+    if not runs:
+        print(f"no run under {runs_dir} logged MIG during training (train.eval_metrics: [mig]).", file=sys.stderr)
+        return 2
+    runs.sort(key=lambda r: -(r["curve"][-1][1]))
+    cpu = cpu_description()
+    text = table(runs)
+    note = (f"CPU: {cpu}. One torch thread per run, two runs side by side. steps/s is the median of the "
+            f"logged training speed (evaluations left out); the wall time includes the MIG evaluations "
+            f"every 2,000 steps.")
+    print(text)
+    print()
+    print(note)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".md").write_text(
+        f"# Time to disentangle\n\n`python benchmarks/time_to_disentangle.py {args.sweep_dir}`\n\n{text}\n\n{note}\n"
+    )
+    plot(runs, args.out.with_suffix(".png"), f"MIG during training, sprites, conv64, batch 64, Adam 1e-4\n{cpu}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,7 +9,7 @@ from typing import Any, Callable
 from .. import checks
 from ..registry import ConfigError
 from .backends import BACKENDS, BackendOptions
-from .files import FAILED_NAME, PLAN_NAME, RUNS_DIR, atomic_write_json, lock_holder, read_json
+from .files import FAILED_NAME, PLAN_LOCK_NAME, PLAN_NAME, RUNS_DIR, FolderLock, atomic_write_json, lock_holder, read_json
 from .ids import canonical_json
 from .runner import FINISHED, SKIPPED, RunOutcome, RunTask, missing_metrics, outcome_line
 from .study import RunSpec, Study, load_study
@@ -76,18 +76,21 @@ class SweepReport:
 
 
 # ---------------------------------------------------------------------- state of a run folder
-def run_state(run_dir: Path, metrics: list[str] | None = None) -> tuple[str, str]:
+def run_state(
+    run_dir: Path, metrics: list[str] | None = None, settings: dict[str, dict[str, Any]] | None = None
+) -> tuple[str, str]:
     """``(state, detail)`` of a run folder; ``state`` is one of :data:`STATES`.
 
-    finished: ``metrics.json`` exists (and holds every metric in ``metrics``, if given);
-    running: another process holds the run's lock; failed: ``failed.json``; partial: a checkpoint;
-    else not started.
+    finished: ``metrics.json`` exists (and holds every metric in ``metrics``, if given, computed
+    with its ``settings``: a metric scored with other settings is still to compute); running:
+    another process holds the run's lock; failed: ``failed.json``; partial: a checkpoint, or
+    metrics still to compute; else not started.
     """
     from ..checkpoint import has_checkpoint
 
     if not run_dir.is_dir():
         return "not started", ""
-    missing = missing_metrics(run_dir, metrics or [])
+    missing = missing_metrics(run_dir, metrics or [], settings)
     if missing == []:
         return "finished", ""
     holder = lock_holder(run_dir)
@@ -133,25 +136,69 @@ def _plan_entries(study: Study) -> list[dict[str, Any]]:
     ]
 
 
+PLAN_FORMAT = 2
+
+
 def write_plan(study: Study, out_dir: Path) -> None:
-    """Write (merge into) ``DIR/sweep.json``: the runs of every study run into this folder."""
+    """Write (merge into) ``DIR/sweep.json``: the runs of every study run into this folder.
+
+    Each study keeps its own entry (``studies``: source, name, the study as written, its
+    ``metrics``, ``metric_settings`` and ``run_ids``; a study run again replaces its entry and moves
+    last), so ``status`` judges each run by the studies that hold it. ``metrics`` (top level) is
+    the union, the order of the results' columns. The read-modify-write holds the folder's plan lock
+    (``DIR/.plan.lock``): two sweeps starting together in one folder both keep their plans.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / PLAN_NAME
-    old = read_json(path) or {}
-    entries = _plan_entries(study)
-    ids = {e["run_id"] for e in entries}
-    kept = [e for e in old.get("runs", []) if e.get("run_id") not in ids]
-    varying = list(study.varying_keys) + [k for k in old.get("varying_keys", []) if k not in study.varying_keys]
-    metrics = list(study.metrics) + [m for m in old.get("metrics", []) if m not in study.metrics]
-    studies = [s for s in old.get("studies", []) if s.get("source") != study.source]
-    studies.append({"source": study.source, "name": study.name, "study": study.raw})
-    plan = {
-        "format": 1,
-        "studies": studies,
-        "varying_keys": varying,
-        "metrics": metrics,
-        "runs": kept + entries,
-    }
-    atomic_write_json(path, plan)
+    with FolderLock(out_dir / PLAN_LOCK_NAME, PLAN_NAME):
+        old = read_json(path) or {}
+        entries = _plan_entries(study)
+        ids = {e["run_id"] for e in entries}
+        kept = [e for e in old.get("runs", []) if e.get("run_id") not in ids]
+        varying = list(study.varying_keys) + [k for k in old.get("varying_keys", []) if k not in study.varying_keys]
+        metrics = list(study.metrics) + [m for m in old.get("metrics", []) if m not in study.metrics]
+        studies = [s for s in old.get("studies", []) if s.get("source") != study.source]
+        studies.append({
+            "source": study.source, "name": study.name, "study": study.raw, "metrics": list(study.metrics),
+            "metric_settings": study.metric_settings, "run_ids": [e["run_id"] for e in entries],
+        })
+        plan = {
+            "format": PLAN_FORMAT,
+            "studies": studies,
+            "varying_keys": varying,
+            "metrics": metrics,
+            "runs": kept + entries,
+        }
+        atomic_write_json(path, plan)
+
+
+def plan_requirements(plan: dict[str, Any]) -> dict[str, tuple[list[str], dict[str, dict[str, Any]]]]:
+    """``{run_id: (metrics, settings)}``: what finishes each run of a plan, by the studies that hold it.
+
+    A run held by several studies needs the metrics of all of them; where two ask one metric with
+    different settings, the study run last into the folder (last in ``studies``) wins. Plans
+    written before per-study entries (no ``run_ids``) judge every run by the top-level ``metrics``
+    with the studies' ``metric_settings`` as written (the last study's first).
+    """
+    runs = [e["run_id"] for e in plan.get("runs", []) if isinstance(e, dict) and "run_id" in e]
+    studies = [s for s in plan.get("studies", []) if isinstance(s, dict)]
+    if studies and all(isinstance(s.get("run_ids"), list) for s in studies):
+        needs: dict[str, tuple[list[str], dict[str, dict[str, Any]]]] = {rid: ([], {}) for rid in runs}
+        for entry in studies:
+            for rid in entry["run_ids"]:
+                metrics, settings = needs.setdefault(rid, ([], {}))
+                for metric in entry.get("metrics") or []:
+                    if metric not in metrics:
+                        metrics.append(metric)
+                    settings[metric] = dict((entry.get("metric_settings") or {}).get(metric) or {})
+        return needs
+    settings = {}
+    for entry in studies:
+        raw = (entry.get("study") or {}).get("metric_settings") or {}
+        if isinstance(raw, dict):
+            settings.update({m: dict(v) for m, v in raw.items() if isinstance(v, dict)})
+    metrics = list(plan.get("metrics", []))
+    return {rid: (metrics, {m: settings[m] for m in metrics if m in settings}) for rid in runs}
 
 
 # ---------------------------------------------------------------------- options
@@ -209,7 +256,8 @@ def run(
     from their checkpoints, failed ones left failed unless ``retry_failed``. ``options`` are the
     fields of :class:`~disentangle.sweep.backends.BackendOptions` (``workers``,
     ``threads_per_run``, ``address``, ``gpus_per_run``, ``partition``, ``time_min``, ...).
-    ``results.csv`` is written at the end. ``dry_run`` only plans: nothing is created.
+    ``results.csv`` is rewritten after every finished run and at the end. ``dry_run`` only plans:
+    nothing is created.
     """
     unknown = set(options) - {f for f in BackendOptions.__dataclass_fields__}
     if unknown:
@@ -220,7 +268,9 @@ def run(
     if not isinstance(study, Study):
         study = load_study(study)
     out_dir = Path(out)
-    states = {r.run_id: run_state(out_dir / RUNS_DIR / r.run_id, study.metrics) for r in study.runs}
+    states = {
+        r.run_id: run_state(out_dir / RUNS_DIR / r.run_id, study.metrics, study.metric_settings) for r in study.runs
+    }
     before = {s: 0 for s in STATES}
     for state, _ in states.values():
         before[state] += 1
@@ -263,6 +313,8 @@ def run(
     if log:
         bad = report.unfinished
         log(f"results: {report.results.path} ({len(report.results.rows)} finished runs)")
+        for note in report.results.notes:
+            log(f"note: {note}")
         if bad:
             log(f"{len(bad)} runs did not finish; see python -m disentangle.sweep status {out_dir}")
     return report
@@ -281,19 +333,24 @@ def _task(spec: RunSpec, out_dir: Path, study: Study, threads: int, retry_failed
         threads=threads,
         retry_failed=retry_failed,
         dlib_model_number=spec.dlib_model_number,
+        sweep_dir=str(out_dir.resolve()),
     )
 
 
 # ---------------------------------------------------------------------- status / results
 def status(out: str | Path) -> SweepStatus:
-    """The state of every run of a sweep folder (the plan's runs and any other run folder)."""
+    """The state of every run of a sweep folder (the plan's runs and any other run folder).
+
+    Each run is judged by the studies that hold it (:func:`plan_requirements`): a run of study A
+    is finished when it holds A's metrics with A's settings, whatever another study in the folder
+    asks. A run folder outside the plan is finished when it has a ``metrics.json``."""
     from .study import _short
 
     out_dir = Path(out)
     if not out_dir.is_dir():
         raise ConfigError(f"'{out}' is not a folder. Pass the --out folder of a sweep.")
     plan = read_json(out_dir / PLAN_NAME) or {}
-    metrics = plan.get("metrics", [])
+    needs = plan_requirements(plan)
     entries = {e["run_id"]: e for e in plan.get("runs", [])}
     runs_dir = out_dir / RUNS_DIR
     present = sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
@@ -304,7 +361,8 @@ def status(out: str | Path) -> SweepStatus:
         entry = entries.get(rid, {})
         values = ", ".join([*(f"{k}={_short(v)}" for k, v in (entry.get("values") or {}).items()),
                             *([f"seed={entry['seed']}"] if "seed" in entry else [])])
-        state, detail = run_state(runs_dir / rid, metrics)
+        metrics, settings = needs.get(rid, ([], {}))
+        state, detail = run_state(runs_dir / rid, metrics, settings)
         if state == "partial" and detail.startswith("last logged step") and entry.get("steps"):
             detail += f" of {entry['steps']}"
         runs.append(RunStatus(rid, state, values, detail))

@@ -3,9 +3,13 @@
 Layout of ``DIR``::
 
     sweep.json             the plan: every run of the studies run into DIR (id, seed, grid values)
-    results.csv            one row per finished run (written atomically at the end of every run)
+                           and, per study, its runs, metrics and metric settings
+    .plan.lock             held (fcntl.flock) while sweep.json is read, changed and rewritten
+    results.csv            one row per finished run (rewritten atomically after every finished run)
+    .results.lock          held while results.csv is built and rewritten
     runs/<id>/             an ordinary run folder (config.yaml, checkpoint.pt, log.jsonl, ...) plus
-        metrics.json       the scores, written atomically and last: its presence means finished
+        metrics.json       the scores and the settings each was computed with, written atomically
+                           and last: its presence means finished
         failed.json        the last failure (error type and message, its last line, when)
         traceback.txt      the full traceback of that failure
         .lock              held (fcntl.flock) by the process training the run; it holds its pid
@@ -30,6 +34,11 @@ METRICS_NAME = "metrics.json"
 FAILED_NAME = "failed.json"
 TRACEBACK_NAME = "traceback.txt"
 LOCK_NAME = ".lock"
+PLAN_LOCK_NAME = ".plan.lock"
+RESULTS_LOCK_NAME = ".results.lock"
+#: how long a process waits for the plan's or the results' lock before giving up (they are held
+#: for the milliseconds of one read-modify-write)
+FOLDER_LOCK_WAIT = 120.0
 
 
 def read_json(path: str | Path) -> Any | None:
@@ -90,6 +99,31 @@ class RunLock:
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
+
+
+class FolderLock(RunLock):
+    """A :class:`RunLock` that waits (up to :data:`FOLDER_LOCK_WAIT` seconds) and raises when it
+    cannot be taken: for the short read-modify-writes of a sweep folder's shared files."""
+
+    def __init__(self, path: str | Path, what: str, timeout: float | None = None) -> None:
+        super().__init__(path)
+        self.what = what
+        self.timeout = FOLDER_LOCK_WAIT if timeout is None else timeout
+
+    def __enter__(self) -> "FolderLock":
+        if not self.acquire(timeout=self.timeout, poll=0.05):
+            from ..registry import DisentangleError
+
+            holder = ""
+            try:
+                holder = self.path.read_text().strip()
+            except OSError:
+                pass
+            raise DisentangleError(
+                f"Could not lock {self.path} to update {self.what} within {self.timeout:.0f} s: "
+                f"{holder or 'another process'} holds it. If that process is stuck, stop it and run again."
+            )
+        return self
 
 
 def lock_holder(run_dir: str | Path) -> str | None:

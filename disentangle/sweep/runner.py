@@ -5,22 +5,34 @@
 1. take the run's lock (:class:`~disentangle.sweep.files.RunLock`); if another process holds it
    (an orphaned worker of a killed sweep, a second sweep over the same folder), report ``busy``
    and leave the run alone;
-2. ``metrics.json`` holds every requested metric: the run is finished, skip it (``skipped``);
-   it lacks some (the study asks for more metrics now): evaluate only those;
+2. ``metrics.json`` holds every requested metric, each computed with the requested settings: the
+   run is finished, skip it (``skipped``); it lacks some, or holds a score computed with other
+   settings (:func:`missing_metrics`): evaluate only those, replacing the old scores;
 3. ``failed.json`` exists: leave the run failed (``failed`` with the recorded message) unless
    ``retry_failed``; training is deterministic, so a NaN would come back on a plain retry;
 4. otherwise train: resume from the checkpoint when there is one (the trainer's bit-exact
    resume), else start afresh (dropping a ``log.jsonl`` left by an attempt killed before its first
-   checkpoint); then evaluate the metrics and write ``metrics.json`` atomically, last;
+   checkpoint); then evaluate the metrics and write ``metrics.json`` atomically, last, with the
+   settings of every score (``metric_settings``, see :func:`settings_identity`); then rewrite the
+   sweep's ``results.csv`` (atomically, under its lock), so a killed sweep leaves the table of
+   every run finished so far;
 5. any exception (a NaN loss, a missing file, a bug) is written to ``failed.json`` (type, message,
    its last line) and ``traceback.txt``, and returned, never raised: the other runs go on.
    ``KeyboardInterrupt`` / ``SystemExit`` are not caught (the trainer checkpoints on them).
+
+``metrics.json`` records ``metric_settings``: ``{metric: settings}`` for every metric it holds,
+every setting the score depends on (defaults filled in, :data:`EXECUTION_SETTINGS` left out).
+Files written before settings were recorded per metric hold the settings their sweep asked for
+(only those given); they are read the same way, so a metric without an entry there (or a file
+without ``metric_settings``, as ``python -m disentangle.evaluate`` writes it) counts as scored
+with the metric's defaults.
 
 A worker process builds each dataset once and keeps the last one it built (keyed by the ``data``
 section and the device), so consecutive runs on the same data share it.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 import traceback
@@ -31,6 +43,10 @@ from typing import Any
 
 from .files import FAILED_NAME, LOCK_NAME, METRICS_NAME, TRACEBACK_NAME, RunLock, atomic_write_json, read_json
 from .ids import canonical_json
+
+#: metric settings that change how fast a score is computed, not its value: left out of the recorded
+#: settings and of the comparison that decides whether a score answers a request
+EXECUTION_SETTINGS: tuple[str, ...] = ("n_jobs", "representation_batch_size")
 
 #: outcome statuses
 FINISHED, SKIPPED, FAILED, BUSY, CRASHED = "finished", "skipped", "failed", "busy", "crashed"
@@ -52,6 +68,7 @@ class RunTask:
     retry_failed: bool = False
     lock_wait: float = 10.0
     dlib_model_number: int | None = None
+    sweep_dir: str | None = None  #: the sweep folder whose results.csv is rewritten after the run
 
     def describe(self) -> str:
         from .study import _short
@@ -105,14 +122,60 @@ def cached_dataset(data: dict[str, Any], device: Any) -> Any:
     return dataset
 
 
+# ---------------------------------------------------------------------- metric settings
+def _json_value(value: Any) -> Any:
+    return json.loads(canonical_json(value))
+
+
+def settings_identity(metric: str, settings: dict[str, Any] | None) -> dict[str, Any]:
+    """The settings a score of ``metric`` depends on: every keyword setting of the metric (but
+    ``seed``, the run's, and :data:`EXECUTION_SETTINGS`), ``settings`` over the defaults, as JSON
+    values (tuples become lists). ``{}`` and ``{"num_train": 10000}`` give the same identity for
+    MIG, whose default ``num_train`` is 10000. A metric this process does not know (a plugin's,
+    not imported) keeps ``settings`` as given."""
+    import inspect
+
+    from ..metrics import METRICS
+    from ..registry import UnknownNameError
+
+    try:
+        function = METRICS.get(metric)
+    except UnknownNameError:
+        defaults: dict[str, Any] = {}
+    else:
+        defaults = {
+            name: p.default for name, p in inspect.signature(function).parameters.items()
+            if p.kind is p.KEYWORD_ONLY and name != "seed" and name not in EXECUTION_SETTINGS
+        }
+    given = {k: v for k, v in (settings or {}).items() if k != "seed" and k not in EXECUTION_SETTINGS}
+    return _json_value({**defaults, **given})
+
+
+def recorded_settings(record: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The identity of the settings ``metric`` was scored with in a ``metrics.json`` record (see
+    the module docstring for files without per-metric settings: the defaults)."""
+    recorded = record.get("metric_settings")
+    entry = recorded.get(metric) if isinstance(recorded, dict) else None
+    return settings_identity(metric, entry if isinstance(entry, dict) else {})
+
+
 # ---------------------------------------------------------------------- state of a run folder
-def missing_metrics(run_dir: Path, metrics: list[str]) -> list[str] | None:
-    """None when the run has no metrics.json; else the requested metrics it lacks."""
+def missing_metrics(
+    run_dir: Path, metrics: list[str], settings: dict[str, dict[str, Any]] | None = None
+) -> list[str] | None:
+    """None when the run has no metrics.json; else the requested metrics it lacks or holds with
+    other settings than ``settings`` asks for (a metric absent from ``settings``: its defaults)."""
     record = read_json(run_dir / METRICS_NAME)
     if not isinstance(record, dict):
         return None
     have = record.get("metrics") or {}
-    return [m for m in metrics if m not in have]
+    if not isinstance(have, dict):
+        have = {}
+    settings = settings or {}
+    return [
+        m for m in metrics
+        if m not in have or recorded_settings(record, m) != settings_identity(m, settings.get(m))
+    ]
 
 
 def run_one(task: RunTask) -> RunOutcome:
@@ -125,7 +188,7 @@ def run_one(task: RunTask) -> RunOutcome:
         holder = (run_dir / LOCK_NAME).read_text().strip() or "another process"
         return RunOutcome(task.run_id, BUSY, 0.0, f"locked by {holder}", task.describe())
     with lock:
-        missing = missing_metrics(run_dir, task.metrics)
+        missing = missing_metrics(run_dir, task.metrics, task.metric_settings)
         if missing == []:
             return RunOutcome(task.run_id, SKIPPED, 0.0, "", task.describe())
         failed = read_json(run_dir / FAILED_NAME)
@@ -140,7 +203,23 @@ def run_one(task: RunTask) -> RunOutcome:
             return RunOutcome(task.run_id, FAILED, time.perf_counter() - start, record["last_line"], task.describe())
         for name in (FAILED_NAME, TRACEBACK_NAME):  # a retried run that succeeded
             (run_dir / name).unlink(missing_ok=True)
+    if task.sweep_dir:
+        update_results(task.sweep_dir)
     return RunOutcome(task.run_id, FINISHED, time.perf_counter() - start, "", task.describe())
+
+
+def update_results(sweep_dir: str | Path) -> None:
+    """Rewrite the sweep's ``results.csv`` after a finished run; a failure to write it is reported
+    on stderr, never raised (the run itself is finished and recorded)."""
+    import sys
+
+    from .table import write_results
+
+    try:
+        write_results(sweep_dir)
+    except Exception as err:  # a full disk, a read-only folder: the sweep's final write tries again
+        print(f"warning: could not rewrite {Path(sweep_dir) / 'results.csv'} ({type(err).__name__}: {err}); "
+              f"python -m disentangle.sweep results {sweep_dir} writes it.", file=sys.stderr, flush=True)
 
 
 def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None) -> None:
@@ -166,6 +245,7 @@ def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None)
     previous = read_json(run_dir / METRICS_NAME) if missing is not None else None
     names = missing if missing is not None else list(task.metrics)
     scores, seconds, steps = evaluate_run(run_dir, dataset, device, names, config.seed, task.metric_settings, task.threads)
+    kept = {m: v for m, v in ((previous or {}).get("metrics") or {}).items() if m not in scores}
     record = {
         "run_id": task.run_id,
         "run_dir": str(run_dir),
@@ -176,7 +256,10 @@ def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None)
         "metrics": {**((previous or {}).get("metrics") or {}), **scores},
         "seconds": {**((previous or {}).get("seconds") or {}), **seconds},
         "train_seconds": train_seconds if previous is None else previous.get("train_seconds"),
-        "metric_settings": task.metric_settings,
+        "metric_settings": {
+            **{m: recorded_settings(previous or {}, m) for m in kept},
+            **{m: settings_identity(m, task.metric_settings.get(m)) for m in scores},
+        },
         "config": config.to_dict(),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

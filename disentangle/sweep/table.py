@@ -7,19 +7,40 @@ parameter), ``dlib_model_number`` when some run is a model of Locatello et al. 2
 (disentanglement_lib's model number, to match published per-model numbers), then one column per
 metric score, ``<metric>.<score>`` (e.g. ``mig.mig``, ``dci.disentanglement``). A key a run does
 not have (``objective.beta`` of a FactorVAE) is an empty cell; lists are JSON. Rows follow the
-plan's order (grid point by grid point, seeds fastest). The file is written atomically.
+plan's order (grid point by grid point, seeds fastest).
+
+A column never mixes metric settings. When the finished runs hold a metric computed with different
+settings (``metrics.json`` records them per metric; two studies in one folder asked ``mig:
+{num_train: 300}`` and ``{num_train: 900}``, say), that metric's columns are split, one per
+settings, each named with the settings that differ between them: ``mig.mig[num_train=300]`` and
+``mig.mig[num_train=900]`` (no plain ``mig.mig``; a run's cell is empty in the columns of the
+settings it was not scored with), and :attr:`ResultsTable.notes` says so. Settings that only change
+the speed (``n_jobs``, ``representation_batch_size``) do not split a column.
+
+The file is rewritten atomically after every finished run (by the worker that ran it) and at the
+end of a sweep, under the folder's results lock, so concurrent writers never leave an older table
+over a newer one.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .files import METRICS_NAME, PLAN_NAME, RESULTS_NAME, RUNS_DIR, atomic_write_text, read_json
-from .ids import flatten
+from .files import (
+    METRICS_NAME,
+    PLAN_NAME,
+    RESULTS_LOCK_NAME,
+    RESULTS_NAME,
+    RUNS_DIR,
+    FolderLock,
+    atomic_write_text,
+    read_json,
+)
+from .ids import canonical_json, flatten
 from .study import varying_keys
 
 FIXED_COLUMNS = ("run_id", "status", "seed")
@@ -32,6 +53,7 @@ class ResultsTable:
     columns: list[str]
     rows: list[dict[str, Any]]
     path: Path | None = None
+    notes: list[str] = field(default_factory=list)  #: metrics whose columns were split by settings
 
     def to_csv(self) -> str:
         buffer = io.StringIO()
@@ -78,15 +100,15 @@ def build_table(out_dir: str | Path) -> ResultsTable:
     keys = plan_keys + [k for k in keys if k not in plan_keys]
 
     metric_order = list(plan.get("metrics", []))
+    metric_order += sorted({m for r in records for m in r["metrics"]} - set(metric_order))
+    tags, notes = _settings_tags(records, metric_order)
     score_columns: dict[str, None] = {}
     for metric in metric_order:
-        for record in records:
-            for score in (record["metrics"].get(metric) or {}):
-                score_columns[f"{metric}.{score}"] = None
-    for record in records:
-        for metric in sorted(set(record["metrics"]) - set(metric_order)):
-            for score in record["metrics"][metric]:
-                score_columns[f"{metric}.{score}"] = None
+        for tag in dict.fromkeys(tags[metric].values()):
+            for record in records:
+                if tags[metric].get(id(record)) == tag:
+                    for score in (record["metrics"].get(metric) or {}):
+                        score_columns[f"{metric}.{score}{tag}"] = None
 
     rows = []
     for record in records:
@@ -98,20 +120,65 @@ def build_table(out_dir: str | Path) -> ResultsTable:
         row.update({k: flat.get(k) for k in keys})
         row["dlib_model_number"] = number
         for metric, scores in record["metrics"].items():
+            tag = tags[metric][id(record)]
             for score, value in (scores or {}).items():
-                row[f"{metric}.{score}"] = value
+                row[f"{metric}.{score}{tag}"] = value
         rows.append(row)
     with_number = any(r["dlib_model_number"] is not None for r in rows) or any(
         r.get("dlib_model_number") is not None for r in planned.values()
     )
     columns = [*FIXED_COLUMNS, *keys, *(["dlib_model_number"] if with_number else []), *score_columns]
-    return ResultsTable(columns, rows)
+    return ResultsTable(columns, rows, notes=notes)
+
+
+def _settings_tags(records: list[dict[str, Any]], metrics: list[str]) -> tuple[dict[str, dict[int, str]], list[str]]:
+    """``{metric: {id(record): tag}}``: ``""`` where every record scored the metric with the same
+    settings, else ``[key=value,...]`` naming the settings that differ (module docstring)."""
+    from .runner import recorded_settings
+
+    tags: dict[str, dict[int, str]] = {}
+    notes: list[str] = []
+    for metric in metrics:
+        holders = [r for r in records if metric in r["metrics"]]
+        identities = {id(r): recorded_settings(r, metric) for r in holders}
+        distinct = {canonical_json(v): v for v in identities.values()}
+        if len(distinct) <= 1:
+            tags[metric] = {id(r): "" for r in holders}
+            continue
+        groups = list(distinct.values())
+        differing = sorted({k for g in groups for k in g if len({canonical_json(h.get(k)) for h in groups}) > 1})
+
+        def tag(identity: dict[str, Any]) -> str:
+            return "[" + ",".join(f"{k}={_tag_value(identity.get(k))}" for k in differing) + "]"
+
+        tags[metric] = {key: tag(identity) for key, identity in identities.items()}
+        shown = ", ".join(dict.fromkeys(f"{metric}.*{t}" for t in tags[metric].values()))
+        notes.append(
+            f"{metric} was computed with {len(groups)} different settings across the finished runs; its "
+            f"columns are split by settings ({shown}), never mixed. Rerun the study whose settings you "
+            f"want to score every run with them."
+        )
+    return tags, notes
+
+
+def _tag_value(value: Any) -> str:
+    return value if isinstance(value, str) else canonical_json(value)
 
 
 def write_results(out_dir: str | Path, output: str | Path | None = None) -> ResultsTable:
-    """Build the table and write it (atomically) to ``output`` (default ``DIR/results.csv``)."""
-    table = build_table(out_dir)
-    path = Path(output) if output is not None else Path(out_dir) / RESULTS_NAME
-    atomic_write_text(path, table.to_csv())
+    """Build the table and write it (atomically) to ``output`` (default ``DIR/results.csv``).
+
+    Writing the sweep's own ``results.csv``, the table is built and written under the folder's
+    results lock, so the last writer always wrote the newest table."""
+    out_dir = Path(out_dir)
+    if output is not None:
+        table = build_table(out_dir)
+        path = Path(output)
+        atomic_write_text(path, table.to_csv())
+    else:
+        path = out_dir / RESULTS_NAME
+        with FolderLock(out_dir / RESULTS_LOCK_NAME, "the results table"):
+            table = build_table(out_dir)
+            atomic_write_text(path, table.to_csv())
     table.path = path
     return table

@@ -74,6 +74,35 @@ def test_mws_weights_are_one_over_n_m():
     assert torch.allclose(log_w, torch.full((64, 64), -math.log(DSPRITES_N * 64)))
 
 
+@pytest.mark.parametrize("m,n", [(2, 10), (3, 7), (64, DSPRITES_N), (2048, DSPRITES_N), (257, 10_000)])
+def test_mss_weights_are_the_float64_matrix_rounded_once(m, n):
+    """Built on the device from three logs in double precision: the float64 matrix rounded to float32."""
+    weights = torch.full((m, m), 1.0 / (m - 1), dtype=torch.float64)
+    idx = torch.arange(m)
+    weights[idx, (idx + 1) % m] = (n - m + 1) / (n * (m - 1))
+    weights[idx, idx] = 1.0 / n
+    assert torch.equal(log_importance_weights(m, n, "mss"), weights.log().float())
+
+
+def test_weight_matrix_is_built_on_the_device_and_cached_per_shape_dtype_and_device():
+    from disentangle.objectives import estimators
+
+    meta = log_importance_weights(16, 100, "mss", device="meta", dtype=torch.bfloat16)
+    assert meta.device.type == "meta" and meta.dtype == torch.bfloat16 and meta.shape == (16, 16)
+    a = estimators._cached_log_importance_weights(8, 100, "mss", torch.device("cpu"), torch.float32)
+    assert a is estimators._cached_log_importance_weights(8, 100, "mss", torch.device("cpu"), torch.float32)
+    assert a is not estimators._cached_log_importance_weights(8, 100, "mss", torch.device("cpu"), torch.float64)
+    assert a is not estimators._cached_log_importance_weights(8, 101, "mss", torch.device("cpu"), torch.float32)
+    assert torch.equal(a, log_importance_weights(8, 100, "mss"))
+    # built outside inference mode, so a matrix first made there still enters a graph later
+    estimators._cached_log_importance_weights.cache_clear()
+    z = torch.randn(6, 3, requires_grad=True)
+    with torch.inference_mode():
+        total_correlation(z.detach(), z.detach(), torch.zeros(6, 3), 50)
+    total_correlation(z, z.detach(), torch.zeros(6, 3), 50).backward()
+    assert z.grad is not None
+
+
 def test_weight_matrix_errors():
     with pytest.raises(ValueError, match="dataset_size >= batch_size"):
         log_importance_weights(64, 10, "mss")

@@ -39,6 +39,7 @@ one trip to the host).
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Literal, NamedTuple, Union
 
@@ -95,6 +96,16 @@ def check_k(k: PairK, num_factors: int | None = None) -> PairK:
     return k
 
 
+@functools.lru_cache(maxsize=32)
+def _grid_tensors(factor_sizes: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The int64 ``(sizes, strides)`` of a factor grid on ``device``, built once per (grid, device):
+    made anew at every step they would be copied from the host every step. Read-only."""
+    with torch.inference_mode(False), torch.no_grad():  # usable in any later graph
+        sizes = torch.as_tensor(factor_sizes, dtype=torch.int64, device=device)
+        strides = torch.as_tensor(factor_strides(factor_sizes), dtype=torch.int64, device=device)
+    return sizes, strides
+
+
 def _uniform_classes(sizes: torch.Tensor, batch_size: int, generator: torch.Generator) -> torch.Tensor:
     # float64 uniforms: (1 - 2^-53) * size stays below size for any realistic factor size
     u = torch.rand((batch_size, sizes.numel()), generator=generator, device=sizes.device, dtype=torch.float64)
@@ -106,7 +117,7 @@ def sample_pair_factors(
 ) -> PairFactors:
     """Draw the factor classes of ``batch_size`` pairs on the generator's device (module docstring:
     exactly what is drawn, and in which order)."""
-    sizes = torch.as_tensor(tuple(int(s) for s in factor_sizes), dtype=torch.int64, device=generator.device)
+    sizes, _ = _grid_tensors(tuple(int(s) for s in factor_sizes), generator.device)
     num_factors = sizes.numel()
     k = check_k(k, num_factors)
     batch_size = integer("batch_size", batch_size, minimum=1)
@@ -137,7 +148,7 @@ def observe_pairs(dataset, factors: PairFactors, generator: torch.Generator) -> 
     both = torch.cat([factors.factors1, factors.factors2])
     batch_size = factors.factors1.shape[0]
     if _indexed_by_grid(dataset):
-        strides = torch.as_tensor(factor_strides(dataset.factor_sizes), device=both.device)
+        _, strides = _grid_tensors(tuple(int(s) for s in dataset.factor_sizes), both.device)
         images = dataset.observe((both * strides).sum(1).to(dataset.device), generator)
     else:
         seed = int(torch.randint(0, 2**63 - 1, (1,), generator=generator, device=generator.device))

@@ -100,7 +100,8 @@ class AAE(LatentDiscriminatorMixin, Objective):
         prior = distributed.normal(z.shape, device=z.device, dtype=z.dtype)  # per sample, like z
         logits = disc(torch.cat([prior, z])).float().squeeze(1)
         b = z.shape[0]
-        labels = torch.cat([torch.ones(b), torch.zeros(b)]).to(logits.device)
+        # built on the device: labels made on the host would be copied there every step
+        labels = torch.cat([logits.new_ones(b), logits.new_zeros(b)])
         loss = F.binary_cross_entropy_with_logits(logits, labels)
         accuracy = ((logits > 0).float() == labels).float().mean()
         return {"discriminator_loss": loss, "discriminator_accuracy": accuracy}

@@ -62,7 +62,8 @@ class AnnealedVAE(Objective):
         recon = reconstruction_loss(out.logits, x, self.reconstruction)
         kl_per_dim = kl_normal_per_dim(out.mu, out.logvar)
         kl = kl_per_dim.sum()
-        capacity = torch.tensor(self.capacity(step), device=kl.device)
+        # a fill on the device (torch.tensor(float, device=...) would copy from the host each step)
+        capacity = kl.new_full((), self.capacity(step))
         return {
             "loss": recon + self.gamma * (kl - capacity).abs(),
             "recon": recon,

@@ -46,7 +46,12 @@ def _float32(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
-        if tensor is None or not torch.is_autocast_enabled(tensor.device.type):
+        # devices without autocast (meta, used to check a step for host tensors) have nothing to disable
+        if (
+            tensor is None
+            or not torch.amp.is_autocast_available(tensor.device.type)
+            or not torch.is_autocast_enabled(tensor.device.type)
+        ):
             return fn(*args, **kwargs)
         with torch.autocast(device_type=tensor.device.type, enabled=False):
             return fn(*args, **kwargs)
@@ -74,7 +79,12 @@ def _check_batch(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> Non
 
 
 def log_importance_weights(
-    batch_size: int, dataset_size: int, method: str = "mss", *, device: torch.device | str | None = None
+    batch_size: int,
+    dataset_size: int,
+    method: str = "mss",
+    *,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """The ``(M, M)`` matrix ``log w[i, j]`` with ``q(z_i) ≈ Σ_j w[i, j] q(z_i | x_j)``.
 
@@ -101,6 +111,9 @@ def log_importance_weights(
     exchangeable.) The original implementation and its ports write the ``1/N`` entries with stride
     ``M`` — into column 0 — instead of ``M + 1`` — the diagonal — so each sample's own density gets
     weight ``1/(M − 1)`` instead of ``1/N``; not here.
+
+    Built on ``device`` in ``dtype`` (default float32) from the three distinct log-weights, which
+    are computed in Python's double precision and rounded once.
     """
     if method not in TC_METHODS:
         raise ValueError(f"method must be one of {TC_METHODS}, got {method!r}.")
@@ -108,7 +121,7 @@ def log_importance_weights(
     if m < 1 or n < 1:
         raise ValueError(f"batch_size and dataset_size must be positive, got {batch_size} and {dataset_size}.")
     if method == "mws":
-        return torch.full((m, m), -math.log(n) - math.log(m), dtype=torch.float32, device=device)
+        return torch.full((m, m), -math.log(n) - math.log(m), dtype=dtype, device=device)
     if m < 2:
         raise ValueError("minibatch-stratified sampling needs a batch of at least 2 samples.")
     if n < m:
@@ -116,12 +129,24 @@ def log_importance_weights(
             f"minibatch-stratified sampling needs dataset_size >= batch_size, got N={n} < M={m}; "
             "pass the size of the dataset, not of the batch."
         )
-    # log-space entries; N·(M−1) can exceed float32's exact integer range, so use float64 first
-    weights = torch.full((m, m), 1.0 / (m - 1), dtype=torch.float64)
-    idx = torch.arange(m)
-    weights[idx, (idx + 1) % m] = (n - m + 1) / (n * (m - 1))
-    weights[idx, idx] = 1.0 / n  # for m == 2 the "other" entry is the stratum entry, as it should be
-    return weights.log().to(dtype=torch.float32, device=device)
+    # the logs in double precision on the host (N·(M−1) can exceed float32's exact integer range),
+    # then only fills on the device: no host-built matrix to copy over
+    weights = torch.full((m, m), math.log(1.0 / (m - 1)), dtype=dtype, device=device)
+    stratum = math.log((n - m + 1) / (n * (m - 1)))
+    weights.diagonal(1).fill_(stratum)  # w[i, i + 1] ...
+    weights[m - 1, 0].fill_(stratum)  # ... and w[M − 1, 0]: the entries w[i, (i + 1) % M]
+    weights.diagonal().fill_(math.log(1.0 / n))  # for m == 2 the "other" entry is the stratum entry, as it should be
+    return weights
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_log_importance_weights(
+    batch_size: int, dataset_size: int, method: str, device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
+    # read-only by the callers below; built outside inference mode and autograd so it can enter
+    # any later graph
+    with torch.inference_mode(False), torch.no_grad():
+        return log_importance_weights(batch_size, dataset_size, method, device=device, dtype=dtype)
 
 
 @_float32
@@ -135,9 +160,10 @@ def aggregate_posterior_log_density(
     the per-dimension densities and each marginal from one dimension alone.
     """
     _check_batch(z, mu, logvar)
-    log_w = log_importance_weights(z.shape[0], dataset_size, method, device=z.device)  # (M, M)
     # log q(z_i,d | x_j,d) for every pair (i, j): (M, M, D)
     log_q_pairs = gaussian_log_density(z.unsqueeze(1), mu.unsqueeze(0), logvar.unsqueeze(0))
+    # (M, M), a function of the shapes alone: built once per (M, N, method, device, dtype)
+    log_w = _cached_log_importance_weights(z.shape[0], int(dataset_size), method, z.device, log_q_pairs.dtype)
     log_qz = torch.logsumexp(log_w + log_q_pairs.sum(2), dim=1)
     log_qz_marginals = torch.logsumexp(log_w.unsqueeze(2) + log_q_pairs, dim=1)
     return log_qz, log_qz_marginals

@@ -106,7 +106,8 @@ class FactorVAE(LatentDiscriminatorMixin, Objective):
         z_perm = distributed.shard_batch(permute_dims(distributed.gather_detached(z), generator))
         logits = disc(torch.cat([z, z_perm])).float()
         b = z.shape[0]
-        labels = torch.cat([torch.zeros(b, dtype=torch.long), torch.ones(b, dtype=torch.long)]).to(logits.device)
+        # built on the device: labels made on the host would be copied there every step
+        labels = torch.cat([logits.new_zeros(b, dtype=torch.long), logits.new_ones(b, dtype=torch.long)])
         # ½ E_q(z)[−log D₀] + ½ E_Πq(z_j)[−log D₁]  (equal halves, so the plain mean)
         loss = F.cross_entropy(logits, labels)
         accuracy = (logits.argmax(1) == labels).float().mean()

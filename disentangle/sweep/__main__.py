@@ -2,6 +2,7 @@
 
     python -m disentangle.sweep run STUDY.yaml --out DIR [--workers N] [--threads-per-run T]
         [--backend local|ray|slurm] [--dry-run] [--retry-failed] [ray/slurm options]
+        (slurm needs --time, the time limit of an array task; --max-requeues N, default 3)
     python -m disentangle.sweep status DIR
     python -m disentangle.sweep results DIR [--output FILE]
 
@@ -58,7 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--gpus-per-run", type=float, default=None, help="GPUs per run, fractional allowed (0.25)")
     s = r.add_argument_group("slurm")
     s.add_argument("--partition", default=None, help="Slurm partition")
-    s.add_argument("--time", default=None, help="time limit per array task: minutes or HH:MM:SS")
+    s.add_argument("--time", default=None,
+                   help="time limit per array task, required: minutes, HH:MM:SS or D-HH:MM:SS (e.g. 12:00:00)")
+    s.add_argument("--max-requeues", type=int, default=None,
+                   help="requeues of an array task that reached its time limit; it resumes from checkpoints (default 3)")
     s.add_argument("--gpus-per-task", type=int, default=None, help="GPUs per array task")
     s.add_argument("--runs-per-task", type=int, default=None, help="runs done one after another per array task (default 1)")
     s.add_argument("--max-array-size", type=int, default=None, help="array tasks per submitted array (default 1000)")
@@ -100,11 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "results":
             table = api.results(args.out, args.output)
             print(f"wrote {table.path} ({len(table.rows)} finished runs, {len(table.columns)} columns)")
+            for note in table.notes:
+                print(f"note: {note}", file=sys.stderr)
             return 0
         options = {
             "workers": args.workers, "threads_per_run": args.threads_per_run, "max_retries": args.max_retries,
             "address": args.address, "gpus_per_run": args.gpus_per_run, "partition": args.partition,
-            "time_min": parse_minutes(args.time) if args.time else None, "gpus_per_task": args.gpus_per_task,
+            "time_min": parse_minutes(args.time) if args.time else None, "max_requeues": args.max_requeues,
+            "gpus_per_task": args.gpus_per_task,
             "runs_per_task": args.runs_per_task, "max_array_size": args.max_array_size,
             "array_parallelism": args.array_parallelism, "cluster": args.cluster, "wait": not args.no_wait,
             "slurm_params": _slurm_params(args.slurm_params),

@@ -220,6 +220,12 @@ def _check_options(backend: str, options: BackendOptions) -> None:
         if value is not None:
             setattr(options, name, checks.positive_int(name, value))
     options.max_retries = checks.integer("max_retries", options.max_retries, minimum=0)
+    if options.max_requeues is not None:
+        options.max_requeues = checks.integer("max_requeues", options.max_requeues, minimum=0)
+    if backend == "slurm":
+        from .backends.slurm import check_time_limit
+
+        check_time_limit(options)
     if options.gpus_per_run is not None:
         gpus = checks.positive("gpus_per_run", options.gpus_per_run)
         if gpus > 1 and not float(gpus).is_integer():

@@ -26,7 +26,8 @@ class BackendOptions:
     address: str | None = None  #: ray: cluster address ("auto", "ray://host:10001"); None starts a local one
     gpus_per_run: float | None = None  #: ray: GPUs per run, fractional allowed (0.25: four runs per GPU)
     partition: str | None = None  #: slurm: partition
-    time_min: int | None = None  #: slurm: time limit of a job, minutes
+    time_min: int | None = None  #: slurm: time limit of an array task, minutes (required: see the slurm backend)
+    max_requeues: int | None = None  #: slurm: requeues of an array task that reached its time limit (default 3)
     gpus_per_task: int | None = None  #: slurm: GPUs of each array task
     runs_per_task: int | None = None  #: slurm: runs done one after another by each array task (default 1)
     max_array_size: int | None = None  #: slurm: jobs per submitted array (default 1000, below Slurm's MaxArraySize)
@@ -40,8 +41,8 @@ class BackendOptions:
         "local": ("workers", "threads_per_run", "max_retries"),
         "ray": ("threads_per_run", "max_retries", "address", "gpus_per_run", "workers"),
         "slurm": (
-            "threads_per_run", "partition", "time_min", "gpus_per_task", "runs_per_task", "max_array_size",
-            "array_parallelism", "cluster", "wait", "slurm_params",
+            "threads_per_run", "partition", "time_min", "max_requeues", "gpus_per_task", "runs_per_task",
+            "max_array_size", "array_parallelism", "cluster", "wait", "slurm_params",
         ),
     }
 

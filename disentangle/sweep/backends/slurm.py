@@ -6,9 +6,17 @@
 * Resources: ``partition``, ``time_min``, ``gpus_per_task`` (``--gpus-per-node``),
   ``threads_per_run`` CPUs per task, and any other ``slurm_*`` parameter of submitit
   (``slurm_params``, e.g. ``{"slurm_account": "lab", "slurm_qos": "low"}``).
+* A time limit is required (``time_min``, ``--time``; or ``slurm_time`` in ``slurm_params``):
+  without one submitit asks Slurm for 5 minutes (``#SBATCH --time=5``), far too short for
+  training. There is no default because what fits depends on the partition's limit and on how long
+  a run takes; choose the partition's limit, or at least a few checkpoint intervals.
 * Preemption and time limits: the job callable is a ``submitit.helpers.Checkpointable``; when Slurm
   signals a preemption or the time limit, submitit requeues the task with the same chunk, and the
   run-one function skips its finished runs and resumes the partial one from its checkpoint.
+  Preemptions are requeued without limit; a task that reaches its time limit is requeued at most
+  ``max_requeues`` times (``--max-requeues``, default :data:`DEFAULT_MAX_REQUEUES`, submitit's),
+  so one array task can train for ``(max_requeues + 1) * time_min`` minutes in all. A run still
+  unfinished then stays partial: the next ``sweep run`` resumes it.
 * ``cluster``: ``None`` lets submitit pick Slurm when ``sbatch`` exists; ``"local"`` and ``"debug"``
   are submitit's local executors (used by the tests; ``local`` starts every task at once).
 * ``wait`` (default): block until every task ends and report each run; otherwise submit, print the
@@ -23,6 +31,8 @@ from ...registry import DisentangleError
 from ..runner import CRASHED, RunOutcome, RunTask, run_one
 
 DEFAULT_MAX_ARRAY_SIZE = 1000
+#: requeues of an array task that reached its time limit (submitit's ``max_num_timeout`` default)
+DEFAULT_MAX_REQUEUES = 3
 
 try:
     from submitit.helpers import Checkpointable as _Checkpointable
@@ -45,6 +55,54 @@ def check_available() -> None:
     _submitit()
 
 
+def check_time_limit(options) -> None:
+    """Refuse Slurm options without a time limit (module docstring)."""
+    from ...registry import ConfigError
+
+    if options.time_min is None and "slurm_time" not in (options.slurm_params or {}):
+        requeues = DEFAULT_MAX_REQUEUES if options.max_requeues is None else options.max_requeues
+        raise ConfigError(
+            "The slurm backend needs a time limit per array task: without one submitit asks Slurm for 5 "
+            "minutes, and a training run would be stopped and given up after a few requeues. Give --time "
+            "(minutes, HH:MM:SS or D-HH:MM:SS, e.g. --time 12:00:00; time_min=720 from Python) within your "
+            "partition's limit (sinfo -o '%P %l' lists them). A task that reaches its limit is requeued, at "
+            f"most {requeues} times (--max-requeues), and resumes its runs from their checkpoints."
+        )
+
+
+def executor_parameters(options) -> dict:
+    """The submitit parameters of the array tasks (``update_parameters``), from the options."""
+    params = {
+        "name": "disentangle-sweep",
+        "cpus_per_task": options.threads_per_run or 1,
+        "tasks_per_node": 1,
+        "nodes": 1,
+    }
+    if options.time_min:
+        params["timeout_min"] = options.time_min
+    if options.gpus_per_task:
+        params["gpus_per_node"] = options.gpus_per_task
+    if options.partition:
+        params["slurm_partition"] = options.partition
+    if options.array_parallelism:
+        params["slurm_array_parallelism"] = options.array_parallelism
+    params.update(options.slurm_params or {})
+    return params
+
+
+def make_executor(options, folder: str | Path):
+    """The submitit executor of a sweep: its job files under ``folder/<job id>``, the time-limit
+    requeues set to ``max_requeues``, the parameters of :func:`executor_parameters`."""
+    submitit = _submitit()
+    requeues = DEFAULT_MAX_REQUEUES if options.max_requeues is None else options.max_requeues
+    executor = submitit.AutoExecutor(
+        folder=str(Path(folder) / "%j"), cluster=options.cluster,
+        slurm_max_num_timeout=requeues, local_max_num_timeout=requeues,
+    )
+    executor.update_parameters(**executor_parameters(options))
+    return executor
+
+
 def chunks(tasks: list, size: int) -> list[list]:
     """``tasks`` cut into consecutive lists of at most ``size``."""
     return [tasks[i:i + size] for i in range(0, len(tasks), size)]
@@ -61,23 +119,8 @@ class SweepChunk(_Checkpointable):
 def run_slurm(tasks: list[RunTask], options, report, folder: str | Path) -> list[str]:
     """Submit ``tasks`` as job arrays; report each outcome when ``options.wait``; return the job ids."""
     submitit = _submitit()
-    executor = submitit.AutoExecutor(folder=str(Path(folder) / "%j"), cluster=options.cluster)
-    params = {
-        "name": "disentangle-sweep",
-        "cpus_per_task": options.threads_per_run or 1,
-        "tasks_per_node": 1,
-        "nodes": 1,
-    }
-    if options.time_min:
-        params["timeout_min"] = options.time_min
-    if options.gpus_per_task:
-        params["gpus_per_node"] = options.gpus_per_task
-    if options.partition:
-        params["slurm_partition"] = options.partition
-    if options.array_parallelism:
-        params["slurm_array_parallelism"] = options.array_parallelism
-    params.update(options.slurm_params or {})
-    executor.update_parameters(**params)
+    check_time_limit(options)
+    executor = make_executor(options, folder)
 
     job_chunks = chunks(tasks, options.runs_per_task or 1)
     jobs, job_tasks = [], {}

@@ -1,0 +1,391 @@
+"""MkDocs hook: the parts of the site generated at build time, never copied by hand.
+
+* A page holding ``<!-- generated: NAME -->`` gets the Markdown of ``GENERATORS[NAME]`` in its
+  place: the pretrained-model tables from the shipped zoo manifest
+  (``disentangle/zoo/manifest.json``), the registered datasets, backbones, objectives and metrics
+  with their parameters (from the registries themselves), the shipped configs and the zoo's recipe
+  names. An unknown NAME fails the build.
+* The example pictures (``examples/output/**/*.png|gif``) are added to the site as
+  ``assets/examples/...`` without a copy in ``docs/``.
+
+The generator functions need only ``disentangle`` (not MkDocs), so ``tests/test_docs.py`` calls
+them directly.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = REPO / "disentangle" / "zoo" / "manifest.json"
+EXAMPLES = REPO / "examples" / "output"
+PICTURE_SUFFIXES = (".png", ".gif", ".svg", ".jpg")
+MARKER = re.compile(r"<!--\s*generated:\s*([\w-]+)\s*-->")
+
+#: the headline score of each metric in the zoo tables: (metric, score, column title)
+SCORE_COLUMNS = (
+    ("beta_vae_score", "eval_accuracy", "BetaVAE"),
+    ("factor_vae_score", "eval_accuracy", "FactorVAE"),
+    ("mig", "mig", "MIG"),
+    ("modularity_explicitness", "modularity", "Modularity"),
+    ("dci", "disentanglement", "DCI D"),
+    ("sap_score", "sap", "SAP"),
+    ("unsupervised_scores", "gaussian_total_correlation", "Gaussian TC"),
+)
+
+_ROLE = re.compile(r":(?:py:)?\w+:`~?([^`]+)`")
+
+
+# ---------------------------------------------------------------------------------- helpers
+def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
+    align = align or "-" * len(header)
+    rule = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _ref(identifier: str, text: str) -> str:
+    """A link to ``identifier`` in the API reference, or plain code where it is not documented."""
+    return f'<autoref identifier="{identifier}" optional><code>{text}</code></autoref>'
+
+
+def _summary(obj: Any) -> str:
+    """The first sentence of ``obj``'s docstring, reST roles as code."""
+    doc = inspect.getdoc(obj) or ""
+    first = doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+    return _ROLE.sub(lambda m: f"``{m.group(1).rsplit('.', 1)[-1]}``", first)
+
+
+def _number(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, (int, float)):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _minutes(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)):
+        return "–"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def read_manifest(path: Path = MANIFEST) -> dict[str, dict[str, Any]]:
+    """The ``models`` of the shipped manifest (the file itself: no user manifests, no cache)."""
+    return json.loads(path.read_text())["models"]
+
+
+def _score(record: dict[str, Any], metric: str, score: str) -> float | None:
+    value = record.get("metrics", {}).get(metric, {}).get(score)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+# ---------------------------------------------------------------------------------- the zoo
+def pretrained_scores(models: dict[str, dict[str, Any]] | None = None) -> str:
+    """Every pretrained model of the shipped manifest with its recorded scores, best MIG first."""
+    models = read_manifest() if models is None else models
+    if not models:
+        return "*The shipped manifest lists no pretrained model.*"
+    order = sorted(models, key=lambda n: (-(_score(models[n], "mig", "mig") or -1.0), n))
+    header = ["name", "steps", *[title for _, _, title in SCORE_COLUMNS]]
+    rows = []
+    for name in order:
+        record = models[name]
+        row = [f"`{name}`", f"{record.get('trained_steps', 0):,}"]
+        row += [_number(_score(record, metric, score)) for metric, score, _ in SCORE_COLUMNS]
+        rows.append(row)
+    return _table(header, rows, "lr" + "r" * len(SCORE_COLUMNS))
+
+
+def pretrained_schedules(models: dict[str, dict[str, Any]] | None = None) -> str:
+    """How each pretrained model was trained: data, backbone, schedule, wall time, machine, file."""
+    models = read_manifest() if models is None else models
+    if not models:
+        return ""
+    header = ["name", "data", "model", "steps", "batch", "lr", "precision", "wall time", "machine", "file"]
+    rows = []
+    for name in sorted(models):
+        r = models[name]
+        cfg = r.get("config", {})
+        train, model = cfg.get("train", {}), cfg.get("model", {})
+        machine = r.get("machine", {})
+        machine_text = f"{machine.get('cpu', '?')} × {machine.get('cpu_count', '?')}" if machine else "–"
+        size = r.get("size")
+        rows.append([
+            f"`{name}`",
+            f"`{cfg.get('data', {}).get('name', '?')}`",
+            f"`{model.get('backbone', '?')}`, {model.get('latent_dim', '?')} latents",
+            f"{r.get('trained_steps', 0):,}",
+            str(train.get("batch_size", "?")),
+            f"{train.get('lr', '?'):g}" if isinstance(train.get("lr"), (int, float)) else "?",
+            str(train.get("precision", "?")),
+            _minutes(r.get("wall_time_s")),
+            machine_text,
+            f"{size / 1e6:.2f} MB" if isinstance(size, int) else "–",
+        ])
+    return _table(header, rows, "lllrrrlrll")
+
+
+def pretrained_notes(models: dict[str, dict[str, Any]] | None = None) -> str:
+    """The provenance note of each pretrained model, with its recipe and the scores' seed."""
+    models = read_manifest() if models is None else models
+    items = []
+    for name in sorted(models):
+        r = models[name]
+        recipe = f" Recipe: `{r['recipe']}`." if r.get("recipe") else ""
+        published = f" Published {r['published'][:10]}" if r.get("published") else ""
+        seed = f", scores with seed {r['metrics_seed']}" if r.get("metrics_seed") is not None else ""
+        sha = f"; sha256 `{r['sha256'][:16]}…`" if r.get("sha256") else ""
+        note = r.get("notes") or ""
+        items.append(f"* **`{name}`**: {note}{recipe}{published}{seed}{sha}.")
+    return "\n".join(items)
+
+
+def pretrained_example(models: dict[str, dict[str, Any]] | None = None) -> str:
+    """The zoo's Python snippet, with the name of the best-MIG pretrained model of the manifest."""
+    models = read_manifest() if models is None else models
+    order = sorted(models, key=lambda n: (-(_score(models[n], "mig", "mig") or -1.0), n))
+    name = order[0] if order else "NAME"
+    return "\n".join([
+        "```python",
+        "import disentangle",
+        f'model = disentangle.load("zoo:{name}")   # eval mode, like a run folder',
+        "disentangle.zoo.names(pretrained=True)          # the pretrained models",
+        f'disentangle.zoo.info("{name}")["metrics"]      # {{metric: {{score: value}}}}',
+        "```",
+    ])
+
+
+def zoo_recipes() -> str:
+    """How many recipe names the zoo has, by kind (generated from the zoo itself)."""
+    import disentangle.zoo as zoo
+
+    names = zoo.names()
+    pretrained = set(zoo.names(pretrained=True))
+    kinds: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    for name in names:
+        if name in pretrained:
+            kind = "pretrained"
+        else:
+            kind = zoo.info(name)["kind"]
+        kinds[kind] += 1
+        examples.setdefault(kind, name)
+    described = {
+        "shipped": "the shipped configs, by path",
+        "locatello2019": "Locatello et al. 2019: 6 methods × 6 strengths × 7 datasets (seed 0 listed; any `-sN`)",
+        "extra": "InfoVAE and the AAE on the same datasets",
+        "weak2020": "the weakly-supervised grid of Locatello et al. 2020",
+        "pretrained": "pretrained models (weights in the manifest)",
+    }
+    rows = [[f"`{kind}`", described.get(kind, ""), f"{count:,}", f"`{examples[kind]}`"] for kind, count in kinds.items()]
+    return _table(["kind", "what", "names", "example"], rows, "llrl")
+
+
+# ---------------------------------------------------------------------------------- registries
+_SKIPPED_PARAMETERS = {
+    "dataset": {"device"},
+    "backbone": {"image_shape", "latent_dim"},
+    "objective": set(),
+    "metric": {"dataset", "representation"},
+}
+
+
+def _parameters(registry: Any, name: str, kind: str) -> str:
+    parts = []
+    for parameter in registry.parameters(name).values():
+        if parameter.name in _SKIPPED_PARAMETERS[kind]:
+            continue
+        if parameter.default is inspect.Parameter.empty:
+            parts.append(f"`{parameter.name}`")
+        else:
+            parts.append(f"`{parameter.name}={parameter.default!r}`")
+    return ", ".join(parts) or "–"
+
+
+def _identifier(target: Any) -> str:
+    target = getattr(target, "func", target)  # functools.partial
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
+    return f"{module}.{qualname}" if module else qualname
+
+
+def registry_table(kind: str) -> str:
+    """Every registered name of one kind (``dataset``, ``backbone``, ``objective``, ``metric``)."""
+    from disentangle.backbones import BACKBONES
+    from disentangle.data import DATASETS
+    from disentangle.metrics import METRICS
+    from disentangle.objectives import OBJECTIVES
+
+    registry = {"dataset": DATASETS, "backbone": BACKBONES, "objective": OBJECTIVES, "metric": METRICS}[kind]
+    key = {"dataset": "data.name", "backbone": "model.backbone", "objective": "objective.name", "metric": "train.eval_metrics"}[kind]
+    rows = []
+    for name in registry.names():
+        target = registry.get(name)
+        identifier = _identifier(target)
+        doc_target = target if (inspect.isclass(target) or inspect.isfunction(target)) else type(target)
+        rows.append([
+            f"`{name}`",
+            _ref(identifier, identifier.rsplit(".", 1)[-1]),
+            _summary(doc_target),
+            _parameters(registry, name, kind),
+        ])
+    title = "settings (keyword arguments)" if kind == "metric" else f"parameters (config keys beside `{key}`)"
+    return _table([f"`{key}`" if kind != "metric" else "name", "defined by", "what", title], rows)
+
+
+def registered_datasets() -> str:
+    return registry_table("dataset")
+
+
+def registered_backbones() -> str:
+    return registry_table("backbone")
+
+
+def registered_objectives() -> str:
+    return registry_table("objective")
+
+
+def registered_metrics() -> str:
+    return registry_table("metric")
+
+
+# ---------------------------------------------------------------------------------- shipped configs
+def _header_comment(path: Path) -> str:
+    lines = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    text = " ".join(lines)
+    sentence = re.split(r"(?<=[.:;])\s", text, maxsplit=1)[0]
+    return sentence.rstrip(":;")
+
+
+def shipped_configs() -> str:
+    """Every shipped training config: its name for ``--config`` and what it trains."""
+    import yaml
+
+    from disentangle.config import shipped_config_names, shipped_config_path
+
+    rows = []
+    for name in shipped_config_names():
+        path = shipped_config_path(name)
+        raw = yaml.safe_load(path.read_text()) or {}
+        objective = raw.get("objective", {}) or {}
+        train = raw.get("train", {}) or {}
+        steps = train.get("steps")
+        rows.append([
+            f"`{name}`",
+            f"`{(raw.get('data') or {}).get('name', 'sprites')}`",
+            f"`{objective.get('name', 'beta_vae')}`",
+            f"`{(raw.get('model') or {}).get('backbone', 'conv64')}`",
+            f"{steps:,}" if isinstance(steps, int) else "default",
+            _header_comment(path),
+        ])
+    return _table(["`--config`", "data", "objective", "backbone", "steps", "what (from the file's header)"], rows, "lllllrl")
+
+
+def shipped_studies() -> str:
+    """Every shipped study file (``python -m disentangle.sweep run NAME``)."""
+    import yaml
+
+    from disentangle.config import configs_root
+
+    root = configs_root() / "studies"
+    rows = []
+    for path in sorted(root.rglob("*.yaml")):
+        name = path.relative_to(root).with_suffix("").as_posix()
+        raw = yaml.safe_load(path.read_text()) or {}
+        grid = raw.get("grid") or {}
+        grid_keys = sorted({k for part in (grid if isinstance(grid, list) else [grid]) for k in part})
+        seeds = raw.get("seeds", 1)
+        seeds_text = str(seeds) if isinstance(seeds, int) else f"{len(seeds)} listed"
+        metrics = raw.get("metrics", [])
+        rows.append([
+            f"`{name}`",
+            f"`{raw.get('base', '')}`",
+            ", ".join(f"`{k}`" for k in grid_keys) or "–",
+            seeds_text,
+            ", ".join(metrics) if isinstance(metrics, list) else str(metrics),
+            _header_comment(path),
+        ])
+    return _table(["study", "base", "grid keys", "seeds", "metrics", "what (from the file's header)"], rows)
+
+
+#: folders of examples/output whose pictures the guides show by name
+SHOWN_FOLDERS = ("visualize", "study")
+
+
+def more_figures() -> str:
+    """Pictures of any other folder of ``examples/output`` (e.g. a campaign's curves), by folder."""
+    sections = []
+    for folder in sorted({p.relative_to(EXAMPLES).parts[0] for p in example_pictures() if len(p.relative_to(EXAMPLES).parts) > 1}):
+        if folder in SHOWN_FOLDERS:
+            continue
+        pictures = [p for p in example_pictures() if p.relative_to(EXAMPLES).parts[0] == folder]
+        lines = [f"### `examples/output/{folder}`", ""]
+        for p in pictures:
+            uri = "../assets/examples/" + p.relative_to(EXAMPLES).as_posix()
+            lines += [f"![{p.stem.replace('_', ' ')}]({uri})", "", f"*`{p.relative_to(EXAMPLES).as_posix()}`*", ""]
+        sections.append("\n".join(lines))
+    if not sections:
+        return ""
+    return "## More figures\n\n" + "\n".join(sections)
+
+
+GENERATORS: dict[str, Callable[[], str]] = {
+    "pretrained-scores": pretrained_scores,
+    "pretrained-schedules": pretrained_schedules,
+    "pretrained-notes": pretrained_notes,
+    "pretrained-example": pretrained_example,
+    "zoo-recipes": zoo_recipes,
+    "registered-datasets": registered_datasets,
+    "registered-backbones": registered_backbones,
+    "registered-objectives": registered_objectives,
+    "registered-metrics": registered_metrics,
+    "more-figures": more_figures,
+    "shipped-configs": shipped_configs,
+    "shipped-studies": shipped_studies,
+}
+
+
+def expand(markdown: str, where: str = "a page") -> str:
+    """``markdown`` with every ``<!-- generated: NAME -->`` marker replaced by its content."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in GENERATORS:
+            raise KeyError(f"{where}: unknown generated block '{name}'; known: {', '.join(GENERATORS)}")
+        return GENERATORS[name]()
+
+    return MARKER.sub(replace, markdown)
+
+
+def example_pictures() -> list[Path]:
+    """The example pictures that the site shows (``examples/output/**``)."""
+    return sorted(p for p in EXAMPLES.rglob("*") if p.suffix.lower() in PICTURE_SUFFIXES and p.is_file())
+
+
+# ---------------------------------------------------------------------------------- MkDocs events
+def on_files(files, config):  # noqa: ANN001, ANN201 (MkDocs hook)
+    from mkdocs.structure.files import File
+
+    for picture in example_pictures():
+        uri = "assets/examples/" + picture.relative_to(EXAMPLES).as_posix()
+        files.append(File.generated(config, uri, abs_src_path=str(picture)))
+    return files
+
+
+def on_page_markdown(markdown, page, config, files):  # noqa: ANN001, ANN201 (MkDocs hook)
+    from mkdocs.exceptions import PluginError
+
+    try:
+        return expand(markdown, page.file.src_uri)
+    except KeyError as error:
+        raise PluginError(str(error.args[0])) from error

@@ -1,0 +1,256 @@
+"""The documentation site (docs/, mkdocs.yml): the API reference covers the public API, the
+generated pages are generated, and every page is in the navigation.
+
+Fast and without MkDocs: the API pages are read as text (their ``::: identifier`` directives),
+the generator functions of ``docs/hooks/generated.py`` are called directly. ``mkdocs build
+--strict`` itself runs in ``.ci/run``.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+PACKAGE = REPO / "disentangle"
+DIRECTIVE = re.compile(r"^:::\s*([\w.]+)\s*$", re.MULTILINE)
+
+
+def _directives() -> dict[str, str]:
+    """``{identifier: page}`` of every ``::: identifier`` in docs/api/."""
+    found: dict[str, str] = {}
+    for page in sorted((DOCS / "api").glob("*.md")):
+        for identifier in DIRECTIVE.findall(page.read_text()):
+            found.setdefault(identifier, page.name)
+    return found
+
+
+def _modules_with_all() -> list[str]:
+    """Every public module of the package that declares ``__all__`` (found without importing)."""
+    modules = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if any(p.startswith("_") for p in parts[1:]):  # private modules and __main__
+            continue
+        tree = ast.parse(path.read_text())
+        if any(
+            isinstance(node, (ast.Assign, ast.AnnAssign))
+            and any(getattr(t, "id", None) == "__all__" for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+            for node in tree.body
+        ):
+            modules.append(".".join(parts))
+    return modules
+
+
+def _resolve(identifier: str):
+    """The object an identifier names: the longest importable module prefix, then attributes."""
+    parts = identifier.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ImportError(identifier)
+
+
+def _is_documented_object(obj) -> bool:
+    """Objects compared by identity (functions, classes, modules, registries), not plain values."""
+    return inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismodule(obj) or hasattr(obj, "register")
+
+
+def test_the_public_packages_have_all():
+    modules = _modules_with_all()
+    for package in ("disentangle", "disentangle.backbones", "disentangle.data", "disentangle.metrics",
+                    "disentangle.objectives", "disentangle.study", "disentangle.sweep",
+                    "disentangle.visualize", "disentangle.zoo"):
+        assert package in modules
+
+
+@pytest.mark.parametrize("module_name", _modules_with_all())
+def test_every_public_name_is_in_the_api_reference(module_name):
+    """Every name of a module's ``__all__`` has a ``::: module.name`` directive in docs/api/, or is
+    the same object as a documented identifier (a re-export documented where it is public), or its
+    whole module is documented (``::: module``)."""
+    directives = _directives()
+    module = importlib.import_module(module_name)
+    documented_objects = {}
+    for identifier in directives:
+        try:
+            obj = _resolve(identifier)
+        except (ImportError, AttributeError):
+            continue
+        if _is_documented_object(obj):
+            documented_objects.setdefault(id(obj), identifier)
+    missing = []
+    for name in module.__all__:
+        if f"{module_name}.{name}" in directives or module_name in directives:
+            continue
+        obj = getattr(module, name)
+        if _is_documented_object(obj) and id(obj) in documented_objects:
+            continue
+        missing.append(name)
+    assert not missing, (
+        f"{module_name}.__all__ names missing from the API reference (docs/api/*.md): {missing}; "
+        f"add a '::: {module_name}.NAME' directive to the right page"
+    )
+
+
+def test_every_api_directive_names_an_existing_object():
+    bad = []
+    for identifier, page in _directives().items():
+        try:
+            _resolve(identifier)
+        except (ImportError, AttributeError) as error:
+            bad.append(f"{page}: {identifier} ({error})")
+    assert not bad, bad
+
+
+def _nav_pages(nav) -> list[str]:
+    pages = []
+    for item in nav:
+        if isinstance(item, str):
+            pages.append(item)
+        elif isinstance(item, dict):
+            for value in item.values():
+                pages.extend(_nav_pages(value) if isinstance(value, list) else [value])
+    return pages
+
+
+def _mkdocs_config() -> dict:
+    class Loader(yaml.SafeLoader):
+        pass
+
+    # mkdocs.yml may use !ENV / !relative tags; the test needs only the plain keys
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    return yaml.load((REPO / "mkdocs.yml").read_text(), Loader=Loader)
+
+
+def test_every_page_is_in_the_navigation_and_exists():
+    config = _mkdocs_config()
+    nav = set(_nav_pages(config["nav"]))
+    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md") if "hooks" not in p.parts}
+    assert pages - nav == set(), f"pages not in mkdocs.yml's nav: {sorted(pages - nav)}"
+    assert nav - pages == set(), f"nav entries without a page: {sorted(nav - pages)}"
+
+
+# ------------------------------------------------------------------------------ generated pages
+def _hook():
+    spec = importlib.util.spec_from_file_location("docs_generated_hook", DOCS / "hooks" / "generated.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_generated_marker_is_known_and_expands():
+    hook = _hook()
+    markers = {}
+    for page in DOCS.rglob("*.md"):
+        for name in hook.MARKER.findall(page.read_text()):
+            markers[name] = page.relative_to(DOCS).as_posix()
+    assert set(markers) <= set(hook.GENERATORS), set(markers) - set(hook.GENERATORS)
+    # every generator is used somewhere, and the zoo and the registries' pages hold their blocks
+    assert set(hook.GENERATORS) == set(markers), set(hook.GENERATORS) - set(markers)
+    with pytest.raises(KeyError, match="unknown generated block"):
+        hook.expand("<!-- generated: no-such-block -->")
+
+
+def test_the_zoo_page_lists_every_pretrained_model_of_the_manifest():
+    import json
+
+    hook = _hook()
+    models = json.loads((PACKAGE / "zoo" / "manifest.json").read_text())["models"]
+    scores, schedules, notes = hook.pretrained_scores(), hook.pretrained_schedules(), hook.pretrained_notes()
+    for name in models:
+        assert f"`{name}`" in scores and f"`{name}`" in schedules and name in notes
+    # a manifest that changes changes the page: nothing about the models is written by hand
+    guide = (DOCS / "guides" / "zoo.md").read_text()
+    assert not any(name in guide for name in models), "the zoo guide names a pretrained model by hand"
+    fake = {"m-s0": {"trained_steps": 5, "config": {}, "metrics": {"mig": {"mig": 0.5}}}}
+    assert "`m-s0`" in hook.pretrained_scores(fake) and "0.500" in hook.pretrained_scores(fake)
+
+
+def test_the_registered_names_pages_list_every_registered_name():
+    from disentangle.backbones import BACKBONES
+    from disentangle.data import DATASETS
+    from disentangle.metrics import METRICS
+    from disentangle.objectives import OBJECTIVES
+
+    hook = _hook()
+    for kind, registry in (("dataset", DATASETS), ("backbone", BACKBONES), ("objective", OBJECTIVES), ("metric", METRICS)):
+        table = hook.registry_table(kind)
+        for name in registry.names():
+            assert f"| `{name}` |" in table, (kind, name)
+
+
+def test_the_shipped_configs_page_lists_every_shipped_config():
+    from disentangle.config import shipped_config_names
+
+    hook = _hook()
+    table = hook.shipped_configs()
+    for name in shipped_config_names():
+        assert f"| `{name}` |" in table
+    assert "`mini`" in hook.shipped_studies()
+
+
+def test_every_train_key_is_in_the_config_reference():
+    import dataclasses
+
+    from disentangle.config import TrainConfig
+
+    reference = (DOCS / "guides" / "configs.md").read_text()
+    missing = [f.name for f in dataclasses.fields(TrainConfig) if not re.search(rf"^\s+{f.name}:", reference, re.MULTILINE)]
+    assert not missing, f"train keys missing from the YAML reference of docs/guides/configs.md: {missing}"
+
+
+def test_the_pictures_the_guides_show_exist():
+    hook = _hook()
+    shown = {p.relative_to(hook.EXAMPLES).as_posix() for p in hook.example_pictures()}
+    for page in DOCS.rglob("*.md"):
+        for uri in re.findall(r"assets/examples/([\w./-]+)", page.read_text()):
+            assert uri in shown, f"{page.relative_to(DOCS)} shows {uri}, which is not in examples/output"
+
+
+def test_the_docs_extra_and_ci_build_the_site():
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert re.search(r'^docs = \[.*mkdocs-material.*mkdocstrings\[python\]', pyproject, re.MULTILINE | re.DOTALL)
+    ci = (REPO / ".ci" / "run").read_text()
+    assert 'pip install -e ".[docs]"' in ci and "mkdocs build --strict" in ci
+
+
+def test_the_docstring_converter_renders_rest_as_markdown():
+    spec = importlib.util.spec_from_file_location("docs_griffe_rest", DOCS / "hooks" / "griffe_rest.py")
+    if importlib.util.find_spec("griffe") is None:
+        pytest.skip("griffe (installed with the docs extra) is not installed")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Obj:  # the little of a griffe object the converter reads
+        path = "disentangle.zoo"
+        is_class = False
+        is_module = True
+        parent = None
+
+    text = (
+        "See :func:`~disentangle.zoo.load` and :meth:`names`.\n\n"
+        "Run folder::\n\n    config.yaml   the config\n\n"
+        ">>> import disentangle\n>>> disentangle.load('x')\n\n"
+        "Parameters\n----------\nx:\n    A value.\n\nTerms: ``loss``, ``recon``.\n"
+    )
+    out = module.rest_to_markdown(text, Obj())
+    assert '<autoref identifier="disentangle.zoo.load" optional><code>load()</code></autoref>' in out
+    assert 'identifier="disentangle.zoo.names"' in out
+    assert "Run folder:\n\n```text\nconfig.yaml   the config\n```" in out
+    assert "```pycon\n>>> import disentangle" in out
+    assert "Notes\n-----\nTerms:" in out

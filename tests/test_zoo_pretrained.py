@@ -332,7 +332,7 @@ def test_cli_list_info_fetch_verify(published, monkeypatch, capsys):
         (["list", "--method", "betavae"], "Did you mean 'beta_vae'"),
         (["list", "--dataset", "dsprite"], "Did you mean 'dsprites'"),
         (["fetch", "beta_vae-dsprites-beta4-s0"], "recipe without pretrained weights"),
-        (["verify"], "--all"),
+        (["verify", "beta_vae-dsprites-beta4-s0", "--all"], "not both"),
         (["publish", "/nonexistent/run", "--name", "x"], "not a run folder"),
         (["publish", "/nonexistent/run", "--name", "x", "--metrics", "mgi"], "Did you mean 'mig'"),
     ],

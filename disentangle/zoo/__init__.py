@@ -3,7 +3,7 @@
 >>> import disentangle.zoo as zoo
 >>> zoo.names()[:2]                                         # doctest: +SKIP
 >>> cfg = zoo.config("beta_tcvae-dsprites-beta6-s0")        # a validated Config
->>> model = zoo.load("beta_vae-sprites-beta4-cpu30k-s0")    # doctest: +SKIP (pretrained, eval mode)
+>>> model = zoo.load("beta_tcvae-sprites-beta6-cpu20k-s0")  # doctest: +SKIP (pretrained, eval mode)
 
 Names (see :mod:`disentangle.zoo.recipes`): shipped configs (``quickstart``,
 ``dsprites/factor_vae``), generated recipes ``METHOD-DATASET-PARAMVALUE-sSEED`` (the Locatello

@@ -3,13 +3,15 @@
     python -m disentangle.zoo list [--pretrained] [--method M] [--dataset D]
     python -m disentangle.zoo info NAME [--json]
     python -m disentangle.zoo fetch NAME
-    python -m disentangle.zoo verify [NAME | --all]
+    python -m disentangle.zoo verify [NAME]            (no NAME: every pretrained model)
     python -m disentangle.zoo publish RUN_DIR --name NAME [--manifest FILE] [--weights-dir DIR]
                                       [--metrics mig,dci] [--set METRIC.KEY=VALUE] [--url URL]
                                       [--recipe NAME] [--notes TEXT] [--wall-time SECONDS] [--force]
 
-Bad input (an unknown name, method or dataset, a bad option) prints one paragraph on stderr and
-exits with status 2; a file that cannot be fetched or verified exits with status 1.
+For example ``python -m disentangle.zoo info beta_tcvae-sprites-beta6-cpu20k-s0``. Bad input (an
+unknown name, method or dataset, a bad option) prints one paragraph on stderr and exits with status
+2; a file that cannot be fetched or verified exits with status 1; a closed output pipe (``... |
+head``) ends it quietly (:mod:`disentangle._cli`).
 """
 from __future__ import annotations
 
@@ -45,11 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     fe = sub.add_parser("fetch", help="download (if needed) and verify a pretrained file; prints its path")
     fe.add_argument("name")
     ve = sub.add_parser("verify", help="hash local copies of pretrained files against the manifest")
-    ve.add_argument("name", nargs="?")
-    ve.add_argument("--all", action="store_true", help="every pretrained model")
+    ve.add_argument("name", nargs="?", help="a pretrained model (default: every pretrained model)")
+    ve.add_argument("--all", action="store_true", help="every pretrained model (the default without NAME)")
     pu = sub.add_parser("publish", help="write a finished run's weights and manifest entry")
     pu.add_argument("run_dir")
-    pu.add_argument("--name", required=True, help="pretrained name, e.g. beta_vae-sprites-beta4-cpu30k-s0")
+    pu.add_argument("--name", required=True, help="pretrained name, e.g. beta_tcvae-sprites-beta6-cpu20k-s0")
     pu.add_argument("--manifest", help="manifest file to add the entry to (default: the package's)")
     pu.add_argument("--weights-dir", help="folder for the .safetensors file (default: weights/ next to the manifest)")
     pu.add_argument("--metrics", default=None,
@@ -113,7 +115,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             record = zoo.info(name)
             scores = record.get("metrics") or {}
             rows.append(
-                [name, _fmt(record.get("trained_steps")), _hours(record.get("wall_time_s"))]
+                [name, objective, dataset, _fmt(record.get("trained_steps")), _hours(record.get("wall_time_s"))]
                 + [_fmt((scores.get(m) or {}).get(s)) for _, m, s in SCORE_COLUMNS]
             )
         else:
@@ -123,10 +125,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             steps = (raw.get("train") or {}).get("steps")
             rows.append([name, objective, dataset, _fmt(steps), source, _fmt(number)])
     if args.pretrained:
-        header = ["name", "steps", "wall"] + [c for c, _, _ in SCORE_COLUMNS]
+        header = ["name", "objective", "dataset", "steps", "wall"] + [c for c, _, _ in SCORE_COLUMNS]
         print(_table(header, rows))
-        print(f"{len(rows)} pretrained models. Scores at their defaults with the recorded seed "
-              f"(python -m disentangle.zoo info NAME for every score).")
+        print(f"{len(rows)} pretrained models; steps: optimisation steps trained, wall: training time. Scores "
+              f"at their defaults with the recorded seed (python -m disentangle.zoo info NAME for every score).")
     else:
         print(_table(["name", "objective", "dataset", "steps", "family", "dislib #"], rows))
         print(f"{len(rows)} recipes. Generated recipes are listed with -s0; any -sN is a valid seed "
@@ -168,9 +170,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .. import zoo
 
     if args.name and args.all:
-        raise ConfigError("verify takes a NAME or --all, not both.")
-    if not args.name and not args.all:
-        raise ConfigError("verify needs a pretrained NAME, or --all for every pretrained model.")
+        raise ConfigError(
+            f"verify takes a NAME or --all, not both: python -m disentangle.zoo verify {args.name} checks that "
+            f"model, python -m disentangle.zoo verify (or --all) every pretrained model."
+        )
     results = zoo.verify(args.name)
     for r in results:
         print(f"{r.status:<8}  {r.name}  {r.path or ''}  {r.detail}")
@@ -221,4 +224,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .._cli import run_main
+
+    run_main(main)

@@ -7,9 +7,11 @@ Where :func:`fetch_entry` looks, in order:
 2. the cache, ``$DISENTANGLE_DATA/zoo/FILE`` (default ``~/.cache/disentangle/zoo/FILE``), if its
    sha256 matches;
 3. a download: from the mirror ``$DISENTANGLE_ZOO_URL/FILE`` first when that variable is set,
-   then from each of the manifest's ``urls``; streamed with a tqdm bar to a temporary file next
-   to the cache path, hashed while streaming, renamed into place only if the full sha256 matches
-   (:func:`disentangle.data.download.download_url`).
+   then from each of the manifest's ``urls`` (``https://``, ``http://`` or ``file://``); streamed
+   with a tqdm bar to a temporary file next to the cache path, hashed while streaming, renamed into
+   place only if the full sha256 matches (:func:`download_verified`). A source that announces, or
+   sends, more bytes than the manifest's ``size`` is cut off at ``size + 1`` bytes and skipped:
+   a wrong or hostile server cannot fill the disk.
 
 With ``DISENTANGLE_OFFLINE=1`` step 3 is skipped and the error names the URL, the expected sha256
 and the exact path to place the file at. A file whose hash does not match is never loaded: a
@@ -18,23 +20,31 @@ file is bypassed for a verified download with a warning (or refused when there i
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 import urllib.error
+import urllib.request
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data.download import ChecksumMismatchError, default_cache_dir, download_url, file_hash
+from ..data.download import ChecksumMismatchError, default_cache_dir, file_hash
 from ..registry import DisentangleError
 from .manifest import Entry
 
 MIRROR_ENV = "DISENTANGLE_ZOO_URL"
+_USER_AGENT = "disentangle-zoo/0.1 (python urllib; pretrained weights download)"
 OFFLINE_ENV = "DISENTANGLE_OFFLINE"
 _TRUE = ("1", "true", "yes", "on")
 
 
 class ZooFileError(DisentangleError):
     """A pretrained file that is unavailable (offline, no source, every download failed) or corrupt."""
+
+
+class OversizeDownloadError(ZooFileError):
+    """A download that announced or sent more bytes than the manifest's ``size``; it was stopped."""
 
 
 def offline() -> bool:
@@ -55,6 +65,71 @@ def sources(entry: Entry) -> list[str]:
         urls.append(f"{mirror.rstrip('/')}/{entry.filename}")
     urls.extend(u for u in entry.urls if u not in urls)
     return urls
+
+
+def download_verified(
+    url: str, dest: str | os.PathLike, sha256: str, size: int | None = None, *, progress: bool = True,
+    timeout: float = 60.0,
+) -> Path:
+    """Download ``url`` to ``dest`` atomically: streamed to a temporary file next to ``dest``, hashed
+    while streaming, renamed to ``dest`` only when its sha256 is ``sha256``.
+
+    With ``size`` (bytes), a response whose ``Content-Length`` exceeds it is refused before any byte
+    is read, and the stream is cut off as soon as it passes ``size``
+    (:class:`OversizeDownloadError`); a shorter file fails the sha256 check
+    (:class:`~disentangle.data.download.ChecksumMismatchError`). The temporary file is removed on
+    any failure.
+    """
+    from tqdm.auto import tqdm
+
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    hasher = hashlib.sha256()
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+
+    def too_large(what: str) -> OversizeDownloadError:
+        return OversizeDownloadError(
+            f"The download of {url} {what}, more than the manifest's size of {size} bytes for "
+            f"{dest.name}; it was stopped and discarded. The server sends another file (an error page, "
+            f"another version); try another source or fetch the file by hand."
+        )
+
+    try:
+        request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=timeout) as response:
+            length = response.headers.get("Content-Length")
+            announced = int(length) if length and length.strip().isdigit() else None
+            if size is not None and announced is not None and announced > size:
+                raise too_large(f"announces {announced} bytes")
+            received = 0
+            bar = tqdm(
+                total=announced if announced is not None else size, unit="B", unit_scale=True,
+                unit_divisor=1024, desc=f"Downloading {dest.name}", disable=not progress, leave=False,
+            )
+            with bar:
+                while True:
+                    want = 1 << 20 if size is None else min(1 << 20, size + 1 - received)
+                    chunk = response.read(want)
+                    if not chunk:
+                        break
+                    received += len(chunk)
+                    if size is not None and received > size:
+                        raise too_large(f"sent more than {size} bytes")
+                    out.write(chunk)
+                    hasher.update(chunk)
+                    bar.update(len(chunk))
+        if hasher.hexdigest() != sha256.lower():
+            raise ChecksumMismatchError(
+                f"The download of {url} ({received} bytes) has sha256 checksum {hasher.hexdigest()}, expected "
+                f"{sha256}; it was discarded. The server may have sent an error page or a different "
+                "version of the file; try again or fetch the file by hand."
+            )
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return dest
 
 
 def _matches(path: Path, sha256: str) -> bool:
@@ -95,8 +170,8 @@ def fetch_entry(entry: Entry, *, progress: bool = True) -> Path:
         )
     for url in urls:
         try:
-            path = download_url(url, target, f"sha256:{entry.sha256}", progress=progress)
-        except ChecksumMismatchError as err:
+            path = download_verified(url, target, entry.sha256, entry.size, progress=progress)
+        except (ChecksumMismatchError, OversizeDownloadError) as err:
             problems.append(str(err))
             continue
         except (urllib.error.URLError, OSError, ValueError) as err:
@@ -106,7 +181,8 @@ def fetch_entry(entry: Entry, *, progress: bool = True) -> Path:
             warnings.warn(f"{problems[0]}; downloaded a verified copy to {path}.", UserWarning, stacklevel=3)
         return path
     raise ZooFileError(
-        f"Could not get a verified copy of the pretrained model '{entry.name}': {'; '.join(problems)}. "
+        f"Could not get a verified copy of the pretrained model '{entry.name}': "
+        f"{'; '.join(p.rstrip('.') for p in problems)}. "
         f"Download {entry.filename} by hand from {urls[-1]}, check that its sha256 is {entry.sha256}, "
         f"and place it at exactly {target} (or set {MIRROR_ENV} to a mirror)."
     )

@@ -47,6 +47,7 @@ so model 0 is β-VAE β = 1 seed 0 on dSprites, 50 is β = 2 seed 0, 300 is Fact
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple
 
@@ -219,6 +220,18 @@ def _format_number(value: float) -> str:
 
 
 # ---------------------------------------------------------------------- numbering
+def as_index(value: Any) -> int | None:
+    """``value`` as a Python int when it is an integer of any kind (``int``, ``numpy.int64``,
+    a 0-d integer tensor: whatever ``operator.index`` accepts), else None; bools are not integers
+    here."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def model_number(dataset: str, method_name: str, strength: float, seed: int) -> int:
     """disentanglement_lib's model number of ``(dataset, method, strength, seed)``.
 
@@ -233,12 +246,13 @@ def model_number(dataset: str, method_name: str, strength: float, seed: int) -> 
     d = _dataset_index(dataset)
     m = method(method_name)
     s = _strength_index(m, strength)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < NUM_SEEDS:
+    index = as_index(seed)
+    if index is None or not 0 <= index < NUM_SEEDS:
         raise ConfigError(
             f"seed {seed!r} is not one of the study's seeds: disentanglement_lib numbers the integer "
             f"seeds 0 to {NUM_SEEDS - 1} only."
         )
-    return ((d * len(METHODS) + METHODS.index(m)) * _STRENGTHS + s) * NUM_SEEDS + seed
+    return ((d * len(METHODS) + METHODS.index(m)) * _STRENGTHS + s) * NUM_SEEDS + index
 
 
 def from_model_number(number: int) -> GridPoint:
@@ -247,12 +261,14 @@ def from_model_number(number: int) -> GridPoint:
     >>> from_model_number(12599)
     GridPoint(dataset='shapes3d', method='annealed_vae', strength=100.0, seed=49)
     """
-    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < NUM_MODELS:
+    index = as_index(number)
+    if index is None or not 0 <= index < NUM_MODELS:
+        what = "is outside Locatello et al. 2019's grid" if index is not None else "is not an integer"
         raise ConfigError(
-            f"Model number {number!r} is outside Locatello et al. 2019's grid: the study numbers its "
-            f"models 0 to {NUM_MODELS - 1}."
+            f"Model number {number!r} {what}: the study numbers its models 0 to {NUM_MODELS - 1} "
+            f"(an int or a numpy integer)."
         )
-    rest, seed = divmod(number, NUM_SEEDS)
+    rest, seed = divmod(index, NUM_SEEDS)
     rest, s = divmod(rest, _STRENGTHS)
     d, m = divmod(rest, len(METHODS))
     return GridPoint(DATASETS[d], METHODS[m].name, METHODS[m].values[s], seed)
@@ -269,8 +285,9 @@ def grid_config(dataset: str, method_name: str, strength: float, seed: int = 0) 
     _dataset_index(dataset)
     m = method(method_name)
     _strength_index(m, strength)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if as_index(seed) is None or as_index(seed) < 0:
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}.")
+    seed = as_index(seed)
     train = {k: (list(v) if isinstance(v, tuple) else v) for k, v in TRAIN_SETTINGS.items()}
     objective = {k: (list(v) if isinstance(v, tuple) else v) for k, v in m.objective(strength).items()}
     return {
@@ -344,7 +361,7 @@ def model_number_for_config(config: Any) -> int | None:
                 return None
         elif not _matches(given[key], value):
             return None
-    seed = raw.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < NUM_SEEDS:
+    seed = as_index(raw.get("seed", 0))
+    if seed is None or not 0 <= seed < NUM_SEEDS:
         return None
     return model_number(dataset, m.name, m.values[index], seed)

@@ -10,13 +10,13 @@ A manifest is JSON::
 
     {"format": 1,
      "models": {
-       "beta_vae-sprites-beta4-cpu30k-s0": {
-         "file": "weights/beta_vae-sprites-beta4-cpu30k-s0.safetensors",  # relative to the manifest
-         "sha256": "…", "size": 3021234,
-         "urls": ["https://…/beta_vae-sprites-beta4-cpu30k-s0.safetensors"],   # may be empty
+       "beta_tcvae-sprites-beta6-cpu20k-s0": {
+         "file": "weights/beta_tcvae-sprites-beta6-cpu20k-s0.safetensors",  # relative to the manifest
+         "sha256": "…", "size": 3021234,                 # a download longer than size is stopped
+         "urls": ["https://…/beta_tcvae-sprites-beta6-cpu20k-s0.safetensors"],   # may be empty
          "recipe": "…" | null, "model_number": null,
          "config": {…resolved config…},
-         "trained_steps": 30000, "wall_time_s": 5400.0, "wall_time_source": "…",
+         "trained_steps": 20000, "wall_time_s": 5400.0, "wall_time_source": "…",
          "machine": {…}, "library_version": "0.1.0", "torch_version": "…", "published": "…",
          "metrics": {"mig": {"discrete_mig": 0.21}, …}, "metrics_seed": 0, "metrics_settings": {}
        }}}
@@ -98,7 +98,35 @@ def _read(path: Path) -> dict[str, Any]:
     for name, record in data["models"].items():
         if not isinstance(record, dict) or not isinstance(record.get("sha256"), str) or len(record["sha256"]) != 64:
             raise ManifestError(f"The zoo manifest {path}: entry '{name}' has no valid sha256 (64 hex digits).")
+        _check_file(path, name, record)
+        size = record.get("size")
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+            raise ManifestError(
+                f"The zoo manifest {path}: entry '{name}' has 'size' {size!r}; it must be the weight file's "
+                f"size in bytes (a non-negative integer), or be left out."
+            )
     return data
+
+
+def _check_file(path: Path, name: str, record: dict[str, Any]) -> None:
+    """Refuse a ``file`` (or, without one, a model name) whose last part names no file: empty, ``.``
+    or ``..``. The last part is the name of the cached download (``<cache>/zoo/<it>``) and of the
+    mirror's URL; ``..`` would put the download outside the cache."""
+    file = record.get("file")
+    if file is not None and not isinstance(file, str):
+        raise ManifestError(
+            f"The zoo manifest {path}: entry '{name}' has 'file' {file!r}, which is not a path. Give the "
+            f"weight file's path (relative to the manifest), e.g. \"weights/{name}.safetensors\", or leave "
+            f"'file' out for a file that is only downloaded."
+        )
+    last = (file if file is not None else f"{name}.safetensors").replace("\\", "/").rsplit("/", 1)[-1]
+    if last in ("", ".", ".."):
+        what = f"'file' {file!r}" if file is not None else f"the name {name!r}"
+        raise ManifestError(
+            f"The zoo manifest {path}: entry '{name}' has {what}, whose last part ({last!r}) names no file: "
+            f"it must end in the weight file's name (e.g. \"weights/{Path(str(name)).name or 'MODEL'}.safetensors\"), "
+            f"which is also the name of its download in the cache and on a mirror. Fix the entry."
+        )
 
 
 def manifest_paths() -> list[Path]:

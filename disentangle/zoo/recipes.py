@@ -131,8 +131,10 @@ def recipe_name(objective: str, dataset: str, strength: float, seed: int = 0) ->
             f"{objective} strength {strength!r} is not one of the zoo's values "
             f"{', '.join(format_value(v) for v in family.values[objective])}."
         )
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    index = locatello.as_index(seed)
+    if index is None or index < 0:
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}.")
+    seed = index
     return f"{objective}-{dataset}-{_param_token(family.parameter[objective])}{format_value(strength)}-s{seed}"
 
 

@@ -7,7 +7,9 @@ Learning of Disentangled Representations", ICML 2019), done per dataset:
 * rank correlation of each unsupervised score (Gaussian TC, Wasserstein correlation, MI score,
   UDR, ...) with each supervised one;
 * the share of each score's variance explained by the method, by the strength within the method,
-  and the residual (seed and noise): :func:`~disentangle.study.statistics.variance_explained`;
+  and the residual (seed and noise): :func:`~disentangle.study.statistics.variance_explained`,
+  each share with its chance level (what pure noise gives, df / (N − 1)) and, for the method and
+  the strength, the p-value of its F-test, Holm-adjusted over all the tests of a dataset;
 * the median and interquartile range of every score per method × strength.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 
 from ..checks import choice, positive_int
 from ..registry import DisentangleError
-from .statistics import Matrix, VarianceShares, quartiles, rank_correlation_matrix, variance_explained
+from .statistics import Matrix, VarianceShares, holm, quartiles, rank_correlation_matrix, variance_explained
 from .table import Design, StudyTable, infer_design, read_table
 
 FIGURE_NAMES = (
@@ -41,7 +43,11 @@ class StudyResult:
       between the supervised scores (``.values``, ``.counts`` = runs behind each entry);
     * ``unsupervised_vs_supervised[dataset]``: rows unsupervised scores, columns supervised;
     * ``variance_explained``: one dict per (dataset, score): ``score, method, strength, residual,
-      n_runs, n_methods, n_settings`` (+ ``dataset`` when there are several);
+      n_runs, n_methods, n_settings``, the chance levels ``method_chance, strength_chance,
+      residual_chance`` (expected shares under pure noise), the F-test p-values ``method_p,
+      strength_p``, the same Holm-adjusted over the dataset's tests ``method_p_holm,
+      strength_p_holm``, and ``df_method, df_strength, df_residual`` (+ ``dataset`` first when
+      there are several);
     * ``summary``: one dict per (dataset, method, setting, score): ``n_runs, median, q25, q75, iqr``;
     * ``udr``: ``{run_id: {"udr": score, "udr_models": models compared}}`` when computed;
     * ``skipped``: analysis name -> why it was not done; ``files``: output name -> path.
@@ -197,13 +203,12 @@ def _compute(design: Design) -> StudyResult:
             mask = design.rows_of(dataset)
             methods = [m for m, keep in zip(design.methods, mask) if keep]
             settings = [c for c, keep in zip(design.configuration, mask) if keep]
-            for score, values in design.scores.items():
-                s: VarianceShares = variance_explained(values[mask], methods, settings)
-                row = {"score": score, "method": s.method, "strength": s.strength, "residual": s.residual,
-                       "n_runs": s.n_runs, "n_methods": s.n_methods, "n_settings": s.n_settings}
-                if design.several_datasets:
-                    row = {"dataset": dataset, **row}
-                variance.append(row)
+            shares = {score: variance_explained(values[mask], methods, settings) for score, values in design.scores.items()}
+            # one family per dataset: every method and strength test of every score, Holm-adjusted
+            family = holm([p for s in shares.values() for p in (s.p_method, s.p_strength)])
+            for k, (score, s) in enumerate(shares.items()):
+                s.p_method_adjusted, s.p_strength_adjusted = float(family[2 * k]), float(family[2 * k + 1])
+                variance.append(_variance_row(score, s, dataset if design.several_datasets else None))
 
     summary: list[dict[str, Any]] = []
     for dataset in design.dataset_names:
@@ -221,6 +226,27 @@ def _compute(design: Design) -> StudyResult:
                         row = {"dataset": dataset, **row}
                     summary.append(row)
     return StudyResult(design, rank, unsup, variance, summary, skipped=skipped)
+
+
+def _variance_row(score: str, s: VarianceShares, dataset: str | None) -> dict[str, Any]:
+    """One row of ``variance_explained``: the shares, then (since issue 18) their chance levels and tests."""
+    row = {"score": score, "method": s.method, "strength": s.strength, "residual": s.residual,
+           "n_runs": s.n_runs, "n_methods": s.n_methods, "n_settings": s.n_settings,
+           "method_chance": s.chance_method, "strength_chance": s.chance_strength, "residual_chance": s.chance_residual,
+           "method_p": s.p_method, "strength_p": s.p_strength,
+           "method_p_holm": s.p_method_adjusted, "strength_p_holm": s.p_strength_adjusted,
+           "df_method": s.df_method, "df_strength": s.df_strength, "df_residual": s.df_residual}
+    return row if dataset is None else {"dataset": dataset, **row}
+
+
+def shares_of_row(row: dict[str, Any]) -> VarianceShares:
+    """The :class:`VarianceShares` of a ``variance_explained`` row (the inverse of the row's layout)."""
+    return VarianceShares(
+        row["method"], row["strength"], row["residual"], row["n_runs"], row["n_methods"], row["n_settings"],
+        row["df_method"], row["df_strength"], row["df_residual"],
+        row["method_chance"], row["strength_chance"], row["residual_chance"],
+        row["method_p"], row["strength_p"], row["method_p_holm"], row["strength_p_holm"],
+    )
 
 
 def _setting_key(design: Design, idx: list[int], setting: str) -> tuple[float, str]:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._io import atomic_write_bytes
-from .statistics import Matrix, VarianceShares
+from .statistics import ALPHA, Matrix, VarianceShares
 
 DPI = 150
 PRETTY = {
@@ -104,36 +104,67 @@ def correlation_figure(matrices: dict[str, Matrix], path: str | Path, *, title: 
     _save(fig, path)
 
 
-def variance_figure(shares: dict[str, dict[str, VarianceShares]], path: str | Path, *, several_datasets: bool) -> None:
-    """Horizontal stacked bars per score: method, strength within method, residual (seed and noise)."""
+def variance_figure(shares: dict[str, dict[str, VarianceShares]], path: str | Path, *, several_datasets: bool,
+                    alpha: float = ALPHA) -> None:
+    """Per score, the three shares of the nested ANOVA side by side, each against its chance level.
+
+    Columns: method, strength within method, residual (seed and noise); one row of panels per
+    dataset. Each bar is a share (η²) of the score's sum of squares; the black tick on it marks its
+    chance level, the share pure noise gives on average (df / (N − 1)). Method and strength bars
+    are solid where the share beats chance (F-test, Holm-adjusted p < ``alpha``, printed after the
+    share) and pale where it does not; the residual is grey.
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     names = list(shares)
     n_scores = max(len(v) for v in shares.values())
-    fig = _new_figure(5.0 * len(names) + 1.0, max(2.4, 0.38 * n_scores + 1.6))
-    axes = fig.subplots(1, len(names), squeeze=False, sharey=False)[0]
+    fig = _new_figure(12.0, (0.34 * n_scores + 1.1) * len(names) + 1.1)
+    axes = fig.subplots(len(names), 3, squeeze=False, sharey="row")
     labels = ("method", "strength within method", "residual (seed and noise)")
-    for ax, name in zip(axes, names):
+    for r, name in enumerate(names):
         items = list(shares[name].items())
         y = np.arange(len(items))[::-1]
-        left = np.zeros(len(items))
-        for k, (label, color) in enumerate(zip(labels, SHARE_COLORS)):
-            widths = np.array([(s.method, s.strength, s.residual)[k] for _, s in items], dtype=np.float64)
-            widths = np.nan_to_num(widths)
-            ax.barh(y, widths, left=left, color=color, label=label, edgecolor="white", height=0.7)
-            for yi, li, wi in zip(y, left, widths):
-                if wi >= 0.08:
-                    ax.text(li + wi / 2, yi, f"{wi:.0%}", ha="center", va="center", fontsize=7,
-                            color="white" if k < 2 else "black")
-            left += widths
-        ax.set_yticks(y, [f"{pretty(score)} (n={s.n_runs})" for score, s in items], fontsize=8)
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("share of the score's sum of squares", fontsize=9)
-        ax.xaxis.set_major_formatter(_percent())
-        ax.tick_params(axis="x", labelsize=8)
-        ax.set_title(name if several_datasets else "", fontsize=9)
-    axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.22 if n_scores < 5 else -0.12), ncol=3, fontsize=8,
-                   frameon=False)
-    fig.suptitle("Variance explained by the method, its strength and the seed", fontsize=11)
+        for c, (label, color) in enumerate(zip(labels, SHARE_COLORS)):
+            ax = axes[r, c]
+            for yi, (_, s) in zip(y, items):
+                share = (s.method, s.strength, s.residual)[c]
+                chance = (s.chance_method, s.chance_strength, s.chance_residual)[c]
+                p = (s.p_method_adjusted, s.p_strength_adjusted, math.nan)[c]
+                beats = c < 2 and math.isfinite(p) and p < alpha
+                width = 0.0 if math.isnan(share) else share
+                ax.barh(yi, width, color=color, alpha=1.0 if beats or c == 2 else 0.3, height=0.7, edgecolor="none")
+                if math.isfinite(chance):
+                    ax.plot([chance, chance], [yi - 0.45, yi + 0.45], color="black", lw=1.6, solid_capstyle="butt")
+                text = "–" if math.isnan(share) else f"{share:.0%}"
+                if c < 2 and math.isfinite(p):
+                    text += f"  p={_p_text(p)}"
+                x = max(width, chance if math.isfinite(chance) else 0.0) + 0.02
+                ax.text(x, yi, text, ha="left", va="center", fontsize=7, fontweight="bold" if beats else "normal")
+            ax.set_xlim(0, 1.32)
+            ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+            ax.xaxis.set_major_formatter(_percent())
+            ax.tick_params(axis="x", labelsize=8)
+            ax.grid(axis="x", alpha=0.25)
+            ax.set_title(f"{name}: {label}" if several_datasets else label, fontsize=9)
+            if c == 0:
+                ax.set_yticks(y, [f"{pretty(score)} (n={s.n_runs})" for score, s in items], fontsize=8)
+            else:
+                ax.tick_params(axis="y", left=False)
+            if r == len(names) - 1:
+                ax.set_xlabel("share of the score's sum of squares", fontsize=8)
+    handles = [
+        Patch(color=SHARE_COLORS[0], label=f"beats chance (F-test, Holm-adjusted p < {alpha:g})"),
+        Patch(color=SHARE_COLORS[0], alpha=0.3, label="within chance"),
+        Line2D([], [], color="black", lw=1.6, label="chance level: what pure noise gives on average"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle("Variance explained by the method, its strength and the seed, against chance", fontsize=11)
     _save(fig, path)
+
+
+def _p_text(p: float) -> str:
+    return "<0.001" if p < 0.001 else (f"{p:.3f}" if p < 0.1 else f"{p:.2f}")
 
 
 def _percent():

@@ -10,11 +10,12 @@ import numpy as np
 from ._io import atomic_write_text, write_csv
 from .analysis import StudyResult
 from .figures import pretty, pretty_method
-from .statistics import Matrix, spearman
+from .statistics import ALPHA, Matrix, detectable_share, spearman
 
 PLOTS_HINT = 'pip install "disentangle-torch[plots]"'
 AGREE = 0.8  # |ρ| at or above: the scores agree
 WEAK = 0.5  # |ρ| below: they do not
+TOO_SMALL = 0.5  # an effect needing more than this share of the variance to be detected: the design is too small
 
 
 # ------------------------------------------------------------------------------------------------ CSVs
@@ -82,12 +83,12 @@ def write_figures(result: StudyResult, out: Path, progress: bool = True) -> dict
             result.unsupervised_vs_supervised, p, title="Rank correlation of unsupervised (rows) with supervised scores",
             several_datasets=several)))
     if result.variance_explained:
+        from .analysis import shares_of_row
         from .statistics import VarianceShares
 
         shares: dict[str, dict[str, VarianceShares]] = {}
         for r in result.variance_explained:
-            shares.setdefault(r.get("dataset", ""), {})[r["score"]] = VarianceShares(
-                r["method"], r["strength"], r["residual"], r["n_runs"], r["n_methods"], r["n_settings"])
+            shares.setdefault(r.get("dataset", ""), {})[r["score"]] = shares_of_row(r)
         jobs.append(("variance_explained.png", lambda p: F.variance_figure(shares, p, several_datasets=several)))
     groups = [(ds, m) for ds in d.dataset_names for m in d.method_names(ds)]
     group_of_run = list(zip(d.datasets, d.methods))
@@ -193,7 +194,28 @@ def _unsupervised_reading(m: Matrix) -> list[str]:
     return [text[0].upper() + text[1:] + f". In short, {verdict}."]
 
 
+def _p(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else (f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}")
+
+
+def _pc(v: float) -> str:
+    """A share in whole percent, with one decimal below 10 % (so a 0.4 % chance level is not "0%")."""
+    return "–" if math.isnan(v) else (f"{v:.1%}" if abs(v) < 0.095 and v != 0 else f"{v:.0%}")
+
+
+def _beats(p: float) -> bool:
+    return math.isfinite(p) and p < ALPHA
+
+
 def _variance_reading(rows: list[dict[str, Any]], several: bool) -> list[str]:
+    """The reading of the variance analysis: only shares that beat chance are findings.
+
+    A share beats chance when its F-test against the residual has a Holm-adjusted p < ``ALPHA``
+    (the family: every method and strength test of the dataset's scores). When some score shows
+    no effect and an effect would need more than ``TOO_SMALL`` of the variance to be detected
+    (:func:`~disentangle.study.statistics.detectable_share` at Holm's first-step level α / k),
+    the reading says the design is too small to tell.
+    """
     out = []
     by_dataset: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -202,17 +224,56 @@ def _variance_reading(rows: list[dict[str, Any]], several: bool) -> list[str]:
         valid = [r for r in items if not math.isnan(r["residual"])]
         if not valid:
             continue
-        prefix = f"On {dataset}, the" if several else "The"
+        on = f"On {dataset}, p" if several else "P"
+        # the design of the scores with the most runs (scores with missing values have fewer)
+        ref = max(valid, key=lambda r: r["n_runs"])
+        n_runs = sorted({r["n_runs"] for r in valid})
+        runs = f"{n_runs[0]}" if len(n_runs) == 1 else f"{n_runs[0]}–{n_runs[-1]}"
         residual = np.array([r["residual"] for r in valid])
-        seed_dominates = [pretty(r["score"]) for r in valid if r["residual"] > r["method"] + r["strength"]]
-        method_dominates = [pretty(r["score"]) for r in valid if r["method"] >= max(r["strength"], r["residual"])]
-        n = sorted({r["n_runs"] for r in valid})
-        text = (f"{prefix} seed and noise (residual) explain a median {np.median(residual):.0%} of a score's variance "
-                f"(from {residual.min():.0%} to {residual.max():.0%}; {n[0] if len(n) == 1 else f'{n[0]}–{n[-1]}'} runs per score). ")
-        if seed_dominates:
-            text += "The seed matters more than the method and its strength together for " + ", ".join(seed_dominates) + ". "
-        if method_dominates:
-            text += "The method is the largest share for " + ", ".join(method_dominates) + "."
+        text = (f"{on}ure noise would already give the method {_pc(ref['method_chance'])}, the strength within the method "
+                f"{_pc(ref['strength_chance'])} and the residual {_pc(ref['residual_chance'])} of a score's sum of squares on "
+                f"average ({ref['n_runs']} runs in {ref['n_settings']} settings of {ref['n_methods']} methods: "
+                f"{ref['df_method']}, {ref['df_strength']} and {ref['df_residual']} of {ref['n_runs'] - 1} degrees of freedom), "
+                f"so a share is a finding only when it beats that chance level. The residual (seed and noise) is a median "
+                f"{np.median(residual):.0%} of a score's sum of squares (from {residual.min():.0%} to {residual.max():.0%}; "
+                f"{runs} runs per score). ")
+        k = sum(math.isfinite(r[key]) for r in valid for key in ("method_p", "strength_p"))
+        method_hits = [r for r in valid if _beats(r["method_p_holm"])]
+        strength_hits = [r for r in valid if _beats(r["strength_p_holm"])]
+        if method_hits:
+            text += ("The method explains more than chance for " + ", ".join(
+                f"{pretty(r['score'])} ({_pc(r['method'])}, chance {_pc(r['method_chance'])}, {_p(r['method_p_holm'])})"
+                for r in method_hits) + ". ")
+        if strength_hits:
+            text += ("The strength within the method explains more than chance for " + ", ".join(
+                f"{pretty(r['score'])} ({_pc(r['strength'])}, chance {_pc(r['strength_chance'])}, {_p(r['strength_p_holm'])})"
+                for r in strength_hits) + ". ")
+        hit_scores = {r["score"] for r in method_hits + strength_hits}
+        rest = [r for r in valid if r["score"] not in hit_scores]
+        test = f"F-tests against the residual, Holm-adjusted over the {k} tests, α = {ALPHA:g}"
+        if not hit_scores:
+            text += f"Neither the method nor the strength beats chance for any score ({test}). "
+        elif rest:
+            text += (f"For the other scores ({', '.join(pretty(r['score']) for r in rest)}) neither share beats chance "
+                     f"({test}). ")
+        else:
+            text += f"({test}.) "
+        if rest and k:
+            level = ALPHA / k  # the level the strongest effect has to pass (Holm's first step)
+            need_method = detectable_share(ref["df_method"], ref["df_residual"], level)
+            need_strength = detectable_share(ref["df_strength"], ref["df_residual"], level)
+            needs = [(what, v) for what, v in (("a method effect", need_method), ("a strength effect", need_strength))
+                     if math.isfinite(v)]
+            if needs:
+                need_text = " and ".join(f"{what} of at least {_pc(v)}" for what, v in needs)
+                if max(v for _, v in needs) > TOO_SMALL:
+                    text += (f"The design is too small to tell: with {ref['df_residual']} residual degrees of freedom and "
+                             f"{k} tests, {need_text} of a score's variance (with no other effect) would be needed to "
+                             f"tell it apart from noise, so the absence of a finding says little: these runs cannot show "
+                             f"whether the method or its strength matters. Run more seeds per setting.")
+                else:
+                    text += (f"With this design {need_text} of a score's variance would have been detected, so these "
+                             f"scores show no large method or strength effect beyond seed-to-seed variation.")
         out.append(text.strip())
     return out
 
@@ -332,14 +393,19 @@ def render_report(result: StudyResult, files: dict[str, Path], figures_written: 
     if result.variance_explained:
         lines += figure("variance_explained.png", "Variance explained")
         lines += ["Share of each score's sum of squares explained by the method, by the strength within the method, and "
-                  "the residual (seed and noise), from a nested ANOVA; the three sum to 1 "
-                  "([variance_explained.csv](variance_explained.csv)):", ""]
+                  "the residual (seed and noise), from a nested ANOVA; the three sum to 1. In brackets: the chance level "
+                  "(the share pure noise gives on average, degrees of freedom / (runs − 1)) and, for the method and the "
+                  "strength, the p-value of the F-test against the residual, Holm-adjusted over all the tests of the "
+                  f"table{' per dataset' if d.several_datasets else ''}; **bold**: beats chance (p < {ALPHA:g}) "
+                  "([variance_explained.csv](variance_explained.csv), with the unadjusted p-values):", ""]
         several = d.several_datasets
         head = (["dataset"] if several else []) + ["score", "method", "strength", "residual (seed)", "runs"]
         lines += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
         for r in result.variance_explained:
-            lines.append("| " + " | ".join(([r["dataset"]] if several else []) + [pretty(r["score"]), _pct(r["method"]),
-                                             _pct(r["strength"]), _pct(r["residual"]), str(r["n_runs"])]) + " |")
+            lines.append("| " + " | ".join(([r["dataset"]] if several else []) + [
+                pretty(r["score"]), _share_cell(r["method"], r["method_chance"], r["method_p_holm"]),
+                _share_cell(r["strength"], r["strength_chance"], r["strength_p_holm"]),
+                _share_cell(r["residual"], r["residual_chance"], math.nan), str(r["n_runs"])]) + " |")
         lines += [""] + _variance_reading(result.variance_explained, several) + [""]
 
     lines += ["## Scores by method", ""]
@@ -359,6 +425,17 @@ def render_report(result: StudyResult, files: dict[str, Path], figures_written: 
 
 def _pct(v: float) -> str:
     return "–" if math.isnan(v) else f"{v:.1%}"
+
+
+def _share_cell(share: float, chance: float, p: float) -> str:
+    """``63.2% (chance 18%; p = 0.003)``, bold when the share beats chance."""
+    if math.isnan(share):
+        return "–"
+    inside = [f"chance {_pc(chance)}"] if math.isfinite(chance) else []
+    if math.isfinite(p):
+        inside.append(_p(p))
+    text = f"**{_pct(share)}**" if _beats(p) else _pct(share)
+    return f"{text} ({'; '.join(inside)})" if inside else text
 
 
 def write_report(result: StudyResult, out: Path, *, figures: bool = True, progress: bool = True) -> None:

@@ -111,9 +111,15 @@ def test_every_api_directive_names_an_existing_object():
     bad = []
     for identifier, page in _directives().items():
         try:
-            _resolve(identifier)
+            obj = _resolve(identifier)
         except (ImportError, AttributeError) as error:
             bad.append(f"{page}: {identifier} ({error})")
+            continue
+        # a package attribute that shares its name with a submodule (disentangle.metrics.mig) is
+        # rendered as the submodule: name the function by its module (disentangle.metrics.mig.mig)
+        path = REPO / identifier.replace(".", "/")
+        if not inspect.ismodule(obj) and (path.with_suffix(".py").exists() or path.is_dir()):
+            bad.append(f"{page}: {identifier} is also a module; write {identifier}.{identifier.rsplit('.', 1)[-1]}")
     assert not bad, bad
 
 
@@ -249,7 +255,7 @@ def test_the_docstring_converter_renders_rest_as_markdown():
         "Parameters\n----------\nx:\n    A value.\n\nTerms: ``loss``, ``recon``.\n"
     )
     out = module.rest_to_markdown(text, Obj())
-    assert '<autoref identifier="disentangle.zoo.load" optional><code>load()</code></autoref>' in out
+    assert '<autoref identifier="disentangle.zoo.load" optional>`load()`</autoref>' in out
     assert 'identifier="disentangle.zoo.names"' in out
     assert "Run folder:\n\n```text\nconfig.yaml   the config\n```" in out
     assert "```pycon\n>>> import disentangle" in out

@@ -18,6 +18,8 @@ dict[str, float]``:
   :func:`validate_settings` runs the same checks without a run.
 
 ============================  =========================================================
+metric                        paper
+============================  =========================================================
 ``beta_vae_score``            Higgins et al. 2017
 ``factor_vae_score``          Kim & Mnih 2018
 ``mig``                       Chen et al. 2018 (histogram estimator; ``estimator="chen"``)

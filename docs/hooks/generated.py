@@ -51,7 +51,7 @@ def _table(header: list[str], rows: list[list[str]], align: str | None = None) -
 
 def _ref(identifier: str, text: str) -> str:
     """A link to ``identifier`` in the API reference, or plain code where it is not documented."""
-    return f'<autoref identifier="{identifier}" optional><code>{text}</code></autoref>'
+    return f'<autoref identifier="{identifier}" optional>`{text}`</autoref>'
 
 
 def _summary(obj: Any) -> str:

@@ -22,7 +22,29 @@ import griffe
 
 _ROLE = re.compile(r":(?:py:)?(class|func|meth|mod|attr|data|exc|obj|const):`(~?)([^`<>]+?)`")
 _PYTHON_HINT = re.compile(r"^\s*(import |from \S+ import|>>>|[\w.\[\]\"']+\s*=\s*[\w.]+\(|[\w.]+\()")
+_DOCTEST_DIRECTIVE = re.compile(r"\s*#\s*doctest:.*$")
 _TABLE_RULE = re.compile(r"^\s*=+(\s+=+)+\s*$")
+
+
+def _relative(obj: griffe.Object, target: str) -> str:
+    """The full path of a relative role target: a member of the enclosing class, a name of the
+    module (what it defines or imports), else a member of the class or module that holds ``obj``."""
+    head, _, rest = target.partition(".")
+    scopes = []
+    node = obj if (obj.is_class or obj.is_module) else obj.parent
+    while node is not None:
+        scopes.append(node)
+        node = node.parent
+    for scope in scopes:
+        try:
+            member = scope.members.get(head)
+        except Exception:  # noqa: BLE001 (a member list still being built)
+            member = None
+        if member is not None:
+            path = member.target_path if getattr(member, "is_alias", False) else member.path
+            return f"{path}.{rest}" if rest else path
+    owner = scopes[0] if scopes else None
+    return f"{owner.path}.{target}" if owner is not None else target
 
 
 def _reference(obj: griffe.Object, role: str, tilde: str, target: str) -> str:
@@ -31,10 +53,9 @@ def _reference(obj: griffe.Object, role: str, tilde: str, target: str) -> str:
     if role in ("func", "meth"):
         shown += "()"
     identifier = target
-    if "." not in target:  # relative: a member of the class (for methods) or of the module
-        owner = obj if obj.is_class or obj.is_module else obj.parent
-        identifier = f"{owner.path}.{target}" if owner is not None else target
-    return f'<autoref identifier="{identifier}" optional><code>{shown}</code></autoref>'
+    if not target.startswith("disentangle.") and not target.startswith("torch"):
+        identifier = _relative(obj, target)
+    return f'<autoref identifier="{identifier}" optional>`{shown}`</autoref>'
 
 
 def _fence(lines: list[str], indent: str, language: str) -> list[str]:
@@ -93,7 +114,7 @@ def _doctest_blocks(lines: list[str]) -> list[str]:
             indent = " " * _indent_of(line)
             block = []
             while i < len(lines) and lines[i].strip():
-                block.append(lines[i])
+                block.append(_DOCTEST_DIRECTIVE.sub("", lines[i]))
                 i += 1
             if out and out[-1].strip():
                 out.append("")
@@ -145,6 +166,11 @@ def _tables(lines: list[str]) -> list[str]:
     return out
 
 
+#: the NumPy sections that hold items (``name`` lines with indented descriptions)
+_ITEM_SECTIONS = {
+    "parameters", "other parameters", "returns", "yields", "receives", "raises", "warns",
+    "attributes", "methods", "functions", "classes", "modules",
+}
 _SECTION_RULE = re.compile(r"^\s*-{3,}\s*$")
 _ITEM = re.compile(r"^[*\w]+(\s*,\s*[*\w]+)*\s*(:\s*[\w\[\]., |\"'()]*)?$")
 
@@ -158,7 +184,7 @@ def _close_numpy_sections(lines: list[str]) -> list[str]:
     while i < len(lines):
         line = lines[i]
         if i + 1 < len(lines) and _SECTION_RULE.match(lines[i + 1]) and line.strip():
-            in_section = line.strip().lower() not in ("notes", "examples", "warnings")
+            in_section = line.strip().lower() in _ITEM_SECTIONS
             out.extend([line, lines[i + 1]])
             i += 2
             continue

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -110,7 +111,7 @@ class _Endless(http.server.BaseHTTPRequestHandler):
     """Serves ``/endless`` (no Content-Length, bytes until the client hangs up, at most 64 MiB) and
     ``/announced`` (a Content-Length of 1 MiB)."""
 
-    sent: list[int] = []
+    sent: ClassVar[list[int]] = []
 
     def log_message(self, *args):
         pass

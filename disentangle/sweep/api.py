@@ -9,7 +9,7 @@ from typing import Any, Callable
 from .. import checks
 from ..registry import ConfigError
 from .backends import BACKENDS, BackendOptions
-from .files import FAILED_NAME, PLAN_LOCK_NAME, PLAN_NAME, RUNS_DIR, FolderLock, atomic_write_json, lock_holder, read_json
+from .files import FAILED_NAME, METRICS_NAME, PLAN_LOCK_NAME, PLAN_NAME, RUNS_DIR, FolderLock, atomic_write_json, lock_holder, read_json
 from .ids import canonical_json
 from .runner import FINISHED, SKIPPED, RunOutcome, RunTask, missing_metrics, outcome_line
 from .study import RunSpec, Study, load_study
@@ -100,7 +100,10 @@ def run_state(
     if isinstance(failed, dict):
         return "failed", str(failed.get("last_line", ""))
     if missing:
-        return "partial", f"trained; metrics to compute: {', '.join(missing)}"
+        record = read_json(run_dir / METRICS_NAME) or {}
+        have = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+        names = [f"{m} (scored with other settings)" if m in have else m for m in missing]
+        return "partial", f"trained; metrics to compute: {', '.join(names)}"
     if has_checkpoint(run_dir):
         step = _last_logged_step(run_dir)
         return "partial", f"last logged step {step}" if step is not None else ""

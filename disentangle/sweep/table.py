@@ -148,10 +148,7 @@ def _settings_tags(records: list[dict[str, Any]], metrics: list[str]) -> tuple[d
         groups = list(distinct.values())
         differing = sorted({k for g in groups for k in g if len({canonical_json(h.get(k)) for h in groups}) > 1})
 
-        def tag(identity: dict[str, Any]) -> str:
-            return "[" + ",".join(f"{k}={_tag_value(identity.get(k))}" for k in differing) + "]"
-
-        tags[metric] = {key: tag(identity) for key, identity in identities.items()}
+        tags[metric] = {key: _tag(identity, differing) for key, identity in identities.items()}
         shown = ", ".join(dict.fromkeys(f"{metric}.*{t}" for t in tags[metric].values()))
         notes.append(
             f"{metric} was computed with {len(groups)} different settings across the finished runs; its "
@@ -159,6 +156,11 @@ def _settings_tags(records: list[dict[str, Any]], metrics: list[str]) -> tuple[d
             f"want to score every run with them."
         )
     return tags, notes
+
+
+def _tag(identity: dict[str, Any], keys: list[str]) -> str:
+    """``[num_train=300]``: the values of ``keys`` in a metric's settings, as a column suffix."""
+    return "[" + ",".join(f"{k}={_tag_value(identity.get(k))}" for k in keys) + "]"
 
 
 def _tag_value(value: Any) -> str:

@@ -227,12 +227,14 @@ def registry_table(kind: str) -> str:
     rows = []
     for name in registry.names():
         target = registry.get(name)
-        identifier = _identifier(target)
-        doc_target = target if (inspect.isclass(target) or inspect.isfunction(target)) else type(target)
+        # a builder object (not a function or class) that wraps a class: link that class
+        wrapped = getattr(target, "_wrap", None)
+        shown = target if (inspect.isclass(target) or inspect.isfunction(target) or not inspect.isclass(wrapped)) else wrapped
+        identifier = _identifier(shown)
         rows.append([
             f"`{name}`",
             _ref(identifier, identifier.rsplit(".", 1)[-1]),
-            _summary(doc_target),
+            _summary(target),
             _parameters(registry, name, kind),
         ])
     title = "settings (keyword arguments)" if kind == "metric" else f"parameters (config keys beside `{key}`)"
@@ -362,7 +364,8 @@ def expand(markdown: str, where: str = "a page") -> str:
         name = match.group(1)
         if name not in GENERATORS:
             raise KeyError(f"{where}: unknown generated block '{name}'; known: {', '.join(GENERATORS)}")
-        return GENERATORS[name]()
+        content = GENERATORS[name]()
+        return f'<div class="generated {name}" markdown="1">\n\n{content}\n\n</div>' if content else ""
 
     return MARKER.sub(replace, markdown)
 

@@ -217,4 +217,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from disentangle._cli import run_main
+
+    run_main(main)

@@ -182,4 +182,6 @@ def _table(results: dict[str, dict[str, float]]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from disentangle._cli import run_main
+
+    run_main(main)

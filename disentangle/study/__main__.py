@@ -70,4 +70,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from disentangle._cli import run_main
+
+    run_main(main)

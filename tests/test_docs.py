@@ -260,3 +260,9 @@ def test_the_docstring_converter_renders_rest_as_markdown():
     assert "Run folder:\n\n```text\nconfig.yaml   the config\n```" in out
     assert "```pycon\n>>> import disentangle" in out
     assert "Notes\n-----\nTerms:" in out
+    # reST indents an item's later paragraphs and nested lists to its text; Markdown wants 4 spaces
+    listed = module.rest_to_markdown(
+        "Steps:\n\n1. First.\n2. Second:\n\n   a. inner\n      more\n\n* item\n\n  second paragraph\n* next\n", Obj()
+    )
+    assert "2.  Second:\n\n    *   a. inner\n        more" in listed
+    assert "*   item\n\n    second paragraph\n\n*   next" in listed

@@ -9,7 +9,10 @@ which mkdocstrings would otherwise print literally. Before griffe parses a docst
 * ``>>>`` example lines into fenced ``pycon`` blocks (Markdown would read ``>>>`` as quotes);
 * ``::`` literal blocks (a paragraph ending in ``::`` followed by an indented block) into fenced
   code blocks;
-* reST simple tables (``====  ====`` rules) into Markdown tables.
+* reST simple tables (``====  ====`` rules) into Markdown tables;
+* list items whose later paragraphs or nested lists are indented the reST way (to the item's
+  text) into Markdown's 4-space indentation (``a.`` enumerators become bullets);
+* prose after a NumPy ``Parameters`` section's items into a ``Notes`` section.
 
 Double backticks (reST code) are already Markdown code spans and stay as they are.
 """
@@ -203,6 +206,49 @@ def _close_numpy_sections(lines: list[str]) -> list[str]:
     return out
 
 
+_LIST_ITEM = re.compile(r"^(\s*)([*+-]|\d+\.|[a-z]\.|#\.)(\s+)(\S.*)$")
+
+
+def _lists(lines: list[str]) -> list[str]:
+    """reST list items indent their later paragraphs and nested lists to the item's text (2 or 3
+    spaces); Markdown wants 4. Re-indent every item's content to 4 spaces past its marker, and
+    turn ``a.``/``b.`` enumerators (no Markdown equivalent) into bullets that keep the letter."""
+    out: list[str] = []
+    stack: list[tuple[int, int]] = []  # (reST content column, extra spaces for its content)
+    previous_blank = True
+    loose = False  # a blank line seen inside the current item
+    in_fence = False
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        if not line.strip():
+            out.append(line)
+            previous_blank = True
+            loose = loose or bool(stack)
+            continue
+        indent = _indent_of(line)
+        in_list = bool(stack)
+        while stack and indent < stack[-1][0] and not in_fence:
+            stack.pop()
+        extra = stack[-1][1] if stack else 0
+        match = None if in_fence else _LIST_ITEM.match(line)
+        if match and (previous_blank or in_list):
+            if loose and not previous_blank:  # the item before had paragraphs: keep them apart
+                out.append("")
+            loose = False
+            marker = match.group(2)
+            content_col = indent + len(marker) + len(match.group(3))
+            text = match.group(4)
+            if re.fullmatch(r"[a-z]\.", marker):
+                marker, text = "*", f"{marker} {text}"
+            stack.append((content_col, extra + (indent + 4) - content_col))
+            out.append(" " * (indent + extra) + f"{marker}{' ' * (4 - len(marker))}{text}")
+        else:
+            out.append(" " * extra + line if extra > 0 else line[-extra:] if extra < 0 and line[:-extra].strip() == "" else line)
+        previous_blank = False
+    return out
+
+
 def rest_to_markdown(text: str, obj: griffe.Object) -> str:
     """The docstring ``text`` of ``obj`` with its reST markup rewritten as Markdown."""
     lines = text.splitlines()
@@ -210,6 +256,7 @@ def rest_to_markdown(text: str, obj: griffe.Object) -> str:
     lines = _tables(lines)
     lines = _literal_blocks(lines)
     lines = _doctest_blocks(lines)
+    lines = _lists(lines)
     # roles outside fenced blocks only
     out, in_fence = [], False
     for line in lines:

@@ -176,3 +176,53 @@ def test_the_figure_draws_each_chance_level(tmp_path, monkeypatch):
             assert x[0] == pytest.approx(chance) and x[1] == pytest.approx(chance)
     legend = [t.get_text() for t in drawn["fig"].legends[0].get_texts()]
     assert any("chance level" in t for t in legend)
+
+
+def test_spearman_exact_permutation_p_matches_an_independent_enumeration():
+    """Exact p of Spearman's rho with ties, against scipy's permutation_test over every pairing."""
+    from scipy.stats import permutation_test, spearmanr
+
+    a = np.array([1.0, 1.0, 2.0, 4.0, 4.0, 8.0])
+    b = np.array([0.3, 0.1, 0.5, 0.4, 0.9, 0.7])
+    rho, p, n = st.spearman_test(a, b)
+    reference = permutation_test((a, b), lambda x, y: spearmanr(x, y).statistic, permutation_type="pairings",
+                                 alternative="two-sided", n_resamples=np.inf)
+    assert n == 6 and rho == pytest.approx(spearmanr(a, b).statistic)
+    assert p == pytest.approx(reference.pvalue)
+
+
+def _write_strength(path: Path, strengths: list[float], seeds: int, slope: float, rng_seed: int) -> None:
+    """One method; mig.mig rises with the strength by ``slope`` per step of its rank, other scores noise."""
+    rng = np.random.default_rng(rng_seed)
+    rows = []
+    for i, strength in enumerate(strengths):
+        for seed in range(seeds):
+            row = {"run_id": f"b-{strength}-{seed}", "status": "finished", "seed": seed,
+                   "objective.name": "beta_vae", "objective.beta": strength}
+            row.update({score: rng.normal() for score in SCORES})
+            row["mig.mig"] += slope * i
+            rows.append(row)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _strength_line(text: str) -> str:
+    return next(line for line in text.splitlines() if "as beta grows" in line)
+
+
+def test_a_planted_strength_trend_is_read_and_noise_is_not(tmp_path):
+    _write_strength(tmp_path / "trend.csv", [1, 2, 4, 6, 8, 16], seeds=2, slope=3.0, rng_seed=0)
+    line = _strength_line(analyze(tmp_path / "trend.csv", tmp_path / "a", figures=False, progress=False).report)
+    assert "rises: MIG (" in line and "DCI" not in line and "no score falls beyond chance" in line
+    _write_strength(tmp_path / "noise.csv", [1, 2, 4, 6, 8, 16], seeds=2, slope=0.0, rng_seed=1)
+    line = _strength_line(analyze(tmp_path / "noise.csv", tmp_path / "b", figures=False, progress=False).report)
+    assert "no score rises beyond chance" in line and "no score falls beyond chance" in line
+
+
+def test_four_runs_at_two_strengths_are_too_few_to_read_a_trend(tmp_path):
+    """With 2 strengths x 2 seeds, even a perfect trend has exact p = 1/3: the report says so."""
+    _write_strength(tmp_path / "r.csv", [1, 8], seeds=2, slope=10.0, rng_seed=0)
+    line = _strength_line(analyze(tmp_path / "r.csv", tmp_path / "a", figures=False, progress=False).report)
+    assert "too few runs to tell" in line and "p = 0.33" in line and "rises" not in line

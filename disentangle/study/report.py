@@ -10,7 +10,7 @@ import numpy as np
 from ._io import atomic_write_text, write_csv
 from .analysis import StudyResult
 from .figures import pretty, pretty_method
-from .statistics import ALPHA, Matrix, detectable_share, spearman
+from .statistics import ALPHA, Matrix, detectable_share, holm, spearman_test
 
 PLOTS_HINT = 'pip install "disentangle-torch[plots]"'
 AGREE = 0.8  # |ρ| at or above: the scores agree
@@ -300,6 +300,9 @@ def _best_method_reading(result: StudyResult) -> list[str]:
 
 
 def _strength_reading(result: StudyResult) -> list[str]:
+    """Per method, the scores whose rank correlation with the strength beats chance (exact
+    permutation p of Spearman's ρ, Holm-adjusted over the method's scores), and a plain statement
+    when the runs are too few for any correlation to reach p < ALPHA."""
     d = result.design
     out = []
     for dataset in d.dataset_names:
@@ -308,18 +311,23 @@ def _strength_reading(result: StudyResult) -> list[str]:
             strength = d.strength[sel]
             if np.isfinite(strength).sum() < 3 or len(set(strength[np.isfinite(strength)])) < 2:
                 continue
-            up, down = [], []
-            for score, values in d.scores.items():
-                rho, n = spearman(strength, values[sel])
-                if not math.isnan(rho) and rho >= WEAK:
-                    up.append(f"{pretty(score)} ({rho:.2f})")
-                elif not math.isnan(rho) and rho <= -WEAK:
-                    down.append(f"{pretty(score)} ({rho:.2f})")
             name = (d.strength_name.get((dataset, m)) or "strength").replace("objective.", "")
             where = f" on {dataset}" if d.several_datasets else ""
-            text = f"{pretty_method(m)}{where}, as {name} grows (Spearman ρ over {int(sel.sum())} runs): "
-            text += ("rises: " + ", ".join(up) if up else "no score rises clearly")
-            text += ("; falls: " + ", ".join(down) if down else "; no score falls clearly") + "."
+            head = f"{pretty_method(m)}{where}, as {name} grows (Spearman ρ over {int(sel.sum())} runs"
+            best_p = spearman_test(strength, strength)[1]  # the most extreme ordering these runs allow
+            if not best_p < ALPHA:
+                out.append(f"{head}): too few runs to tell; even a perfect rank correlation would have "
+                           f"p = {best_p:.2g} ≥ {ALPHA}.")
+                continue
+            tests = [(score, *spearman_test(strength, values[sel])[:2]) for score, values in d.scores.items()]
+            adjusted = holm([p for _, _, p in tests])
+            up = [f"{pretty(score)} (ρ {rho:.2f}, p {_p(p)})" for (score, rho, _), p in zip(tests, adjusted)
+                  if p < ALPHA and rho > 0]
+            down = [f"{pretty(score)} (ρ {rho:.2f}, p {_p(p)})" for (score, rho, _), p in zip(tests, adjusted)
+                    if p < ALPHA and rho < 0]
+            text = f"{head}, exact permutation p, Holm-adjusted over the scores): "
+            text += ("rises: " + ", ".join(up) if up else "no score rises beyond chance")
+            text += ("; falls: " + ", ".join(down) if down else "; no score falls beyond chance") + "."
             out.append(text)
     return out or ["No method has a numeric strength with at least two values: nothing to read."]
 

@@ -25,7 +25,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal, Optional, Union
 
 import yaml
 
@@ -78,7 +78,9 @@ class TrainConfig:
     device: str = "auto"  #: auto | cpu | cuda | cuda:N | mps
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"  #: autocast dtype; GradScaler for fp16
     compile: Union[bool, Literal["reduce-overhead"]] = False  #: torch.compile the networks (reduce-overhead: CUDA graphs)
-    tf32: bool = False  #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision)
+    #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision); unset (null):
+    #: PyTorch's defaults (TF32 convolutions, full-precision matmuls), true/false: both on/off
+    tf32: Optional[bool] = None
     cudnn_benchmark: bool = False  #: CUDA: let cuDNN pick the fastest convolution algorithms (not bit-reproducible)
     out_dir: str = "runs/default"
     checkpoint_every: int = 5000  #: steps between checkpoints (one is always written at the end)

@@ -10,38 +10,47 @@ How the single-process objective is kept:
 
 * **Every random draw of a step is made for the global batch** from generators that are identical
   on every rank, and each rank keeps its rows: the batch (``objective.sample_batch`` with the
-  global size, then :func:`shard_batch`), the reparameterisation noise and the AAE's prior samples
-  (:func:`normal` with a per-sample layout), and draws on gathered tensors (FactorVAE's
-  permutation, InfoVAE's prior samples; :func:`global_generator`). The per-step generator is the
-  trainer's, installed with :func:`random_source` and checkpointed.
+  global size inside :func:`local_sampling`: the indices and every per-sample draw of the
+  dataset are made for the whole batch, and a dataset that can, e.g. the sprites and their
+  variants, renders only this rank's rows; any other batch is rendered whole and sliced by
+  :func:`local_batch`), the reparameterisation noise and the AAE's prior samples (:func:`normal`
+  with a per-sample layout), and draws on gathered tensors (FactorVAE's permutation, InfoVAE's
+  prior samples; :func:`global_generator`). The per-step generator is the trainer's, installed
+  with :func:`random_source` and checkpointed.
 * **Every logged term on a rank is either a mean over the rank's rows or a quantity of the whole
   batch.** Terms that depend on the whole batch (β-TCVAE's MSS/MWS estimates, DIP-VAE's
   covariance, InfoVAE's MMD, FactorVAE's permuted codes) are computed on tensors gathered from all
   ranks with :func:`gather`, whose backward sums the gradient that every rank's loss sends to a
   rank's rows. With equal shards, the average over ranks of a rank's loss is then the global-batch
   loss, and so is the average of its gradients.
-* **Gradients are averaged over ranks before every optimizer step** (:func:`average_gradients`,
-  called by :class:`~disentangle.precision.Precision` for the model's and the objectives' own
-  optimizers), which gives each optimizer the gradient of the global-batch loss. This is what
-  ``DistributedDataParallel`` does, done explicitly because objectives call ``model.encode`` and
-  ``model.decode`` directly and take several backward passes per step (the AAE), which DDP's
-  forward hook would not see. Parameters are broadcast from rank 0 at the start.
+* **Gradients are averaged over ranks before every optimizer step** (:func:`average_gradients`:
+  one all-reduce per device and dtype of a persistent flat buffer per optimizer,
+  ``ReduceOp.AVG`` where the backend has it), which gives each optimizer the gradient of the
+  global-batch loss. This is what ``DistributedDataParallel`` does, done explicitly because
+  objectives call ``model.encode`` and ``model.decode`` directly and take several backward passes
+  per step (the AAE), which DDP's forward hook would not see. The trainer hands
+  :func:`sync_optimizer_gradients` to :class:`~disentangle.precision.Precision`, which calls it
+  between the backward pass and the step: before the fp16 GradScaler looks for overflows, so that
+  every rank takes the same decision. Parameters are broadcast from rank 0 at the start.
 * Logged values are averaged over ranks (:func:`mean_over_ranks`), the non-finite check is agreed
-  (:func:`any_over_ranks`), and rank 0 alone writes files.
+  (:func:`any_over_ranks`), and rank 0 alone writes files and evaluates metrics, through
+  :func:`run_on_main`, which raises rank 0's exception on every rank (no rank waits for the
+  collective timeout).
 """
 from __future__ import annotations
 
 import contextlib
 import datetime
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import pickle
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from .registry import ConfigError
+from .registry import ConfigError, DisentangleError
 
 #: how long a rank waits at a collective for the others (rank 0 evaluates metrics alone meanwhile)
 TIMEOUT = datetime.timedelta(minutes=60)
@@ -64,6 +73,12 @@ class _State:
     shard = Shard()
     generator: torch.Generator | None = None
     initialised_here = False
+    #: the reduction that averages (ReduceOp.AVG, or SUM then a division where the backend lacks AVG)
+    average_op: Any = None
+    #: a gradient averager per list of parameters (see average_gradients)
+    averagers: dict[tuple[int, ...], "GradientAverager"] = {}
+    #: names of parameters for error messages, by id (set by the trainer)
+    parameter_names: dict[int, str] = {}
 
 
 _STATE = _State()
@@ -111,7 +126,23 @@ def setup(device: torch.device) -> tuple[Shard, torch.device]:
         dist.init_process_group(**kwargs)
         _STATE.initialised_here = True
     _STATE.shard = Shard(dist.get_rank(), dist.get_world_size(), local_rank)
+    _STATE.averagers, _STATE.parameter_names = {}, {}
+    _STATE.average_op = _average_op(device)
     return _STATE.shard, device
+
+
+def _average_op(device: torch.device) -> Any:
+    """``ReduceOp.AVG`` if the process group's backend has it (NCCL; gloo in recent torch), else
+    ``None`` (sum, then divide). Asked of the backend with one all-reduce of one value, on every
+    rank alike: an unsupported op is refused before any communication."""
+    if dist.get_backend() == "nccl":
+        return dist.ReduceOp.AVG
+    probe = torch.ones(1, device=device)
+    try:
+        dist.all_reduce(probe, op=dist.ReduceOp.AVG)
+    except (RuntimeError, ValueError):  # e.g. "Cannot use ReduceOp.AVG with Gloo" (torch < 2.6)
+        return None
+    return dist.ReduceOp.AVG
 
 
 def teardown() -> None:
@@ -120,6 +151,7 @@ def teardown() -> None:
         dist.destroy_process_group()
     _STATE.initialised_here = False
     _STATE.shard = Shard()
+    _STATE.averagers, _STATE.parameter_names, _STATE.average_op = {}, {}, None
 
 
 def shard() -> Shard:
@@ -148,6 +180,47 @@ def local_rows(global_size: int) -> slice:
     s = _STATE.shard
     size = global_size // s.world_size
     return slice(s.rank * size, (s.rank + 1) * size)
+
+
+@contextlib.contextmanager
+def local_sampling() -> Iterator[None]:
+    """Within the block, a dataset that can render a shard of a batch alone
+    (:attr:`~disentangle.data.base.GridDataset.shard_rendering`) draws the indices and per-sample
+    randomness of the whole global batch but renders only this rank's rows
+    (:func:`disentangle.data.base.sampling_shard`); pass what the sampler returns through
+    :func:`local_batch`. Nothing changes in one process."""
+    if not is_distributed():
+        yield
+        return
+    from .data.base import BatchShard, sampling_shard  # data does not import this module
+
+    with sampling_shard(BatchShard(_STATE.shard.rank, _STATE.shard.world_size)):
+        yield
+
+
+def _batch_rows(batch: Any) -> int:
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0])
+    if isinstance(batch, tuple) and batch:
+        return _batch_rows(batch[0])
+    raise TypeError(f"cannot split a batch of type {type(batch).__name__} over processes; return tensors or tuples of them.")
+
+
+def local_batch(batch: Any, global_size: int) -> Any:
+    """This rank's rows of a batch drawn for a global batch of ``global_size`` inside
+    :func:`local_sampling`: the batch itself if the sampler rendered only this rank's rows, else
+    (the whole batch) its rows by :func:`shard_batch`."""
+    if not is_distributed():
+        return batch
+    rows, world = _batch_rows(batch), _STATE.shard.world_size
+    if rows == global_size:
+        return shard_batch(batch)
+    if rows * world == global_size:
+        return batch
+    raise ValueError(
+        f"the sampler returned {rows} rows for a global batch of {global_size} over {world} processes; "
+        f"return the whole batch or, inside local_sampling, this process's {global_size // world} rows."
+    )
 
 
 def shard_batch(batch: Any) -> Any:
@@ -260,27 +333,128 @@ def global_normal(
 
 
 # ---------------------------------------------------------------------------- reductions
-def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
-    """Replace each parameter's gradient by its mean over ranks (one all-reduce per dtype/device).
+class GradientMismatchError(DisentangleError):
+    """A parameter had a gradient on some ranks and none on others in the same step."""
 
-    Parameters without a gradient on this rank count as zero; a parameter must have a gradient on
-    all ranks or none (true for the data-parallel objectives here). A no-op in one process.
+
+def _foreach_copy(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
+    if not dst:
+        return
+    if hasattr(torch, "_foreach_copy_"):
+        torch._foreach_copy_(dst, src)
+    else:  # pragma: no cover - torch < 2.1
+        for d, s in zip(dst, src):
+            d.copy_(s)
+
+
+class GradientAverager:
+    """Averages the gradients of a fixed list of parameters over the ranks.
+
+    One persistent flat buffer per (device, dtype) of the parameters holds every gradient, then
+    one presence flag per parameter (1 where this rank has a gradient). Each call copies the
+    gradients in (zeros where there is none), all-reduces each buffer once (``ReduceOp.AVG``, or
+    a sum and a division) and copies the means back into the gradients that exist; nothing is
+    allocated after the first call. Every rank reduces the same buffers whatever gradients it has,
+    so a gradient missing on some ranks cannot make the collectives disagree (and hang); its
+    averaged flag, strictly between 0 and 1, marks it, and :meth:`check` raises
+    :class:`GradientMismatchError` naming it (read at the trainer's log and checkpoint steps:
+    reading it at every step would make the host wait for the device). A parameter with no
+    gradient on any rank keeps none (optimizers skip it).
+    """
+
+    def __init__(self, parameters: Iterable[torch.nn.Parameter]) -> None:
+        self.params = tuple(parameters)
+        groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+        for i, p in enumerate(self.params):
+            groups.setdefault((p.device, p.dtype), []).append(i)
+        self._groups = []
+        for (device, dtype), members in groups.items():
+            sizes = [self.params[i].numel() for i in members]
+            total = sum(sizes)
+            buffer = torch.zeros(total + len(members), dtype=dtype, device=device)
+            views, offset = [], 0
+            for i, n in zip(members, sizes):
+                views.append(buffer[offset : offset + n].view(self.params[i].shape))
+                offset += n
+            flags = buffer[total:]
+            mismatched = torch.zeros(len(members), dtype=torch.bool, device=device)
+            self._groups.append((members, buffer, views, flags, mismatched, {}))
+
+    def average(self) -> None:
+        """Every existing gradient replaced by its mean over ranks (the global-batch gradient)."""
+        op, world = _STATE.average_op, _STATE.shard.world_size
+        for members, buffer, views, flags, mismatched, patterns in self._groups:
+            grads = [self.params[i].grad for i in members]
+            present = tuple(g is not None for g in grads)
+            have = [k for k, p in enumerate(present) if p]
+            _foreach_copy([views[k] for k in have], [grads[k] for k in have])
+            missing = [views[k] for k, p in enumerate(present) if not p]
+            if missing:
+                torch._foreach_zero_(missing)
+            pattern = patterns.get(present)
+            if pattern is None:  # once per pattern (one per optimizer in practice): not per step
+                pattern = patterns[present] = torch.tensor(present, dtype=buffer.dtype, device=buffer.device)
+            flags.copy_(pattern)
+            if op is None:
+                dist.all_reduce(buffer, op=dist.ReduceOp.SUM)
+                buffer.div_(world)
+            else:
+                dist.all_reduce(buffer, op=op)
+            _foreach_copy([grads[k] for k in have], [views[k] for k in have])
+            # the fraction of ranks with the gradient: anything but 0 or 1 is a mismatch
+            half = 0.5 / world
+            mismatched.logical_or_((flags > half) & (flags < 1.0 - half))
+
+    def check(self) -> None:
+        """Raise :class:`GradientMismatchError` if, since the last check, a parameter had a
+        gradient on some ranks and not on others (the same answer on every rank)."""
+        bad = []
+        for members, _, _, _, mismatched, _ in self._groups:
+            if bool(mismatched.any()):
+                bad += [i for i, flag in zip(members, mismatched.tolist()) if flag]
+        if bad:
+            names = [
+                _STATE.parameter_names.get(id(self.params[i]), f"parameter {i} {tuple(self.params[i].shape)}")
+                for i in bad
+            ]
+            raise GradientMismatchError(
+                f"{', '.join(names)} had a gradient on some processes and none on others in the same "
+                f"step, so the processes no longer train the same model. Every rank must compute the "
+                f"same losses of the same parameters (a data-dependent branch that skips a loss on some "
+                f"ranks does this); multiply the loss by zero instead of leaving it out."
+            )
+
+
+def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
+    """Replace each parameter's gradient by its mean over ranks: the global-batch gradient.
+
+    Through a :class:`GradientAverager` kept per list of parameters (persistent flat buffers, one
+    all-reduce per device and dtype). A parameter must have a gradient on every rank or on none:
+    one that has it on some ranks only is averaged as if it were zero elsewhere, and
+    :func:`check_gradients` raises :class:`GradientMismatchError` at the next check. A no-op in
+    one process.
     """
     if not is_distributed():
         return
-    grads = [p.grad for p in parameters if p.grad is not None]
-    buckets: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
-    for g in grads:
-        buckets.setdefault((g.dtype, g.device), []).append(g)
-    world = _STATE.shard.world_size
-    for bucket in buckets.values():
-        flat = torch.cat([g.reshape(-1) for g in bucket])
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        flat /= world
-        offset = 0
-        for g in bucket:
-            g.copy_(flat[offset : offset + g.numel()].view_as(g))
-            offset += g.numel()
+    params = tuple(parameters)
+    key = tuple(id(p) for p in params)
+    averager = _STATE.averagers.get(key)
+    if averager is None or any(a is not b for a, b in zip(averager.params, params)):
+        averager = _STATE.averagers[key] = GradientAverager(params)
+    averager.average()
+
+
+def check_gradients() -> None:
+    """Raise :class:`GradientMismatchError` if a parameter had a gradient on some ranks and not on
+    others since the last check (every rank raises alike). Reads the device: the trainer calls it
+    at log and checkpoint steps only. A no-op in one process."""
+    for averager in list(_STATE.averagers.values()):
+        averager.check()
+
+
+def name_parameters(named: Mapping[str, torch.nn.Parameter]) -> None:
+    """Names for the parameters in :class:`GradientMismatchError` messages."""
+    _STATE.parameter_names = {id(p): name for name, p in named.items()}
 
 
 def optimizer_parameters(optimizer: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
@@ -319,6 +493,43 @@ def any_over_ranks(flag: torch.Tensor) -> bool:
     return bool(value.item())
 
 
+def _portable(error: BaseException | None) -> BaseException | None:
+    """``error``, or a :class:`DisentangleError` with its type and message if it does not pickle."""
+    if error is None:
+        return None
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        return DisentangleError(f"{type(error).__name__}: {error}")
+
+
+def run_on_main(fn: Callable[[], Any]) -> Any:
+    """``fn()`` on rank 0 alone; its result on every rank, or its exception raised on every rank.
+
+    Rank 0's work (reading and writing the run folder, evaluating metrics) is followed by one
+    broadcast, so when it fails the other ranks raise the same error at once instead of waiting at
+    their next collective for the timeout. ``fn()`` itself in one process.
+    """
+    if not is_distributed():
+        return fn()
+    result, error = None, None
+    if _STATE.shard.is_main:
+        try:
+            result = fn()
+        except Exception as err:  # shared below, so no rank waits
+            error = err
+        shared = broadcast_object((result, _portable(error)))
+        if error is not None:
+            raise error
+        return shared[0]
+    result, error = broadcast_object(None)
+    if error is not None:
+        error.add_note(f"(raised on rank 0; this is rank {_STATE.shard.rank})")
+        raise error
+    return result
+
+
 def broadcast_object(obj: Any) -> Any:
     """Rank 0's ``obj`` on every rank (e.g. the checkpoint rank 0 read). Identity in one process."""
     if not is_distributed():
@@ -344,22 +555,29 @@ def barrier() -> None:
 
 __all__ = [
     "Shard",
+    "GradientAverager",
+    "GradientMismatchError",
     "any_over_ranks",
     "average_gradients",
     "barrier",
     "broadcast_module",
     "broadcast_object",
     "check_batch_size",
+    "check_gradients",
     "gather",
     "gather_detached",
     "global_generator",
     "global_normal",
     "is_distributed",
     "launched_world_size",
+    "local_batch",
     "local_rows",
+    "local_sampling",
     "mean_over_ranks",
+    "name_parameters",
     "normal",
     "random_source",
+    "run_on_main",
     "setup",
     "shard",
     "shard_batch",

@@ -2,9 +2,10 @@
 
 One :class:`Precision` object is shared by every optimizer of a run (the trainer's and those an
 objective owns), because PyTorch's GradScaler must see all ``step`` calls of an iteration before
-its single ``update``. In a multi-process run it also averages each optimizer's gradients over the
-ranks just before the step (``sync_gradients``), before the fp16 scaler looks for overflows, so
-every rank takes the same decision and the same step.
+its single ``update``. It knows nothing of processes: in a multi-process run the trainer gives it
+``sync_gradients`` (:func:`disentangle.distributed.sync_optimizer_gradients`, which averages an
+optimizer's gradients over the ranks), called between the backward pass and the step, before the
+fp16 scaler looks for overflows, so that every rank takes the same decision and the same step.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ class Precision:
         sync_gradients: Callable[[torch.optim.Optimizer], None] | None = None,
     ) -> None:
         """``sync_gradients(optimizer)``, if given, runs after every backward and before the step
-        (the trainer passes :func:`disentangle.distributed.sync_optimizer_gradients`)."""
+        and its overflow check (the trainer passes
+        :func:`disentangle.distributed.sync_optimizer_gradients` in a multi-process run)."""
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
         self.precision = precision

@@ -29,8 +29,9 @@ Design choices:
   from a second checkpointed generator, installed with
   :func:`disentangle.distributed.random_source`, drawn for the global batch.
 * Under ``torchrun`` (:mod:`disentangle.distributed`) ``train.batch_size`` is the global batch;
-  each rank trains on its shard and the run computes the single-process losses; logged values are
-  global-batch values; rank 0 writes the run folder and evaluates metrics.
+  each rank trains on its shard (drawn for the global batch, rendered for its rows) and the run
+  computes the single-process losses; logged values are global-batch values; rank 0 writes the run
+  folder and evaluates metrics, and an exception there is raised on every rank at once.
 * ``train.steps`` is the *total* step count: ``--resume`` continues from the checkpoint up to it.
 * Ctrl-C (SIGINT) never saves half a step: the handler only sets a flag; the step in progress
   (including FactorVAE's discriminator update) completes, its checkpoint is written, and then
@@ -198,6 +199,19 @@ def build_schedulers(
     return {name: torch.optim.lr_scheduler.LambdaLR(opt, factor) for name, opt in optimizers.items()}
 
 
+def configure_cuda_backends(train: TrainConfig) -> None:
+    """``train.tf32`` and ``train.cudnn_benchmark`` into ``torch.backends`` (for a CUDA run).
+
+    ``tf32`` true or false turns TF32 on or off for both matmuls and cuDNN convolutions; unset
+    (``None``) leaves PyTorch's defaults alone (TF32 convolutions on, matmuls off), which a
+    ``false`` used to override, slowing convolutions on Ampere and later GPUs.
+    """
+    if train.tf32 is not None:
+        torch.backends.cuda.matmul.allow_tf32 = train.tf32
+        torch.backends.cudnn.allow_tf32 = train.tf32
+    torch.backends.cudnn.benchmark = train.cudnn_benchmark
+
+
 def compile_networks(model: torch.nn.Module, objective: torch.nn.Module, mode: bool | str) -> None:
     """``torch.compile`` the encoder, the decoder and the objective's networks in place
     (``nn.Module.compile``: the state-dict keys do not change). ``mode``: True (default mode) or
@@ -287,15 +301,17 @@ class Trainer:
         self.schedulers = build_schedulers(self.optimizers, cfg.train)
         sync = distributed.sync_optimizer_gradients if distributed.is_distributed() else None
         self.precision = Precision(cfg.train.precision, self.device, sync_gradients=sync)
+        distributed.name_parameters({
+            **{f"model.{n}": p for n, p in self.model.named_parameters()},
+            **{f"objective.{n}": p for n, p in self.objective.named_parameters()},
+        })
         self.data_generator = torch.Generator(device=self.device)
         self.data_generator.manual_seed(cfg.seed + 1)  # distinct stream from weight init / noise
         # every per-step draw of the objectives (reparameterisation, prior samples, permutations)
         self.noise_generator = torch.Generator(device=self.device)
         self.noise_generator.manual_seed(cfg.seed + 3)
         if self.device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = cfg.train.tf32
-            torch.backends.cudnn.allow_tf32 = cfg.train.tf32
-            torch.backends.cudnn.benchmark = cfg.train.cudnn_benchmark
+            configure_cuda_backends(cfg.train)
         self.step = 0
         self._wall_time_before = 0.0  # training seconds of earlier sessions of this run (resume)
         self._session_start = time.perf_counter()
@@ -347,8 +363,8 @@ class Trainer:
             self.noise_generator.manual_seed(self.config.seed + 3 + self.step)
 
     def save_checkpoint(self) -> None:
-        if self.shard.is_main:
-            save_rotating(self._state(), self.checkpoint_path)
+        """Rank 0 writes the checkpoint; its failure is raised on every rank (:meth:`_on_main`)."""
+        self._on_main(lambda: save_rotating(self._state(), self.checkpoint_path))
         self._checkpoint_step = self.step
 
     def _check_resume_config(self, saved: dict[str, Any]) -> None:
@@ -426,17 +442,10 @@ class Trainer:
         write_training_pictures(self.model, self.dataset, self.out_dir, seed=self.config.seed)
 
     def _on_main(self, fn: Any) -> Any:
-        """``fn()`` on rank 0, its result (or its exception) on every rank."""
-        result, error = None, None
-        if self.shard.is_main:
-            try:
-                result = fn()
-            except Exception as err:  # raised on every rank below, so none waits forever
-                error = err
-        result, error = distributed.broadcast_object((result, error))
-        if error is not None:
-            raise error
-        return result
+        """``fn()`` on rank 0, its result (or its exception) on every rank
+        (:func:`disentangle.distributed.run_on_main`): every piece of rank 0's own work goes
+        through here, so a failure there stops every rank at once."""
+        return distributed.run_on_main(fn)
 
     # ------------------------------------------------------------------ loop
     def train_step(self) -> dict[str, torch.Tensor]:
@@ -444,8 +453,9 @@ class Trainer:
         the objective's (per-rank) terms."""
         cfg = self.config.train
         with distributed.random_source(self.noise_generator):
-            batch = self.objective.sample_batch(self.dataset, cfg.batch_size, self.data_generator)
-            batch = _to_device(distributed.shard_batch(batch), self.device)
+            with distributed.local_sampling():  # draws for the global batch, renders this rank's rows
+                batch = self.objective.sample_batch(self.dataset, cfg.batch_size, self.data_generator)
+            batch = _to_device(distributed.local_batch(batch, cfg.batch_size), self.device)
             terms = self.objective.train_step(
                 self.model, batch, step=self.step, optimizers=self.optimizers, precision=self.precision
             )
@@ -489,7 +499,9 @@ class Trainer:
         distributed.broadcast_module(self.objective)
         compile_networks(self.model, self.objective, cfg.compile)
         tensorboard = None
-        if main:
+
+        def open_run_folder() -> None:  # rank 0
+            nonlocal tensorboard
             if ckpt is not None:
                 self._truncate_log(self.step)
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -499,6 +511,8 @@ class Trainer:
 
                 # on resume, events a crashed session wrote after the checkpoint are hidden
                 tensorboard = TensorBoardLogger(self.out_dir, purge_step=self.step if ckpt is not None else None)
+
+        self._on_main(open_run_folder)
 
         model, objective = self.model, self.objective
         model.train()
@@ -514,6 +528,7 @@ class Trainer:
 
         def check_finite() -> None:
             nonlocal last_good_step
+            distributed.check_gradients()  # a gradient missing on some ranks only (read here, not per step)
             if distributed.any_over_ranks(nonfinite):  # every rank stops, with the same message
                 kept = (
                     f"the last good checkpoint (step {self._checkpoint_step})"
@@ -526,6 +541,25 @@ class Trainer:
                 )
             last_good_step = self.step
 
+        def write_step(log: bool, evaluate: bool, images: bool) -> None:  # rank 0's files of a step
+            if log:
+                elapsed = time.perf_counter() - start_time
+                speed = {
+                    "steps_per_s": (self.step - start_step) / max(elapsed, 1e-9),
+                    "wall_time_s": round(self.wall_time_s, 3),
+                }
+                self._log({"step": self.step, **last_terms, **speed})
+                bar.set_postfix({k: f"{v:.4g}" for k, v in last_terms.items() if isinstance(v, float)}, refresh=False)
+                if tensorboard is not None:
+                    tensorboard.log_terms(self.step, {**last_terms, **speed})
+            if evaluate:
+                scores = self._evaluate()
+                self._log({"step": self.step, "metrics": scores})
+                if tensorboard is not None:
+                    tensorboard.log_metrics(self.step, scores)
+            if images and tensorboard is not None:
+                tensorboard.log_images(self.step, model, self.dataset, self._picture_generator())
+
         interrupt = _DeferredInterrupt()
         try:
             interrupt.install()
@@ -537,32 +571,20 @@ class Trainer:
                 at_end = self.step == cfg.steps
                 at_log = self.step % cfg.log_every == 0 or at_end
                 at_checkpoint = self.step % cfg.checkpoint_every == 0 or at_end
+                at_eval = bool(cfg.eval_every and cfg.eval_metrics) and (self.step % cfg.eval_every == 0 or at_end)
+                at_images = bool(cfg.tensorboard and cfg.image_every) and self.step % cfg.image_every == 0
                 if at_log:
                     check_finite()
                     # global-batch values: a rank's term is a mean over its rows or a whole-batch quantity
                     tensors = distributed.mean_over_ranks({k: v for k, v in terms.items() if isinstance(v, torch.Tensor)})
                     last_terms = {k: _to_loggable(tensors.get(k, v)) for k, v in terms.items()}
-                    if main:
-                        elapsed = time.perf_counter() - start_time
-                        speed = {
-                            "steps_per_s": (self.step - start_step) / max(elapsed, 1e-9),
-                            "wall_time_s": round(self.wall_time_s, 3),
-                        }
-                        self._log({"step": self.step, **last_terms, **speed})
-                        bar.set_postfix({k: f"{v:.4g}" for k, v in last_terms.items() if isinstance(v, float)}, refresh=False)
-                        if tensorboard is not None:
-                            tensorboard.log_terms(self.step, {**last_terms, **speed})
-                if main and cfg.eval_every and cfg.eval_metrics and (self.step % cfg.eval_every == 0 or at_end):
-                    scores = self._evaluate()
-                    self._log({"step": self.step, "metrics": scores})
-                    if tensorboard is not None:
-                        tensorboard.log_metrics(self.step, scores)
-                if tensorboard is not None and cfg.image_every and self.step % cfg.image_every == 0:
-                    tensorboard.log_images(self.step, model, self.dataset, self._picture_generator())
+                if at_log or at_eval or at_images:
+                    # rank 0 writes and evaluates; an error there is raised on every rank
+                    self._on_main(functools.partial(write_step, at_log, at_eval, at_images))
                 if distributed.is_distributed():
                     # ranks agree where they already meet, so a signal seen by one rank stops all
                     stop = (at_log or at_checkpoint) and distributed.any_over_ranks(
-                        torch.tensor(interrupt.requested, device=self.device)
+                        torch.full((), interrupt.requested, dtype=torch.bool, device=self.device)
                     )
                 else:
                     stop = interrupt.requested
@@ -576,8 +598,8 @@ class Trainer:
             bar.close()
             if tensorboard is not None:
                 tensorboard.close()
-        if main and cfg.traversals and self.step > 0:
-            self._write_pictures()
+        if cfg.traversals and self.step > 0:
+            self._on_main(self._write_pictures)
         distributed.barrier()  # the run folder is complete when any rank returns
         return TrainResult(self.out_dir, self.step, last_terms)
 

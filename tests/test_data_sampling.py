@@ -67,3 +67,100 @@ def test_sample_with_fixed_factor(dataset):
         assert (f[:, k] == f[0, k]).all()
         others = [j for j in range(3) if j != k]
         assert all(len(np.unique(f[:, j])) == dataset.factor_sizes[j] for j in others)
+
+
+# ---------------------------------------------------------------------------- a shard of a batch
+from disentangle.data.base import BatchShard, GridDataset, sampling_shard  # noqa: E402
+from disentangle.data.pairs import sample_pairs  # noqa: E402
+from disentangle.data.sprites import ProceduralSprites  # noqa: E402
+from disentangle.data.variants import ColorSprites, NoisySprites, ScreamSprites  # noqa: E402
+
+
+def _scream(tmp_path, base):
+    from PIL import Image
+
+    y, x = np.mgrid[0:90, 0:70]
+    rgb = np.stack([x % 256, y % 256, (x + 2 * y) % 256], axis=-1).astype(np.uint8)
+    Image.fromarray(rgb).save(tmp_path / "bg.png")
+    return ScreamSprites(base, str(tmp_path / "bg.png"))
+
+
+def _datasets(tmp_path, dataset):
+    sprites = ProceduralSprites(image_size=16)
+    return {
+        "indexed": dataset,
+        "sprites": sprites,
+        "color": ColorSprites(sprites),
+        "noisy": NoisySprites(sprites),
+        "scream": _scream(tmp_path, sprites),
+    }
+
+
+def _shards(sample, world: int, seed: int):
+    """What each of ``world`` ranks samples (one generator each, all seeded alike), and the state
+    each generator is left in."""
+    parts, states = [], []
+    for rank in range(world):
+        g = torch.Generator().manual_seed(seed)
+        with sampling_shard(BatchShard(rank, world)):
+            parts.append(sample(g))
+        states.append(g.get_state())
+    return parts, states
+
+
+@pytest.mark.parametrize("name", ["indexed", "sprites", "color", "noisy", "scream"])
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_shard_renders_its_rows_of_the_global_batch(name, world, dataset, tmp_path):
+    """Indices and per-sample nuisance are drawn for the whole batch; a rank renders only its rows,
+    which are exactly its rows of the single-process batch, and the generator moves on alike."""
+    ds = _datasets(tmp_path, dataset)[name]
+    assert ds.shard_rendering
+    g = torch.Generator().manual_seed(7)
+    whole = ds.sample_batch(16, g)
+    parts, states = _shards(lambda gen: ds.sample_batch(16, gen), world, 7)
+    assert all(p.shape[0] == 16 // world for p in parts)
+    assert torch.equal(torch.cat(parts), whole)
+    assert all(torch.equal(s, g.get_state()) for s in states)
+
+
+@pytest.mark.parametrize("name", ["indexed", "color", "scream"])
+def test_a_shard_of_pairs_renders_its_pairs(name, dataset, tmp_path):
+    ds = _datasets(tmp_path, dataset)[name]
+    g = torch.Generator().manual_seed(3)
+    whole = sample_pairs(ds, 8, g, k="random")
+    parts, states = _shards(lambda gen: sample_pairs(ds, 8, gen, k="random"), 2, 3)
+    for field in range(3):
+        assert torch.equal(torch.cat([p[field] for p in parts]), whole[field]), field
+    assert parts[0].x1.shape[0] == 4
+    assert all(torch.equal(s, g.get_state()) for s in states)
+
+
+class _OwnNuisance(IndexedImageDataset):
+    """A user's dataset whose transform draws without per_sample: it cannot render a shard alone."""
+
+    deterministic_observations = False
+
+    def transform(self, batch, generator):
+        return batch + (torch.rand(batch.shape[0], 1, 1, 1, generator=generator) > 0.5).to(batch.dtype)
+
+
+def test_a_dataset_with_its_own_draws_is_rendered_whole(dataset):
+    own = _OwnNuisance(dataset.images, dataset.factor_names, dataset.factor_sizes)
+    assert not own.shard_rendering and not ColorSprites(own).shard_rendering  # nor a variant of it
+    g = torch.Generator().manual_seed(5)
+    whole = own.sample_batch(8, g)
+    parts, _ = _shards(lambda gen: own.sample_batch(8, gen), 2, 5)
+    assert all(torch.equal(p, whole) for p in parts)  # the whole batch: the trainer slices it
+
+
+def test_grid_subclass_without_transform_keeps_shard_rendering():
+    class Plain(GridDataset):
+        pass
+
+    class Drawing(GridDataset):
+        deterministic_observations = False
+
+        def transform(self, batch, generator):
+            return batch
+
+    assert Plain.shard_rendering and not Drawing.shard_rendering

@@ -1,19 +1,25 @@
 """Multi-process training (issue 13) on the CPU with 2 gloo processes: the DDP run computes the
-single-process losses on the same global batch for every objective, checkpoints move between a
-2-process run and a single process both ways, and a NaN on one rank stops both ranks alike.
+single-process losses on the same global batch for every objective (also where each rank renders
+only its rows of a sprites variant, issue 22), checkpoints move between a 2-process run and a
+single process both ways, and a NaN on one rank, a gradient missing on one rank, and a failed
+checkpoint or evaluation on rank 0 stop both ranks alike and at once.
 
 The two workers are spawned once (``torch.multiprocessing``) and run every job in turn; the
 single-process references run in the test process.
 """
 from __future__ import annotations
 
+import contextlib
+import datetime
 import json
 import math
 import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -49,6 +55,31 @@ class NaNOnRank1(BetaVAE):
         return terms
 
 
+@OBJECTIVES.register("_gain_on_rank_0_only", overwrite=True)
+class GainOnRank0Only(BetaVAE):
+    """β-VAE times a learned gain (its own optimizer); from step 3 on, rank 1 leaves the gain out of
+    its loss, so the gain has a gradient on rank 0 only."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.gain = torch.nn.Parameter(torch.ones(()))
+
+    def extra_optimizers(self, model, make_optimizer):
+        return {"gain": make_optimizer([self.gain])}
+
+    def train_step(self, model, x, *, step, optimizers, precision):
+        with precision.autocast():
+            terms = self(model, x, step=step)
+        with_gain = step < 3 or distributed.shard().rank == 0
+        loss = terms["loss"] * self.gain if with_gain else terms["loss"]
+        for opt in optimizers.values():
+            opt.zero_grad(set_to_none=True)
+        precision.backward(loss)
+        for opt in optimizers.values():
+            precision.step(opt)
+        return {k: v.detach() for k, v in terms.items()}
+
+
 #: every objective, with settings that keep it tiny
 OBJECTIVE_SETTINGS: dict[str, dict[str, object]] = {
     "beta_vae": {"beta": 4.0},
@@ -66,6 +97,21 @@ OBJECTIVE_SETTINGS: dict[str, dict[str, object]] = {
 }
 STEPS = 20
 WEAK = ("ada_gvae", "ada_ml_vae", "gvae", "ml_vae")
+#: runs on sprites variants, whose ranks render only their own rows (colour, noise, crops drawn globally)
+SPRITE_RUNS: dict[str, dict[str, object]] = {
+    "color_sprites_ada_gvae": {"data.name": "color_sprites", "data.image_size": 16, "objective.name": "ada_gvae"},
+    "noisy_sprites_beta_vae": {"data.name": "noisy_sprites", "data.image_size": 16, "objective.name": "beta_vae"},
+}
+SPRITE_STEPS = 6
+#: rank 0's own work made to fail (on rank 0 only): (patched target, the exception)
+INJECTED = {
+    "checkpoint_error": ("disentangle.trainer.save_rotating", OSError("injected: the disk is full")),
+    "eval_error": ("disentangle.trainer.Trainer._evaluate", RuntimeError("injected: a metric failed")),
+}
+#: jobs that end in an exception on purpose (recorded by the workers)
+FAILING = ("nan", "mismatch", *INJECTED)
+#: how long a rank waits at a collective in these tests (the trainer's default is an hour)
+COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=120)
 
 
 def _overrides(out_dir: Path, objective: str, steps: int = STEPS, **extra: object) -> list[str]:
@@ -117,7 +163,53 @@ def _job_list(root: Path) -> list[tuple[str, list[str], bool]]:
     # a single-process checkpoint at step 10, resumed by 2 processes up to 20
     jobs.append(("single_then_ddp", _overrides(root / "single_then_ddp", "factor_vae"), True))
     jobs.append(("nan", _overrides(root / "nan", "_nan_on_rank_1", steps=12, **{"train.log_every": 2, "train.checkpoint_every": 4}), False))
+    for name, extra in SPRITE_RUNS.items():
+        jobs.append((name, _overrides(root / "ddp" / name, "beta_vae", steps=SPRITE_STEPS, **extra), False))
+    jobs.append(("averager_probe", [], False))
+    # gradients averaged by a sum and a division, as on backends without ReduceOp.AVG
+    jobs.append(("sum_then_divide", _overrides(root / "sum_then_divide", "factor_vae"), False))
+    every = {"train.log_every": 2, "train.checkpoint_every": 4}
+    jobs.append(("mismatch", _overrides(root / "mismatch", "_gain_on_rank_0_only", steps=8, **every), False))
+    # the failures of rank 0's own work come last: a regression would leave the group unusable
+    jobs.append(("checkpoint_error", _overrides(root / "checkpoint_error", "beta_vae", steps=8, **every), False))
+    evaluating = {**every, "train.eval_every": 2, "train.eval_metrics": "[mig]"}
+    jobs.append(("eval_error", _overrides(root / "eval_error", "beta_vae", steps=8, **evaluating), False))
     return jobs
+
+
+def _probe_averager(rank: int, root: Path) -> None:
+    """GradientAverager on its own: rank-dependent gradients are averaged, its buffers are kept
+    from one call to the next, and a gradient missing on rank 1 is named at the check."""
+    distributed.setup(torch.device("cpu"))
+    try:
+        torch.manual_seed(0)
+        params = list(torch.nn.Linear(3, 2).parameters())
+
+        def fill(missing_on_rank_1: bool = False) -> None:
+            for i, p in enumerate(params):
+                p.grad = None if (missing_on_rank_1 and i == 1 and rank == 1) else torch.full_like(p, rank + 1.0)
+
+        fill()
+        distributed.average_gradients(params)
+        averaged = all(torch.equal(p.grad, torch.full_like(p, 1.5)) for p in params)
+        (averager,) = distributed._STATE.averagers.values()
+        pointers = [group[1].data_ptr() for group in averager._groups]
+        fill()
+        distributed.average_gradients(params)
+        reused = len(distributed._STATE.averagers) == 1 and pointers == [g[1].data_ptr() for g in averager._groups]
+        distributed.check_gradients()  # nothing missing so far
+        fill(missing_on_rank_1=True)
+        distributed.average_gradients(params)
+        try:
+            distributed.check_gradients()
+            mismatch = ""
+        except distributed.GradientMismatchError as err:
+            mismatch = str(err)
+        record = {"averaged": averaged, "buffers_reused": reused, "mismatch": mismatch,
+                  "average_op": str(distributed._STATE.average_op)}
+        (root / f"averager_rank{rank}.json").write_text(json.dumps(record))
+    finally:
+        distributed.teardown()
 
 
 def _worker(rank: int, world: int, port: int, root: str) -> None:
@@ -125,13 +217,26 @@ def _worker(rank: int, world: int, port: int, root: str) -> None:
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
     )
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT)
     try:
         for name, overrides, resume in _job_list(Path(root)):
+            if name == "averager_probe":
+                _probe_averager(rank, Path(root))
+                continue
+            target, error = INJECTED.get(name, (None, None))
+            inject = mock.patch(target, side_effect=error) if target and rank == 0 else contextlib.nullcontext()
+            if name == "sum_then_divide":
+                inject = mock.patch("disentangle.distributed._average_op", return_value=None)
+            start = time.perf_counter()
             try:
-                train(load_config(None, overrides), resume=resume)
-            except NonFiniteLossError as err:
+                with inject:
+                    train(load_config(None, overrides), resume=resume)
+            except Exception as err:
+                if name not in FAILING:
+                    raise
                 (Path(root) / f"{name}_error_rank{rank}.txt").write_text(str(err))
+                record = {"type": type(err).__name__, "seconds": time.perf_counter() - start}
+                (Path(root) / f"{name}_error_rank{rank}.json").write_text(json.dumps(record))
     finally:
         dist.destroy_process_group()
 
@@ -162,6 +267,8 @@ def single_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("single")
     for name in OBJECTIVE_SETTINGS:
         train(load_config(None, _overrides(root / name, name)))
+    for name, extra in SPRITE_RUNS.items():
+        train(load_config(None, _overrides(root / name, "beta_vae", steps=SPRITE_STEPS, **extra)))
     torch.set_num_threads(threads)
     return root
 
@@ -174,6 +281,55 @@ def test_two_processes_log_the_single_process_losses(name, ddp_root, single_root
     _assert_close(got, expected, name)
     # and the runs are not trivially equal: the loss changes over the steps
     assert len({round(r["loss"], 6) for r in got}) > 1
+
+
+@pytest.mark.parametrize("name", list(SPRITE_RUNS))
+def test_ranks_rendering_their_own_rows_log_the_single_process_losses(name, ddp_root, single_root):
+    """Each rank renders only its rows of a sprites variant (pairs for ada_gvae), the nuisance drawn
+    for the whole batch: the run is the single-process run."""
+    got, expected = _terms(_records(ddp_root / "ddp" / name)), _terms(_records(single_root / name))
+    assert len(got) == SPRITE_STEPS
+    _assert_close(got, expected, name)
+
+
+def test_averaging_by_sum_and_division_gives_the_same_run(ddp_root, single_root):
+    """Where the backend has no ReduceOp.AVG (gloo before torch 2.6) gradients are summed and divided."""
+    got, expected = _terms(_records(ddp_root / "sum_then_divide")), _terms(_records(single_root / "factor_vae"))
+    _assert_close(got, expected, "sum then divide")
+
+
+def test_the_gradient_averager_averages_in_persistent_buffers_and_names_a_missing_gradient(ddp_root):
+    for rank in (0, 1):
+        record = json.loads((ddp_root / f"averager_rank{rank}.json").read_text())
+        assert record["averaged"] and record["buffers_reused"], record
+        assert "parameter 1 (2,) had a gradient on some processes and none on others" in record["mismatch"], record
+
+
+def _failure(root: Path, name: str) -> list[tuple[str, dict]]:
+    return [
+        ((root / f"{name}_error_rank{r}.txt").read_text(), json.loads((root / f"{name}_error_rank{r}.json").read_text()))
+        for r in (0, 1)
+    ]
+
+
+def test_a_gradient_missing_on_one_rank_stops_both_with_a_clear_error(ddp_root):
+    (message0, record0), (message1, record1) = _failure(ddp_root, "mismatch")
+    assert message0 == message1 and record0["type"] == record1["type"] == "GradientMismatchError"
+    assert "objective.gain had a gradient on some processes and none on others" in message0
+    # found at the first check after step 3: the log step 4, before its checkpoint
+    assert [r["step"] for r in _records(ddp_root / "mismatch")] == [2]
+    assert not (ddp_root / "mismatch" / "checkpoint.pt").exists()
+
+
+@pytest.mark.parametrize("name", list(INJECTED))
+def test_a_failure_of_rank_zero_stops_every_rank_at_once(name, ddp_root):
+    """Rank 0 alone writes checkpoints and evaluates; its exception is raised on rank 1 too, at
+    once (not after the collective timeout)."""
+    (message0, record0), (message1, record1) = _failure(ddp_root, name)
+    injected = INJECTED[name][1]
+    assert str(injected) in message0 and str(injected) in message1
+    assert record0["type"] == record1["type"] == type(injected).__name__
+    assert max(record0["seconds"], record1["seconds"]) < COLLECTIVE_TIMEOUT.total_seconds() / 4, (record0, record1)
 
 
 def test_two_process_checkpoint_resumes_in_one_process(ddp_root, single_root, tmp_path):

@@ -267,3 +267,40 @@ def test_compiled_and_eager_steps_give_the_same_losses(tmp_path, tiny_overrides)
             assert math.isclose(ra[key], rb[key], rel_tol=1e-4), (key, ra[key], rb[key])
     ckpt = torch.load(compiled / "checkpoint.pt", weights_only=True)
     assert not any("_orig_mod" in k for k in ckpt["model"])  # compiled in place: the same keys
+
+
+# ---------------------------------------------------------------------------- train.tf32 (issue 22)
+def test_tf32_unset_leaves_pytorchs_defaults_and_true_or_false_set_both():
+    from disentangle.config import TrainConfig
+    from disentangle.trainer import configure_cuda_backends
+
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    try:
+        assert TrainConfig().tf32 is None
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True  # PyTorch's defaults
+        configure_cuda_backends(TrainConfig())
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (False, True)
+        configure_cuda_backends(TrainConfig(tf32=True))
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (True, True)
+        configure_cuda_backends(TrainConfig(tf32=False, cudnn_benchmark=True))
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (False, False)
+        assert torch.backends.cudnn.benchmark
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = flags
+
+
+@pytest.mark.parametrize("value", ["true", "false", "null"])
+def test_tf32_is_tri_state_in_configs(value, tiny_overrides, tmp_path):
+    cfg = load_config(None, tiny_overrides(tmp_path, **{"train.tf32": value}))
+    assert cfg.train.tf32 is {"true": True, "false": False, "null": None}[value]
+    assert load_config(None, tiny_overrides(tmp_path)).train.tf32 is None
+
+
+def test_a_run_written_with_tf32_false_resumes_with_tf32_unset(tmp_path, tiny_overrides):
+    """Configs and checkpoints of earlier versions say tf32: false; the key may change on resume."""
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    train(load_config(None, tiny_overrides(straight, steps=8)))
+    train(load_config(None, tiny_overrides(split, steps=4, **{"train.tf32": "false"})))
+    assert yaml.safe_load((split / "config.yaml").read_text())["train"]["tf32"] is False
+    train(load_config(None, tiny_overrides(split, steps=8)), resume=True)
+    assert _loss_fields(_records(split)) == _loss_fields(_records(straight))

@@ -13,6 +13,10 @@ Two layers:
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -87,6 +91,86 @@ def sample_with_fixed_factor(
     return factors
 
 
+# ---------------------------------------------------------------------------- a shard of a batch
+@dataclass(frozen=True)
+class BatchShard:
+    """Shard ``index`` of ``count`` equal shards of a batch: the rows one process of a
+    multi-process run trains on (``index`` its rank, ``count`` the number of processes)."""
+
+    index: int = 0
+    count: int = 1
+
+    def rows(self, tensor: torch.Tensor, groups: int = 1) -> torch.Tensor:
+        """This shard's rows of ``tensor`` (the batch on the first axis).
+
+        With ``groups`` > 1 the batch is that many equal blocks (the first and the second elements
+        of pairs) and the shard's rows of every block are kept, block after block: the layout of
+        :func:`disentangle.distributed.normal`.
+        """
+        n = tensor.shape[0]
+        if n % (groups * self.count):
+            raise ValueError(f"a batch of {n} rows does not split into {groups} blocks of {self.count} shards")
+        if self.count == 1:
+            return tensor
+        blocks = tensor.unflatten(0, (groups, self.count, n // (groups * self.count)))
+        return blocks[:, self.index].flatten(0, 1)
+
+
+#: the shard the current sampler renders (set by :func:`sampling_shard`)
+_SAMPLING_SHARD: contextvars.ContextVar[BatchShard | None] = contextvars.ContextVar("sampling_shard", default=None)
+#: while a shard is rendered: the shard and the number of blocks of the batch
+_RENDERING: contextvars.ContextVar[tuple[BatchShard, int] | None] = contextvars.ContextVar("rendering", default=None)
+
+
+@contextlib.contextmanager
+def sampling_shard(shard: BatchShard | None) -> Iterator[None]:
+    """Within the block, :meth:`GridDataset.sample_batch` and
+    :func:`~disentangle.data.pairs.sample_pairs` draw the indices and the per-sample randomness
+    of the whole batch, as without it, but render and return only ``shard``'s rows (for datasets
+    whose :attr:`~GridDataset.shard_rendering` is true; others return the whole batch). ``None``:
+    the whole batch. The trainer enters it through :func:`disentangle.distributed.local_sampling`.
+    """
+    token = _SAMPLING_SHARD.set(shard if shard is not None and shard.count > 1 else None)
+    try:
+        yield
+    finally:
+        _SAMPLING_SHARD.reset(token)
+
+
+def current_sampling_shard() -> BatchShard | None:
+    """The shard set by :func:`sampling_shard` (``None``: the whole batch)."""
+    return _SAMPLING_SHARD.get()
+
+
+@contextlib.contextmanager
+def rendering_shard(shard: BatchShard, groups: int = 1) -> Iterator[None]:
+    """Within the block, the observations rendered are ``shard``'s rows of a batch of ``groups``
+    blocks: :func:`per_sample` draws for the whole batch and keeps these rows. Samplers enter it
+    around ``observe``; a nested sampler inside draws its own batch whole."""
+    sampling, rendering = _SAMPLING_SHARD.set(None), _RENDERING.set((shard, int(groups)))
+    try:
+        yield
+    finally:
+        _RENDERING.reset(rendering)
+        _SAMPLING_SHARD.reset(sampling)
+
+
+def per_sample(draw: Callable[[int], torch.Tensor], n: int) -> torch.Tensor:
+    """``draw(n)``: a transform's random draw for ``n`` observations, one row per observation.
+
+    While only a shard of a batch is rendered (:func:`rendering_shard`), ``draw`` is called for
+    the whole batch and the shard's rows are returned, so every observation gets the nuisance it
+    gets when the whole batch is rendered, and the generator moves on exactly as it does then.
+    Every per-sample draw of a dataset whose :attr:`~GridDataset.shard_rendering` is true goes
+    through here.
+    """
+    state = _RENDERING.get()
+    if state is None:
+        return draw(n)
+    shard, groups = state
+    return shard.rows(draw(n * shard.count), groups)
+
+
 class GridDataset:
     """Base class of our datasets: a full factor grid, sampled by index on one device.
 
@@ -113,6 +197,11 @@ class GridDataset:
     #: nuisance, no hidden factor): the metrics then encode each grid point once
     #: (:class:`disentangle.metrics.CodeTable`). False unless a dataset class declares it.
     deterministic_observations: bool = False
+    #: whether the rows of a shard of a batch can be rendered alone (:func:`sampling_shard`): every
+    #: per-sample random draw of :meth:`transform` goes through :func:`per_sample` and :meth:`raw`
+    #: renders each index on its own. A class that overrides ``transform`` (or a variant's
+    #: ``apply``) without declaring it gets False: its batches are rendered whole and then sliced.
+    shard_rendering: bool = True
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -123,6 +212,9 @@ class GridDataset:
                 "observations are a function of the factors alone: set the class attribute "
                 "deterministic_observations = True or False."
             )
+        # a transform that draws without per_sample would give every process the same draws
+        if any(m in cls.__dict__ for m in ("transform", "apply")) and "shard_rendering" not in cls.__dict__:
+            cls.shard_rendering = False
 
     def _init_grid(
         self, factor_names: Sequence[str], factor_sizes: Sequence[int], device: torch.device | str
@@ -207,9 +299,17 @@ class GridDataset:
         return out
 
     def sample_batch(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-        """A uniformly drawn batch ``(B, C, H, W)`` of float images in [0, 1] on :attr:`device`."""
+        """A uniformly drawn batch ``(B, C, H, W)`` of float images in [0, 1] on :attr:`device`.
+
+        Within :func:`sampling_shard` (and with :attr:`shard_rendering`) only the shard's rows are
+        rendered and returned, from the indices and randomness drawn for the whole batch.
+        """
         idx = torch.randint(len(self), (batch_size,), generator=generator, device=self.device)
-        return self.observe(idx, generator)
+        shard = current_sampling_shard()
+        if shard is None or not self.shard_rendering:
+            return self.observe(idx, generator)
+        with rendering_shard(shard):
+            return self.observe(shard.rows(idx), generator)
 
 
 class IndexedImageDataset(GridDataset):

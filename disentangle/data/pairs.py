@@ -29,6 +29,9 @@ integers for ``k_observed`` (only for ``k = "random"``), ``B`` integers for the 
 ``B×K`` float32 uniforms whose per-row ``argsort`` orders the factors for step 4, ``B×K`` float64
 uniforms for the new classes (drawn for every factor; used where resampled), then the observation's
 own draws. The same generator state therefore gives the same pairs, and a resumed run replays them.
+In a multi-process run (:func:`~disentangle.data.base.sampling_shard`) all of this is drawn for
+the whole global batch on every process, and a grid-indexed dataset that can renders only the
+process's pairs (its nuisance drawn for all ``2B`` images, the process's rows kept).
 
 Datasets: a :class:`~disentangle.data.GridDataset` whose storage index is the grid index
 (``len(dataset) == prod(factor_sizes)``: every dataset here except SmallNORB) is observed on its
@@ -47,7 +50,7 @@ import numpy as np
 import torch
 
 from ..checks import ParameterError, integer
-from .base import GridDataset, factor_strides
+from .base import BatchShard, GridDataset, current_sampling_shard, factor_strides, rendering_shard
 
 #: ``k = "random"``: the number of factors to resample is drawn per pair (the reference's ``k = -1``)
 RANDOM_K = "random"
@@ -143,25 +146,50 @@ def _indexed_by_grid(dataset) -> bool:
     return isinstance(dataset, GridDataset) and len(dataset) == math.prod(dataset.factor_sizes)
 
 
+def _shard_to_render(dataset) -> BatchShard | None:
+    """The shard of the batch to render alone (:func:`~disentangle.data.base.sampling_shard`), if
+    the dataset can (a grid-indexed dataset with ``shard_rendering``); else ``None``: all of it."""
+    shard = current_sampling_shard()
+    if shard is None or not (_indexed_by_grid(dataset) and getattr(dataset, "shard_rendering", False)):
+        return None
+    return shard
+
+
 def observe_pairs(dataset, factors: PairFactors, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """The observations ``(x1, x2)`` of a batch of pair factors, nuisance drawn per image."""
+    """The observations ``(x1, x2)`` of a batch of pair factors, nuisance drawn per image.
+
+    Within :func:`~disentangle.data.base.sampling_shard` a dataset that can render a shard alone
+    renders only the shard's pairs (the same images, the generator moved on the same way).
+    """
     both = torch.cat([factors.factors1, factors.factors2])
-    batch_size = factors.factors1.shape[0]
     if _indexed_by_grid(dataset):
         _, strides = _grid_tensors(tuple(int(s) for s in dataset.factor_sizes), both.device)
-        images = dataset.observe((both * strides).sum(1).to(dataset.device), generator)
+        indices = (both * strides).sum(1).to(dataset.device)
+        shard = _shard_to_render(dataset)
+        if shard is None:
+            images = dataset.observe(indices, generator)
+        else:  # the shard's rows of the x1 block, then of the x2 block
+            with rendering_shard(shard, groups=2):
+                images = dataset.observe(shard.rows(indices, groups=2), generator)
     else:
         seed = int(torch.randint(0, 2**63 - 1, (1,), generator=generator, device=generator.device))
         images = dataset.sample_observations_from_factors(both.cpu().numpy(), np.random.default_rng(seed))
         images = torch.as_tensor(images, device=both.device)
-    return images[:batch_size], images[batch_size:]
+    half = images.shape[0] // 2
+    return images[:half], images[half:]
 
 
 def sample_pairs(dataset, batch_size: int, generator: torch.Generator, k: PairK = 1) -> PairBatch:
-    """A batch of ``batch_size`` pairs from ``dataset`` (module docstring: what is drawn)."""
+    """A batch of ``batch_size`` pairs from ``dataset`` (module docstring: what is drawn).
+
+    Within :func:`~disentangle.data.base.sampling_shard` (and a dataset that can) only the shard's
+    pairs are rendered and returned; the factors are drawn for the whole batch.
+    """
     factors = sample_pair_factors(dataset.factor_sizes, batch_size, generator, k)
+    shard = _shard_to_render(dataset)
     x1, x2 = observe_pairs(dataset, factors, generator)
-    return PairBatch(x1, x2, factors.changed)
+    changed = factors.changed if shard is None else shard.rows(factors.changed)
+    return PairBatch(x1, x2, changed)
 
 
 __all__ = [

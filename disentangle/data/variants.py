@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from . import DATASETS
-from .base import GridDataset
+from .base import GridDataset, per_sample
 from .download import CorruptDataFileError, RemoteFile, fetch
 
 SCREAM_FILE = RemoteFile(
@@ -61,10 +61,14 @@ class SpriteVariant(GridDataset):
     """Base of the variants: wraps a one-channel sprite :class:`GridDataset`.
 
     Subclasses implement :meth:`apply`, mapping a float mask batch ``(n, 1, H, W)`` in [0, 1] to
-    RGB observations ``(n, 3, H, W)`` in [0, 1].
+    RGB observations ``(n, 3, H, W)`` in [0, 1]. Its per-observation draws go through
+    :func:`~disentangle.data.base.per_sample` (and the class declares ``shard_rendering = True``),
+    so each process of a multi-process run renders only its own rows of a batch.
     """
 
     deterministic_observations = False  # colour, noise or background drawn per observation
+    #: the variants draw through per_sample; a subclass's own apply must declare it again
+    shard_rendering = True
 
     variant = "sprite variant"
 
@@ -74,6 +78,8 @@ class SpriteVariant(GridDataset):
                 f"the {self.variant} variant needs a one-channel sprite dataset, got {base.num_channels} channels."
             )
         self.base = base
+        if not getattr(base, "shard_rendering", False):  # the base's own draws decide too
+            self.shard_rendering = False
         self._init_grid(base.factor_names, base.factor_sizes, base.device)
         self.factor_values = getattr(base, "factor_values", None)
         self.scale = 1.0
@@ -125,9 +131,10 @@ class ColorSprites(SpriteVariant):
 
     variant = "Color"
     deterministic_observations = False  # one colour drawn per observation
+    shard_rendering = True
 
     def apply(self, mask: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        color = torch.rand((mask.shape[0], 3, 1, 1), generator=generator, device=mask.device)
+        color = per_sample(lambda n: torch.rand((n, 3, 1, 1), generator=generator, device=mask.device), mask.shape[0])
         return mask * color.mul_(0.5).add_(0.5)
 
 
@@ -136,10 +143,11 @@ class NoisySprites(SpriteVariant):
 
     variant = "Noisy"
     deterministic_observations = False  # noise drawn per observation
+    shard_rendering = True
 
     def apply(self, mask: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         n, _, h, w = mask.shape
-        noise = torch.rand((n, 3, h, w), generator=generator, device=mask.device)
+        noise = per_sample(lambda rows: torch.rand((rows, 3, h, w), generator=generator, device=mask.device), n)
         return noise.add_(mask).clamp_(max=1.0)
 
 
@@ -182,6 +190,7 @@ class ScreamSprites(SpriteVariant):
 
     variant = "Scream"
     deterministic_observations = False  # crop and colour shift drawn per observation
+    shard_rendering = True
     #: gather the crops with numpy on the CPU (faster there); the torch path serves other devices
     numpy_crops_on_cpu = True
 
@@ -222,9 +231,9 @@ class ScreamSprites(SpriteVariant):
     def apply(self, mask: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         n, _, h, w = mask.shape
         dev = mask.device
-        top = torch.randint(0, self._bg_h - h + 1, (n,), generator=generator, device=dev)
-        left = torch.randint(0, self._bg_w - w + 1, (n,), generator=generator, device=dev)
-        shift = torch.rand((n, 3, 1, 1), generator=generator, device=dev)
+        top = per_sample(lambda rows: torch.randint(0, self._bg_h - h + 1, (rows,), generator=generator, device=dev), n)
+        left = per_sample(lambda rows: torch.randint(0, self._bg_w - w + 1, (rows,), generator=generator, device=dev), n)
+        shift = per_sample(lambda rows: torch.rand((rows, 3, 1, 1), generator=generator, device=dev), n)
         back = self._crops(top, left, h, w).to(dev).add_(shift.mul_(0.5))  # (patch + shift) / 2
         # b * (1 - m) + (1 - b) * m: the sprite inverts the background
         return torch.lerp(back, 1.0 - back, mask).contiguous()

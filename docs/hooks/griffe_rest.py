@@ -269,8 +269,14 @@ def rest_to_markdown(text: str, obj: griffe.Object) -> str:
 
 
 class RestToMarkdown(griffe.Extension):
-    """Rewrites every docstring before it is parsed (see the module docstring)."""
+    """Rewrites every docstring of a package once it is loaded, before any is parsed (see the
+    module docstring): then every object exists (relative references resolve) and the docstrings
+    that other extensions add (``#:`` comments, through griffe-sphinx) are there too."""
 
-    def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
-        if obj.docstring is not None and obj.docstring.value:
-            obj.docstring.value = rest_to_markdown(obj.docstring.value, obj)
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        stack: list[griffe.Object] = [pkg]
+        while stack:
+            obj = stack.pop()
+            if obj.docstring is not None and obj.docstring.value:
+                obj.docstring.value = rest_to_markdown(obj.docstring.value, obj)
+            stack.extend(member for member in obj.members.values() if not member.is_alias)

@@ -5,6 +5,18 @@ __version__ = "0.1.0"
 
 from .registry import ConfigError, DisentangleError, Registry, UnknownNameError  # noqa: E402
 from .loading import load  # noqa: E402
+from . import config as _config  # noqa: E402
+
+
+def _zoo_config(name: str) -> dict:
+    """The ``zoo:NAME`` config source (registered here, at the top of the package, so that
+    ``disentangle.config`` need not know the zoo and the zoo may use ``disentangle.config``)."""
+    from .zoo import config_dict
+
+    return config_dict(name)
+
+
+_config.CONFIG_SOURCES.register(_config.ZOO_PREFIX.rstrip(":"), _zoo_config)
 
 __all__ = ["ConfigError", "DisentangleError", "Registry", "UnknownNameError", "load", "__version__"]
 

@@ -34,7 +34,7 @@ from .registry import ConfigError, Registry, UnknownNameError, did_you_mean
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("fp32", "bf16", "fp16")
-ZOO_PREFIX = "zoo:"
+ZOO_PREFIX = "zoo:"  #: the prefix of zoo names wherever a config or a model is named (zoo:NAME)
 
 
 @dataclass
@@ -173,12 +173,31 @@ def shipped_config_path(name: str) -> Path:
     return path
 
 
-def read_config_source(source: str | Path) -> dict[str, Any]:
-    """The raw nested dict of a config source: a YAML path, a shipped config name, or ``zoo:NAME``."""
-    if isinstance(source, str) and source.startswith(ZOO_PREFIX):
-        from . import zoo
+#: config sources named by a prefix, ``PREFIX:NAME``: a function of NAME returning the raw nested
+#: config. The package registers ``zoo`` (``zoo:beta_tcvae-dsprites-beta6-s0``, see
+#: :mod:`disentangle.zoo`) when it is imported, so that this module needs no knowledge of the zoo.
+CONFIG_SOURCES: Registry[dict[str, Any]] = Registry("config source")
 
-        return copy.deepcopy(zoo.config_dict(source[len(ZOO_PREFIX):]))
+
+def read_yaml_config(path: str | Path, what: str = "Config file") -> dict[str, Any]:
+    """The mapping of sections in a YAML config file (an empty file gives ``{}``)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{what} '{path}' is not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{what} '{path}' must hold a mapping of sections, got {type(raw).__name__}.")
+    return raw
+
+
+def read_config_source(source: str | Path) -> dict[str, Any]:
+    """The raw nested dict of a config source: a YAML path, a shipped config name, or
+    ``PREFIX:NAME`` for a registered source (:data:`CONFIG_SOURCES`: ``zoo:NAME``)."""
+    if isinstance(source, str) and ":" in source:
+        prefix, _, name = source.partition(":")
+        if prefix in CONFIG_SOURCES:
+            return copy.deepcopy(CONFIG_SOURCES.get(prefix)(name))
     path = Path(source)
     if not path.is_file():
         if path.suffix in ("", ".yaml") and not path.is_absolute() and not str(source).startswith("."):
@@ -194,13 +213,7 @@ def read_config_source(source: str | Path) -> dict[str, Any]:
                 if options:
                     hint += f" YAML files in {path.parent}/: {', '.join(options)}."
             raise ConfigError(f"Config file '{path}' does not exist.{hint}")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"Config file '{path}' is not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"Config file '{path}' must hold a mapping of sections, got {type(raw).__name__}.")
-    return raw
+    return read_yaml_config(path)
 
 
 # ---------------------------------------------------------------------- loading

@@ -6,9 +6,9 @@ from pathlib import Path
 import torch
 
 from .checkpoint import CheckpointNotFoundError, load_checkpoint, load_latest
+from .config import ZOO_PREFIX
 from .model import VAE
 
-ZOO_PREFIX = "zoo:"
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> VAE:

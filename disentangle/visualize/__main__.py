@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 from ..checks import positive, positive_int
+from ..config import ZOO_PREFIX
 from ..registry import ConfigError, DisentangleError
 from .pictures import PICTURES, PLOTTED, resolve_pictures
 
-ZOO_PREFIX = "zoo:"
 METRICS_FILE = "metrics.json"
 
 

@@ -24,11 +24,12 @@ Environment variables:
 """
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
-from ..registry import UnknownNameError
-from . import locatello, manifest, recipes
+from ..registry import ConfigError, UnknownNameError, did_you_mean
+from . import catalog, locatello, manifest, recipes
 from .fetching import MIRROR_ENV, OFFLINE_ENV, Verification, ZooFileError, fetch_entry, verify_entry
 from .manifest import MANIFEST_ENV, Entry, ManifestError
 from .publish import DEFAULT_METRICS, publish
@@ -44,7 +45,9 @@ __all__ = [
     "WeightsError",
     "ZooFileError",
     "config",
+    "catalog",
     "config_dict",
+    "entry",
     "fetch",
     "info",
     "load",
@@ -55,23 +58,21 @@ __all__ = [
 ]
 
 
-def names(pretrained: bool = False) -> list[str]:
+def names(pretrained: bool = False, filter: str | None = None) -> list[str]:
     """Every recipe name (generated recipes once, with ``-s0``; any ``-sN`` is valid), shipped
-    configs first; with ``pretrained`` only the models that have weights."""
-    trained = sorted(manifest.entries())
-    if pretrained:
-        return trained
-    listed = recipes.shipped_names() + recipes.generated_names(0)
-    seen = set(listed)
-    return listed + [n for n in trained if n not in seen]
+    configs first; with ``pretrained`` only the models that have weights; ``filter`` a shell-style
+    wildcard (``names(pretrained=True, filter="beta_tcvae-*")``)."""
+    return catalog.list_names(filter, pretrained=pretrained)
 
 
-def _entry(name: str) -> Entry | None:
-    return manifest.entries().get(name)
-
-
-def _unknown(name: str) -> UnknownNameError:
-    return UnknownNameError(recipes.describe_unknown(name, names()))
+def entry(name: str) -> catalog.ZooEntry:
+    """The catalog entry of a zoo name (kind, config source, typed pretrained record or None)."""
+    found = catalog.lookup(name)
+    if found is None:
+        if not isinstance(name, str):
+            raise UnknownNameError(f"A zoo name is a string such as 'beta_tcvae-dsprites-beta6-s0', got {name!r}.")
+        raise UnknownNameError(recipes.describe_unknown(name, names()))
+    return found
 
 
 def config_dict(name: str) -> dict[str, Any]:
@@ -80,22 +81,7 @@ def config_dict(name: str) -> dict[str, Any]:
     A pretrained model gives the resolved config it was trained with (``train.out_dir`` set to
     ``runs/NAME``); a shipped config its file's content; a generated recipe its config.
     """
-    if not isinstance(name, str):
-        raise UnknownNameError(f"A zoo name is a string such as 'beta_tcvae-dsprites-beta6-s0', got {name!r}.")
-    entry = _entry(name)
-    if entry is not None:
-        import copy
-
-        raw = copy.deepcopy(entry.record["config"])
-        raw.setdefault("train", {})["out_dir"] = f"runs/{name}"
-        return raw
-    parsed = recipes.parse_generated(name)
-    if parsed is not None:
-        _, objective, dataset, strength, seed = parsed
-        return recipes.generated_config(objective, dataset, strength, seed)
-    if name in recipes.shipped_names():
-        return recipes.shipped_config(name)
-    raise _unknown(name)
+    return entry(name).config_dict()
 
 
 def config(name: str, overrides: list[str] | tuple[str, ...] = ()):
@@ -115,51 +101,41 @@ def info(name: str) -> dict[str, Any]:
     ``library_version``, ``metrics`` (``{metric: {score: value}}``), ``metrics_seed``, …, and
     ``manifest`` (the manifest file) and ``cache_path`` (where a download goes).
     """
-    raw = config_dict(name)
-    entry = _entry(name)
-    if entry is not None:
+    found = entry(name)
+    raw = found.config_dict()
+    if found.pretrained is not None:
         from .fetching import cache_file
 
-        out = {"name": name, "kind": "pretrained", "pretrained": True, **entry.record}
+        record = found.pretrained.entry
+        out = {"name": name, "kind": "pretrained", "pretrained": True, **copy.deepcopy(record.record)}
         out["config"] = raw
-        out["manifest"] = str(entry.manifest)
-        out["local_path"] = str(entry.local_path) if entry.local_path is not None else None
-        out["cache_path"] = str(cache_file(entry))
-        out.setdefault("model_number", locatello.model_number_for_config(entry.record["config"]))
+        out["manifest"] = str(record.manifest)
+        out["local_path"] = str(record.local_path) if record.local_path is not None else None
+        out["cache_path"] = str(cache_file(record))
+        out.setdefault("model_number", locatello.model_number_for_config(record.record["config"]))
         return out
-    parsed = recipes.parse_generated(name)
-    kind = parsed[0].key if parsed is not None else "shipped"
-    if parsed is not None:
+    if found.kind != "shipped":
         number = recipes.model_number_of(name)
     else:
-        from ..registry import ConfigError
-
         try:  # a shipped config may be one of the study's models (configs/datasets/dsprites: #100)
             number = locatello.model_number_for_config(raw)
         except ConfigError:
             number = None
-    return {"name": name, "kind": kind, "pretrained": False, "config": raw, "model_number": number}
+    return {"name": name, "kind": found.kind, "pretrained": False, "config": raw, "model_number": number}
 
 
 def _pretrained_entry(name: str) -> Entry:
-    entry = _entry(name)
-    if entry is None:
+    found = catalog.lookup(name)
+    if found is None or found.pretrained is None:
         trained = names(pretrained=True)
-        from ..registry import did_you_mean
-
-        is_recipe = True
-        try:
-            config_dict(name)
-        except UnknownNameError:
-            is_recipe = False
-        what = "is a recipe without pretrained weights" if is_recipe else "is not a zoo name"
+        what = "is a recipe without pretrained weights" if found is not None else "is not a zoo name"
         raise UnknownNameError(
-            f"'{name}' {what}.{did_you_mean(name, trained)} Pretrained models: "
+            f"'{name}' {what}.{did_you_mean(str(name), trained)} Pretrained models: "
             f"{', '.join(trained) if trained else '(none in the manifests)'}. Train a recipe with "
             f"python -m disentangle.train --config zoo:NAME, or list the pretrained models with "
             f"python -m disentangle.zoo list --pretrained."
         )
-    return entry
+    return found.pretrained.entry
 
 
 def fetch(name: str, *, progress: bool = True) -> Path:
@@ -182,4 +158,4 @@ def verify(name: str | None = None) -> list[Verification]:
     """Hash the local copies of one pretrained model (or of all, for None) against the manifest."""
     if name is not None:
         return [verify_entry(_pretrained_entry(name))]
-    return [verify_entry(e) for e in manifest.entries().values()]
+    return [verify_entry(e.pretrained.entry) for e in catalog.catalog().values() if e.pretrained is not None]

@@ -36,8 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from .. import config as config_module
 from ..registry import ConfigError, did_you_mean
 from . import locatello
 
@@ -223,8 +222,6 @@ def name_of_model_number(number: int) -> str:
 # ---------------------------------------------------------------------- shipped configs
 def shipped_names() -> list[str]:
     """Names of the shipped configs (``quickstart``, ``dsprites/factor_vae``, …)."""
-    from .. import config as config_module
-
     try:
         return list(config_module.shipped_config_names())
     except ConfigError:  # an installation without its configs: no shipped recipes
@@ -232,13 +229,8 @@ def shipped_names() -> list[str]:
 
 
 def shipped_config(name: str) -> dict[str, Any]:
-    from .. import config as config_module
-
-    path = config_module.shipped_config_path(name)
-    raw = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"The shipped config '{name}' ({path}) does not hold a mapping of sections.")
-    return raw
+    """The raw nested config of the shipped config ``name`` (its file's content)."""
+    return config_module.read_yaml_config(config_module.shipped_config_path(name), what=f"The shipped config '{name}'")
 
 
 def describe_unknown(name: str, candidates: list[str]) -> str:

@@ -172,6 +172,20 @@ def test_every_generated_marker_is_known_and_expands():
         hook.expand("<!-- generated: no-such-block -->")
 
 
+def test_every_generated_table_is_a_table():
+    """Each generated block renders (a Markdown table needs as many cells in every row as in its
+    header, or it prints as text): every generator runs, and every table line has the header's
+    number of cells."""
+    hook = _hook()
+    for name, generate in hook.GENERATORS.items():
+        content = generate()
+        rows = [line for line in content.splitlines() if line.startswith("| ")]
+        if not rows:
+            continue
+        cells = [len(re.split(r"(?<!\\)\|", row.strip())) for row in rows]
+        assert len(set(cells)) == 1, f"{name}: rows with {sorted(set(cells))} cells"
+
+
 def test_the_zoo_page_lists_every_pretrained_model_of_the_manifest():
     import json
 

@@ -42,7 +42,9 @@ _ROLE = re.compile(r":(?:py:)?\w+:`~?([^`]+)`")
 
 # ---------------------------------------------------------------------------------- helpers
 def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
-    align = align or "-" * len(header)
+    align = align or "l" * len(header)
+    if len(align) != len(header) or any(len(row) != len(header) for row in rows):
+        raise ValueError(f"a generated table needs one alignment and one cell per column: {header}")
     rule = ["---:" if a == "r" else "---" for a in align]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
     lines += ["| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |" for row in rows]
@@ -265,7 +267,8 @@ def _header_comment(path: Path) -> str:
             break
         lines.append(line.lstrip("#").strip())
     text = " ".join(lines)
-    sentence = re.split(r"(?<=[.:;])\s", text, maxsplit=1)[0]
+    # the first sentence: up to a '.', ':' or ';' and a space, not inside "et al." or "e.g."
+    sentence = re.split(r"(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.:;])\s", text, maxsplit=1)[0]
     return sentence.rstrip(":;")
 
 
@@ -290,7 +293,7 @@ def shipped_configs() -> str:
             f"{steps:,}" if isinstance(steps, int) else "default",
             _header_comment(path),
         ])
-    return _table(["`--config`", "data", "objective", "backbone", "steps", "what (from the file's header)"], rows, "lllllrl")
+    return _table(["`--config`", "data", "objective", "backbone", "steps", "what (from the file's header)"], rows, "llllrl")
 
 
 def shipped_studies() -> str:
@@ -305,19 +308,31 @@ def shipped_studies() -> str:
         name = path.relative_to(root).with_suffix("").as_posix()
         raw = yaml.safe_load(path.read_text()) or {}
         grid = raw.get("grid") or {}
-        grid_keys = sorted({k for part in (grid if isinstance(grid, list) else [grid]) for k in part})
+        parts = grid if isinstance(grid, list) else [grid]
+        points, methods, varying = 0, [], set()
+        for part in parts:
+            count = 1
+            for key, values in part.items():
+                values = values if isinstance(values, list) else [values]
+                count *= len(values)
+                if key == "objective.name":
+                    methods += [v for v in values if v not in methods]
+                elif len(values) > 1:
+                    varying.add(key)
+            points += count
         seeds = raw.get("seeds", 1)
-        seeds_text = str(seeds) if isinstance(seeds, int) else f"{len(seeds)} listed"
+        n_seeds = seeds if isinstance(seeds, int) else len(seeds)
         metrics = raw.get("metrics", [])
         rows.append([
             f"`{name}`",
             f"`{raw.get('base', '')}`",
-            ", ".join(f"`{k}`" for k in grid_keys) or "–",
-            seeds_text,
+            ", ".join(f"`{m}`" for m in methods) or "–",
+            ", ".join(f"`{k}`" for k in sorted(varying)) or "–",
+            f"{points * n_seeds:,}",
             ", ".join(metrics) if isinstance(metrics, list) else str(metrics),
             _header_comment(path),
         ])
-    return _table(["study", "base", "grid keys", "seeds", "metrics", "what (from the file's header)"], rows)
+    return _table(["study", "base", "methods", "strengths that vary", "runs", "metrics", "what (from the file's header)"], rows, "llllrll")
 
 
 #: folders of examples/output whose pictures the guides show by name

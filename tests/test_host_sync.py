@@ -22,10 +22,13 @@ What the guard cannot see: work inside ``optimizer.step`` (torch's own code; the
 fused Adam on CUDA, whose step counters live on the device, while the CPU's foreach Adam reads its
 host-side counters with ``.item()``, which costs no device sync), the fp16 GradScaler's per-step
 ``found_inf`` read (inherent to ``torch.amp.GradScaler``; fp32 and bf16 are checked), syncs that
-CUDA does implicitly without a Python-visible op (a pageable-memory copy, ``nonzero``, boolean-mask
-indexing, which are ops here but not flagged unless listed above), host work that costs time but
-creates no tensor, the data draw on the meta device (a ``torch.Generator`` cannot live there), and
-what happens on a real multi-GPU run (NCCL). A step is checked after one warm-up step, so one-time
+CUDA does implicitly inside an op (``nonzero``, boolean-mask indexing, a copy from pageable host
+memory: ops here, not flagged), ``torch.from_numpy`` (not a torch function), a tensor the data draw
+makes on the host with a factory (``torch.ones(n)``) and moves to the device (the draw runs on the
+CPU only: a ``torch.Generator`` cannot live on ``meta``), host work that costs time but creates no
+tensor, the multi-process path (gathers and gradient averaging run only under ``torchrun``; this
+is one process), the trainer loop around the step (log and checkpoint steps read the device on
+purpose), and anything of a real GPU run. A step is checked after one warm-up step, so one-time
 set-up (optimizer state, caches) is allowed.
 """
 from __future__ import annotations

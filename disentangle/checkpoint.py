@@ -26,8 +26,11 @@ from .atomic import atomic_write, fsync_dir
 from .registry import DisentangleError
 
 CHECKPOINT_NAME = "checkpoint.pt"
+"""The newest checkpoint of a run folder."""
 PREVIOUS_CHECKPOINT_NAME = "checkpoint.prev.pt"
+"""The checkpoint before it, kept when a new one is written (resume falls back to it)."""
 FORMAT_VERSION = 1
+"""The version of the checkpoint dict's layout."""
 
 
 class CheckpointError(DisentangleError):
@@ -93,6 +96,8 @@ def capture_rng_state(generators: dict[str, torch.Generator]) -> dict[str, Any]:
 
 
 def restore_rng_state(state: dict[str, Any], generators: dict[str, torch.Generator]) -> None:
+    """Restore what :func:`capture_rng_state` captured: Python's, NumPy's and torch's RNGs and
+    the given named generators."""
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     name, keys, pos, has_gauss, cached = state["numpy"]

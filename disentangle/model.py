@@ -19,10 +19,17 @@ from .objectives.losses import reparameterize
 
 
 class VAEOutput(NamedTuple):
+    """What ``model(x)`` returns: the posterior, one reparameterised sample of it, and the decoder
+    logits of that sample."""
+
     mu: torch.Tensor
+    """Posterior means ``(B, latent_dim)``."""
     logvar: torch.Tensor
+    """Posterior log-variances ``(B, latent_dim)``."""
     z: torch.Tensor
+    """A sample ``mu + exp(logvar / 2) * eps`` ``(B, latent_dim)``."""
     logits: torch.Tensor
+    """Decoder logits of ``z``, ``(B, C, H, W)``."""
 
 
 class VAE(nn.Module):
@@ -39,11 +46,13 @@ class VAE(nn.Module):
 
     @classmethod
     def from_backbone(cls, backbone: str, *, image_shape: tuple[int, ...], latent_dim: int, **params: Any) -> "VAE":
+        """A VAE from a registered backbone (``model.backbone``) and its parameters."""
         encoder, decoder = BACKBONES.build(backbone, image_shape=tuple(image_shape), latent_dim=latent_dim, **params)
         return cls(encoder, decoder, latent_dim, image_shape)
 
     @property
     def device(self) -> torch.device:
+        """The device of the model's parameters."""
         return next(self.parameters()).device
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -89,6 +89,7 @@ class Registry(Generic[T]):
         }
 
     def names(self) -> tuple[str, ...]:
+        """The registered names, sorted."""
         return tuple(sorted(self._entries))
 
     def __contains__(self, name: object) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from ..registry import Registry
 
 BACKBONES: Registry = Registry("backbone")
+"""The backbone registry: ``model.backbone`` names to builders ``(image_shape, latent_dim, **params)
+-> (encoder, decoder)``; their keyword parameters are the other keys of the ``model`` section."""
 
 __all__ = ["BACKBONES"]
 

@@ -23,6 +23,8 @@ from .base import (
 )
 
 DATASETS: Registry = Registry("dataset")
+"""The dataset registry: ``data.name`` names to builders; their keyword parameters are the other
+keys of the ``data`` section (see :func:`build_dataset`)."""
 
 
 def build_dataset(data: Any, device: str | torch.device = "cpu"):

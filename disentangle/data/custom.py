@@ -93,11 +93,18 @@ def from_arrays(
         Integer array ``(N, K)``: the class of each factor for each image, in any row order.
     factor_names:
         ``K`` names (default ``factor0``, ``factor1``, ...).
+    layout:
+        The axis order of ``images``: ``"NHW"``, ``"NHWC"`` or ``"NCHW"``; ``"auto"`` (default)
+        infers it and asks for it when a 4-axis shape is ambiguous.
     scale:
         Multiplier from the stored integers to [0, 1]; default 1.0 for 0/1 images, else 1/255.
     factor_values:
         Optional physical value of each class, one array per factor.
+    device:
+        Where the images are stored and batches drawn.
 
+    Notes
+    -----
     The stored images share memory with ``images`` when these are already a contiguous uint8
     array in grid order (no copy); otherwise they are a copy.
     """

@@ -63,6 +63,8 @@ from .synthetic import FactorObservationDataset
 from .unsupervised import unsupervised_scores
 
 METRICS: Registry = Registry("metric")
+"""The metric registry: metric names (``train.eval_metrics``, ``python -m disentangle.evaluate
+--metrics``) to the metric functions; their keyword-only parameters are the metric's settings."""
 
 for _fn in (
     beta_vae_score,

@@ -25,12 +25,17 @@ class LatentResponses:
     """Per factor ``k``: its values (``(S_k,)``), the mean and std of every code (``(S_k, D)``)."""
 
     factor_names: tuple[str, ...]
+    """The factors, in the dataset's order."""
     factor_values: tuple[np.ndarray, ...]
+    """Per factor, the value of each of its ``S_k`` classes."""
     mean: tuple[np.ndarray, ...]
+    """Per factor, ``(S_k, D)``: the mean code with the factor fixed at each value."""
     std: tuple[np.ndarray, ...]
+    """Per factor, ``(S_k, D)``: the std of the codes over the other factors."""
 
     @property
     def num_latents(self) -> int:
+        """The number of latents ``D``."""
         return int(self.mean[0].shape[1])
 
 

@@ -1,9 +1,9 @@
 """Time to disentangle: MIG against training steps for each objective, from a sweep's logged curves.
 
-    python benchmarks/time_to_disentangle.py ~/zoo-campaign/zoo_sprites_cpu20k
-    python benchmarks/time_to_disentangle.py SWEEP_DIR --out benchmarks/time_to_disentangle
+    python benchmarks/time_to_disentangle.py ~/zoo-campaign/cpu20k_fp32 ~/zoo-campaign/zoo_sprites_cpu20k
+    python benchmarks/time_to_disentangle.py SWEEP_DIR [SWEEP_DIR ...] --out benchmarks/time_to_disentangle
 
-Reads every run folder of a sweep (``SWEEP_DIR/runs/<id>/``) trained with ``train.eval_every`` and
+Reads every run folder of one or more sweeps (``SWEEP_DIR/runs/<id>/``) trained with ``train.eval_every`` and
 ``mig`` in ``train.eval_metrics``: the MIG logged during training (``{"step": s, "metrics":
 {"mig": ...}}`` lines of ``log.jsonl``), the final MIG of ``metrics.json`` when the run is finished,
 the training speed (median of the logged ``steps_per_s``, which leaves out the evaluations) and the
@@ -134,8 +134,8 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(8, 5))
     for r in runs:
         steps, values = zip(*r["curve"])
-        style = "--" if r["objective"].startswith(("ada_", "gvae", "ml_vae")) else "-"
-        ax.plot(steps, values, style, marker="o", markersize=3, label=f"{r['objective']} ({r['strength']})")
+        style = ":" if r["precision"] != "fp32" else "--" if r["objective"].startswith(("ada_", "gvae", "ml_vae")) else "-"
+        ax.plot(steps, values, style, marker="o", markersize=3, label=f"{r['objective']} ({r['strength']}, {r['precision']})")
     ax.set_xlabel("training step (batch 64)")
     ax.set_ylabel("MIG")
     ax.set_ylim(bottom=0)
@@ -149,17 +149,19 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("sweep_dirs", type=Path, nargs="+", metavar="SWEEP_DIR")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("time_to_disentangle"),
                         help="output prefix: OUT.png and OUT.md (default: benchmarks/time_to_disentangle)")
     args = parser.parse_args(argv)
-    runs_dir = args.sweep_dir.expanduser() / "runs"
-    if not runs_dir.is_dir():
-        print(f"{runs_dir} is not a sweep's runs folder: pass the folder given to `sweep run --out`.", file=sys.stderr)
-        return 2
-    runs = [r for d in sorted(runs_dir.iterdir()) if (d / "log.jsonl").exists() and (r := read_run(d))]
+    runs = []
+    for sweep_dir in args.sweep_dirs:
+        runs_dir = sweep_dir.expanduser() / "runs"
+        if not runs_dir.is_dir():
+            print(f"{runs_dir} is not a sweep's runs folder: pass the folder given to `sweep run --out`.", file=sys.stderr)
+            return 2
+        runs += [r for d in sorted(runs_dir.iterdir()) if (d / "log.jsonl").exists() and (r := read_run(d))]
     if not runs:
-        print(f"no run under {runs_dir} logged MIG during training (train.eval_metrics: [mig]).", file=sys.stderr)
+        print("no run of these sweeps logged MIG during training (train.eval_metrics: [mig]).", file=sys.stderr)
         return 2
     runs.sort(key=lambda r: -(r["curve"][-1][1]))
     cpu = cpu_description()
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     print(note)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".md").write_text(
-        f"# Time to disentangle\n\n`python benchmarks/time_to_disentangle.py {args.sweep_dir}`\n\n{text}\n\n{note}\n"
+        f"# Time to disentangle\n\n`python benchmarks/time_to_disentangle.py {' '.join(str(d) for d in args.sweep_dirs)}`\n\n{text}\n\n{note}\n"
     )
     plot(runs, args.out.with_suffix(".png"), f"MIG during training, sprites, conv64, batch 64, Adam 1e-4\n{cpu}")
     return 0

@@ -280,3 +280,11 @@ def test_the_docstring_converter_renders_rest_as_markdown():
     )
     assert "2.  Second:\n\n    *   a. inner\n        more" in listed
     assert "*   item\n\n    second paragraph\n\n*   next" in listed
+
+
+def test_the_readme_pretrained_table_is_the_manifest():
+    """README.md's table is generated (python docs/hooks/generated.py refreshes it after a publish)."""
+    hook = _hook()
+    text = hook.README.read_text()
+    assert hook.readme_with_current_tables(text) == text, "run: python docs/hooks/generated.py"
+    assert "| `beta_tcvae-sprites-beta6-cpu20k-s0` |" in text

@@ -407,3 +407,21 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ANN001, ANN201 (Mk
         return expand(markdown, page.file.src_uri)
     except KeyError as error:
         raise PluginError(str(error.args[0])) from error
+
+
+# ---------------------------------------------------------------------------------- the README
+README = REPO / "README.md"
+README_BLOCK = re.compile(r"(<!-- readme: pretrained_scores -->\n)(.*?)(<!-- end -->)", re.S)
+
+
+def readme_with_current_tables(text: str) -> str:
+    """The README with its pretrained-model table regenerated from the manifest (the block between
+    ``<!-- readme: pretrained_scores -->`` and ``<!-- end -->``)."""
+    if not README_BLOCK.search(text):
+        raise KeyError("README.md has no <!-- readme: pretrained_scores --> ... <!-- end --> block")
+    return README_BLOCK.sub(lambda m: m.group(1) + pretrained_scores() + "\n" + m.group(3), text)
+
+
+if __name__ == "__main__":  # python docs/hooks/generated.py: refresh the README's table after a publish
+    README.write_text(readme_with_current_tables(README.read_text()))
+    print(f"updated {README}")

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from .. import checks, distributed
 from ..precision import Precision
 from . import OBJECTIVES
-from .base import Objective
+from .base import Objective, detached, minimize_terms
 from .discriminator import LatentDiscriminatorMixin, frozen
 from .losses import Reconstruction, check_reconstruction, reconstruction_loss, reparameterize
 
@@ -146,13 +146,11 @@ class AAE(LatentDiscriminatorMixin, Objective):
         return terms
 
     def reconstruction_step(self, model, x, optimizer, precision: Precision) -> dict[str, torch.Tensor]:
-        with precision.autocast():
-            terms = self.reconstruction_terms(model, x)
-        precision.minimize(terms["recon"], optimizer)
-        return {k: v.detach() for k, v in terms.items()}
+        return detached(minimize_terms(precision, optimizer, lambda: self.reconstruction_terms(model, x), "recon"))
 
     def generator_step(self, z, optimizer, precision: Precision) -> dict[str, torch.Tensor]:
-        with precision.autocast():
-            terms = self.generator_terms(z)
-        precision.minimize(self.adversarial_weight * terms["generator_loss"], optimizer)
-        return {k: v.detach() for k, v in terms.items()}
+        terms = minimize_terms(
+            precision, optimizer, lambda: self.generator_terms(z),
+            lambda terms: self.adversarial_weight * terms["generator_loss"],
+        )
+        return detached(terms)

@@ -13,7 +13,9 @@ discriminator, the AAE critic) are saved and restored with its ``state_dict``. T
    returned terms.
 
 Single-loss objectives only implement :meth:`Objective.forward`. Objectives with their own
-networks override :meth:`extra_optimizers` and :meth:`train_step` (see FactorVAE).
+networks override :meth:`extra_optimizers` and :meth:`train_step` (see FactorVAE), writing the step
+as phases of :func:`minimize_terms` (terms under autocast, one of them minimised with one
+optimizer) and returning the terms :func:`detached`.
 
 Multi-process runs (:mod:`disentangle.distributed`): ``train_step`` receives this process's rows
 of the global batch. Every term must be a mean over these rows or a quantity of the whole batch
@@ -27,7 +29,7 @@ over processes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 from torch import nn
@@ -40,6 +42,30 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: ``make_optimizer(params, *, lr=None, betas=None, eps=None, weight_decay=None) -> Optimizer``
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
+
+Terms = dict[str, torch.Tensor]
+_Out = TypeVar("_Out")
+
+
+def minimize_terms(
+    precision: Precision,
+    optimizer: torch.optim.Optimizer,
+    compute: Callable[[], _Out],
+    loss: str | Callable[[_Out], torch.Tensor] = "loss",
+) -> _Out:
+    """One phase of a training step: ``compute()`` under ``precision.autocast()``, then
+    ``precision.minimize`` of its term ``loss`` (a key of the terms ``compute`` returns, or a
+    function of whatever it returns, evaluated outside autocast) with ``optimizer``. Returns what
+    ``compute`` returned, graph and all. Every ``train_step`` here is one or more such phases."""
+    with precision.autocast():
+        out = compute()
+    precision.minimize(out[loss] if isinstance(loss, str) else loss(out), optimizer)
+    return out
+
+
+def detached(terms: Terms) -> Terms:
+    """``terms`` with every tensor detached (what a step returns for logging)."""
+    return {k: v.detach() for k, v in terms.items()}
 
 
 class Objective(nn.Module):
@@ -61,13 +87,13 @@ class Objective(nn.Module):
         :meth:`setup`."""
         cls(**params)
 
-    def setup(self, *, model: "VAE", dataset_size: int) -> None:
+    def setup(self, *, model: VAE, dataset_size: int) -> None:
         """Called once before training, with the true dataset size (never the batch size)."""
         if dataset_size < 1:
             raise ValueError(f"dataset_size must be positive, got {dataset_size}.")
         self.dataset_size = int(dataset_size)
 
-    def forward(self, model: "VAE", x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
+    def forward(self, model: VAE, x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
     def sample_batch(self, dataset, batch_size: int, generator: torch.Generator):
@@ -79,7 +105,7 @@ class Objective(nn.Module):
         """
         return dataset.sample_batch(batch_size, generator)
 
-    def extra_optimizers(self, model: "VAE", make_optimizer: "OptimizerFactory") -> dict[str, torch.optim.Optimizer]:
+    def extra_optimizers(self, model: VAE, make_optimizer: OptimizerFactory) -> dict[str, torch.optim.Optimizer]:
         """The objective's own optimizers by name (none by default); the trainer owns ``"model"``.
 
         ``make_optimizer(params, lr=None, betas=None, eps=None, weight_decay=None)`` builds the
@@ -90,7 +116,7 @@ class Objective(nn.Module):
 
     def train_step(
         self,
-        model: "VAE",
+        model: VAE,
         x: torch.Tensor,
         *,
         step: int,
@@ -98,7 +124,4 @@ class Objective(nn.Module):
         precision: Precision,
     ) -> dict[str, torch.Tensor]:
         """One optimisation step; returns the (detached or not) terms to log."""
-        with precision.autocast():
-            terms = self(model, x, step=step)
-        precision.minimize(terms["loss"], optimizers["model"])
-        return terms
+        return minimize_terms(precision, optimizers["model"], lambda: self(model, x, step=step))

@@ -16,6 +16,7 @@ from torch import nn
 
 from .. import checks
 from ..precision import Precision
+from .base import detached, minimize_terms
 
 ACTIVATIONS = ("leaky_relu", "relu")
 
@@ -130,7 +131,5 @@ class LatentDiscriminatorMixin:
         ``discriminator_terms(z)`` (the objective's) gives ``discriminator_loss``, a mean over this
         process's rows; the gradients are averaged over processes by ``precision`` before the step.
         """
-        with precision.autocast():
-            terms = self.discriminator_terms(z.detach())
-        precision.minimize(terms["discriminator_loss"], optimizer)
-        return {k: v.detach() for k, v in terms.items()}
+        terms = minimize_terms(precision, optimizer, lambda: self.discriminator_terms(z.detach()), "discriminator_loss")
+        return detached(terms)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from .. import checks, distributed
 from ..precision import Precision
 from . import OBJECTIVES
-from .base import Objective
+from .base import Objective, detached, minimize_terms
 from .discriminator import LatentDiscriminatorMixin, frozen
 from .estimators import permute_dims
 from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
@@ -117,7 +117,7 @@ class FactorVAE(LatentDiscriminatorMixin, Objective):
         terms, z = self.vae_terms(model, x)
         with torch.no_grad():
             d_terms = self.discriminator_terms(z)
-        return {**terms, **{k: v.detach() for k, v in d_terms.items()}}
+        return {**terms, **detached(d_terms)}
 
     # ------------------------------------------------------------------ training
     def train_step(
@@ -129,8 +129,6 @@ class FactorVAE(LatentDiscriminatorMixin, Objective):
         optimizers: dict[str, torch.optim.Optimizer],
         precision: Precision,
     ) -> dict[str, torch.Tensor]:
-        with precision.autocast():
-            terms, z = self.vae_terms(model, x)
-        precision.minimize(terms["loss"], optimizers["model"])
+        terms, z = minimize_terms(precision, optimizers["model"], lambda: self.vae_terms(model, x), lambda out: out[0]["loss"])
         terms.update(self.discriminator_step(z.detach(), optimizers["discriminator"], precision))
-        return {k: v.detach() for k, v in terms.items()}
+        return detached(terms)

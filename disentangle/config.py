@@ -30,10 +30,17 @@ from typing import Any, Literal, Optional, Union
 import yaml
 
 from . import checks
+from .choices import (  # the choices of train.optimizer, lr_schedule and precision (config.PRECISIONS etc.)
+    LR_SCHEDULES,
+    OPTIMIZER_NAMES,
+    PRECISIONS,
+    LrScheduleName,
+    OptimizerName,
+    PrecisionName,
+)
 from .registry import ConfigError, Registry, UnknownNameError, did_you_mean
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-PRECISIONS = ("fp32", "bf16", "fp16")
 ZOO_PREFIX = "zoo:"  #: the prefix of zoo names wherever a config or a model is named (zoo:NAME)
 
 
@@ -68,15 +75,15 @@ class TrainConfig:
 
     steps: int = 300_000  #: total number of optimisation steps (a resumed run continues up to it)
     batch_size: int = 64  #: the global batch: split over the processes of a torchrun launch
-    optimizer: Literal["adam", "adamw"] = "adam"  #: the model's optimizer (objectives' own ones too)
+    optimizer: OptimizerName = "adam"  #: the model's optimizer (objectives' own ones too)
     lr: float = 1e-4  #: learning rate of the model
     betas: tuple[float, float] = (0.9, 0.999)  #: Adam betas of the model
     eps: float = 1e-8  #: Adam epsilon of the model
     weight_decay: float = 0.0  #: L2 penalty (adam) or decoupled weight decay (adamw); not on discriminators
-    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"  #: factor on every optimizer's lr after the warm-up
+    lr_schedule: LrScheduleName = "constant"  #: factor on every optimizer's lr after the warm-up
     warmup_steps: int = 0  #: linear warm-up from lr/warmup_steps to lr over these first steps
     device: str = "auto"  #: auto | cpu | cuda | cuda:N | mps
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"  #: autocast dtype; GradScaler for fp16
+    precision: PrecisionName = "fp32"  #: autocast dtype; GradScaler for fp16
     compile: Union[bool, Literal["reduce-overhead"]] = False  #: torch.compile the networks (reduce-overhead: CUDA graphs)
     #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision); unset (null):
     #: PyTorch's defaults (TF32 convolutions, full-precision matmuls), true/false: both on/off
@@ -315,8 +322,8 @@ def _train_config(values: dict[str, Any]) -> TrainConfig:
         checks.positive_int(f"train.{key}", getattr(cfg, key))
     for key in ("eval_every", "warmup_steps", "image_every"):
         checks.integer(f"train.{key}", getattr(cfg, key), minimum=0)
-    checks.choice("train.optimizer", cfg.optimizer, ("adam", "adamw"))
-    checks.choice("train.lr_schedule", cfg.lr_schedule, ("constant", "linear", "cosine"))
+    checks.choice("train.optimizer", cfg.optimizer, OPTIMIZER_NAMES)
+    checks.choice("train.lr_schedule", cfg.lr_schedule, LR_SCHEDULES)
     cfg.weight_decay = checks.in_range("train.weight_decay", cfg.weight_decay, 0, None)
     if cfg.image_every and not cfg.tensorboard:
         raise ConfigError(

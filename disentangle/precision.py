@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-PRECISIONS = ("fp32", "bf16", "fp16")
+from .choices import PRECISIONS  # train.precision's choices, written once (a Literal)
+
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 

@@ -24,7 +24,8 @@ Design choices:
 * The trainer owns the model's optimizer (``"model"``: ``train.optimizer``, ``lr``, ``betas``,
   ``eps``, ``weight_decay``; fused on CUDA); objectives add theirs through
   ``Objective.extra_optimizers``. ``train.lr_schedule`` (after ``train.warmup_steps`` of linear
-  warm-up) multiplies the learning rate of every optimizer; its state is checkpointed.
+  warm-up) multiplies the learning rate of every optimizer; its state is checkpointed
+  (:mod:`disentangle.optim`).
 * Every random draw of a step's loss (reparameterisation noise, prior samples, permutations) comes
   from a second checkpointed generator, installed with
   :func:`disentangle.distributed.random_source`, drawn for the global batch.
@@ -32,30 +33,28 @@ Design choices:
   each rank trains on its shard (drawn for the global batch, rendered for its rows) and the run
   computes the single-process losses; logged values are global-batch values; rank 0 writes the run
   folder and evaluates metrics, and an exception there is raised on every rank at once.
-* ``train.steps`` is the *total* step count: ``--resume`` continues from the checkpoint up to it.
+* ``train.steps`` is the *total* step count: ``--resume`` continues from the checkpoint up to it;
+  only the keys of :data:`disentangle.resume.RESUMABLE_KEYS` may differ from the run's config.
 * Ctrl-C (SIGINT) never saves half a step: the handler only sets a flag; the step in progress
   (including FactorVAE's discriminator update) completes, its checkpoint is written, and then
   ``KeyboardInterrupt`` is raised. A second Ctrl-C stops at once without saving (the last
-  periodic checkpoint stays valid).
+  periodic checkpoint stays valid) (:mod:`disentangle.interrupt`).
+
+The device, seeds, CUDA flags and ``torch.compile`` are set up by :mod:`disentangle.runtime`.
 """
 from __future__ import annotations
 
 import functools
 import json
-import math
-import random
-import signal
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from . import distributed
 from .checkpoint import (
     CHECKPOINT_NAME,
     FORMAT_VERSION,
@@ -65,23 +64,23 @@ from .checkpoint import (
     restore_rng_state,
     save_rotating,
 )
-from . import distributed
-from .config import Config, TrainConfig
+from .config import Config
 from .data import build_dataset
+from .interrupt import DeferredInterrupt
 from .model import VAE
 from .objectives import OBJECTIVES
-from .objectives.base import OptimizerFactory
-from .precision import Precision
-from .registry import ConfigError, DisentangleError
 
-#: train keys that may differ between a checkpoint's config and the config used to resume it
-RESUMABLE_KEYS = (
-    "steps", "checkpoint_every", "log_every", "eval_every", "eval_metrics", "progress", "traversals", "device",
-    "out_dir", "compile", "tf32", "cudnn_benchmark", "tensorboard", "image_every",
-)
-#: ``train.optimizer`` -> class; every optimizer of a run (the model's and the objective's) is one
-OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
-LR_SCHEDULES = ("constant", "linear", "cosine")
+# "X as X": names that moved to optim and resume, re-exported (from disentangle.trainer import X)
+from .optim import LR_SCHEDULES as LR_SCHEDULES
+from .optim import OPTIMIZERS as OPTIMIZERS
+from .optim import build_optimizers, build_schedulers
+from .optim import lr_factor as lr_factor
+from .optim import optimizer_factory as optimizer_factory
+from .precision import Precision
+from .registry import DisentangleError
+from .resume import RESUMABLE_KEYS as RESUMABLE_KEYS
+from .resume import check_resume_config
+from .runtime import compile_networks, configure_cuda_backends, resolve_device, seed_everything
 
 
 class RunExistsError(DisentangleError):
@@ -92,146 +91,11 @@ class NonFiniteLossError(DisentangleError):
     """A loss became NaN or infinite; the last good checkpoint is kept."""
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` → cuda if available, else mps, else cpu; an unavailable explicit device is an error."""
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"train.device is '{name}' but CUDA is not available here. Use train.device=auto or cpu.")
-    if name == "mps" and not (getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()):
-        raise ConfigError("train.device is 'mps' but MPS is not available here. Use train.device=auto or cpu.")
-    return torch.device(name)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
 def _to_loggable(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         value = value.detach().float().cpu()
         return value.item() if value.numel() == 1 else value.tolist()
     return value
-
-
-# ---------------------------------------------------------------------- optimizers and schedules
-def optimizer_factory(train: TrainConfig, device: torch.device | str = "cpu") -> OptimizerFactory:
-    """``make_optimizer(params, *, lr=None, betas=None, eps=None, weight_decay=None)``: an optimizer
-    of kind ``train.optimizer`` with ``train``'s values for what is not given.
-
-    On CUDA the fused implementation is used where torch offers it (one kernel for all parameters).
-    """
-    cls = OPTIMIZERS[train.optimizer]
-    on_cuda = torch.device(device).type == "cuda"
-
-    def make_optimizer(
-        params: Any, *, lr: float | None = None, betas: Any = None, eps: float | None = None,
-        weight_decay: float | None = None,
-    ) -> torch.optim.Optimizer:
-        params = list(params)
-        kwargs: dict[str, Any] = {
-            "lr": train.lr if lr is None else lr,
-            "betas": tuple(train.betas if betas is None else betas),
-            "eps": train.eps if eps is None else eps,
-            "weight_decay": train.weight_decay if weight_decay is None else weight_decay,
-        }
-        if on_cuda and params and all(p.is_cuda and p.is_floating_point() for p in params):
-            try:
-                return cls(params, fused=True, **kwargs)
-            except (RuntimeError, TypeError, ValueError):  # no fused kernel for this build/dtype
-                pass
-        return cls(params, **kwargs)
-
-    return make_optimizer
-
-
-def build_optimizers(
-    model: torch.nn.Module, objective: Any, train: TrainConfig, device: torch.device | str = "cpu"
-) -> dict[str, torch.optim.Optimizer]:
-    """Every optimizer of a run by name: ``"model"`` (all of the VAE's parameters), built here, and
-    the objective's own from :meth:`~disentangle.objectives.Objective.extra_optimizers`. These names
-    are the checkpoint's ``optimizers`` keys."""
-    make_optimizer = optimizer_factory(train, device)
-    optimizers = {"model": make_optimizer(model.parameters())}
-    extra = objective.extra_optimizers(model, make_optimizer)
-    if "model" in extra:
-        raise DisentangleError(
-            f"{type(objective).__name__}.extra_optimizers returned an optimizer named 'model'; that name "
-            f"is the trainer's optimizer of the VAE. Name the objective's own optimizers otherwise."
-        )
-    optimizers.update(extra)
-    return optimizers
-
-
-def lr_factor(step: int, *, schedule: str, warmup_steps: int, total_steps: int) -> float:
-    """The learning-rate multiplier of optimisation step ``step`` (0-based).
-
-    Linear warm-up ``(step + 1) / warmup_steps`` over the first ``warmup_steps`` steps, then, with
-    ``p = (step − warmup_steps) / (total_steps − warmup_steps)`` the progress through the rest:
-    ``constant`` 1, ``linear`` ``1 − p``, ``cosine`` ``½ (1 + cos π p)`` (Loshchilov & Hutter 2017,
-    without restarts), both reaching 0 at ``total_steps``.
-    """
-    if schedule not in LR_SCHEDULES:
-        raise ValueError(f"schedule must be one of {LR_SCHEDULES}, got {schedule!r}.")
-    if warmup_steps > 0 and step < warmup_steps:
-        return (step + 1) / warmup_steps
-    if schedule == "constant":
-        return 1.0
-    progress = min(max(step - warmup_steps, 0) / max(total_steps - warmup_steps, 1), 1.0)
-    if schedule == "linear":
-        return 1.0 - progress
-    return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def build_schedulers(
-    optimizers: dict[str, torch.optim.Optimizer], train: TrainConfig
-) -> dict[str, torch.optim.lr_scheduler.LambdaLR]:
-    """A ``LambdaLR`` per optimizer with :func:`lr_factor` of ``train`` (its state is checkpointed)."""
-    factor = functools.partial(
-        lr_factor, schedule=train.lr_schedule, warmup_steps=train.warmup_steps, total_steps=train.steps
-    )
-    return {name: torch.optim.lr_scheduler.LambdaLR(opt, factor) for name, opt in optimizers.items()}
-
-
-def configure_cuda_backends(train: TrainConfig) -> None:
-    """``train.tf32`` and ``train.cudnn_benchmark`` into ``torch.backends`` (for a CUDA run).
-
-    ``tf32`` true or false turns TF32 on or off for both matmuls and cuDNN convolutions; unset
-    (``None``) leaves PyTorch's defaults alone (TF32 convolutions on, matmuls off), which a
-    ``false`` used to override, slowing convolutions on Ampere and later GPUs.
-    """
-    if train.tf32 is not None:
-        torch.backends.cuda.matmul.allow_tf32 = train.tf32
-        torch.backends.cudnn.allow_tf32 = train.tf32
-    torch.backends.cudnn.benchmark = train.cudnn_benchmark
-
-
-def compile_networks(model: torch.nn.Module, objective: torch.nn.Module, mode: bool | str) -> None:
-    """``torch.compile`` the encoder, the decoder and the objective's networks in place
-    (``nn.Module.compile``: the state-dict keys do not change). ``mode``: True (default mode) or
-    ``"reduce-overhead"`` (CUDA graphs on GPU)."""
-    if not mode:
-        return
-    compile_mode = None if mode is True else str(mode)
-    for module in (model.encoder, model.decoder, *objective.children()):
-        module.compile(mode=compile_mode)
-
-
-def _clean_state_dict(state: dict[str, Any]) -> dict[str, Any]:
-    """Keys without the ``module.`` (DistributedDataParallel) or ``_orig_mod.`` (torch.compile) prefix."""
-    out = {}
-    for key, value in state.items():
-        for prefix in ("module.", "_orig_mod."):
-            while key.startswith(prefix):
-                key = key[len(prefix):]
-        out[key.replace("._orig_mod.", ".")] = value
-    return out
 
 
 def _to_device(batch: Any, device: torch.device) -> Any:
@@ -340,8 +204,8 @@ class Trainer:
         }
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
-        self.model.load_state_dict(_clean_state_dict(ckpt["model"]))
-        self.objective.load_state_dict(_clean_state_dict(ckpt["objective"]))
+        self.model.load_state_dict(ckpt["model"])
+        self.objective.load_state_dict(ckpt["objective"])
         missing = set(self.optimizers) ^ set(ckpt["optimizers"])
         if missing:
             raise RuntimeError(f"Checkpoint optimizers {sorted(ckpt['optimizers'])} do not match {sorted(self.optimizers)}.")
@@ -366,40 +230,6 @@ class Trainer:
         """Rank 0 writes the checkpoint; its failure is raised on every rank (:meth:`_on_main`)."""
         self._on_main(lambda: save_rotating(self._state(), self.checkpoint_path))
         self._checkpoint_step = self.step
-
-    def _check_resume_config(self, saved: dict[str, Any]) -> None:
-        current = self.config.to_dict()
-        defaults = Config().to_dict()["train"]
-        diffs = []
-        for section in ("seed", "data", "model", "objective", "train"):
-            a, b = saved.get(section), current.get(section)
-            if section == "train":
-                # keys added after the checkpoint was written take their default
-                a = {**defaults, **(a or {})}
-                a = {k: v for k, v in a.items() if k not in RESUMABLE_KEYS}
-                b = {k: v for k, v in (b or {}).items() if k not in RESUMABLE_KEYS}
-            if a != b:
-                if isinstance(a, dict) and isinstance(b, dict):
-                    for key in sorted(set(a) | set(b)):
-                        if a.get(key) != b.get(key):
-                            diffs.append(f"{section}.{key}: checkpoint {a.get(key)!r}, now {b.get(key)!r}")
-                else:
-                    diffs.append(f"{section}: checkpoint {a!r}, now {b!r}")
-        if diffs:
-            raise ConfigError(
-                f"Cannot resume '{self.out_dir}': the config differs from the checkpoint's in "
-                f"{'; '.join(diffs)}. Only train.{{{', '.join(RESUMABLE_KEYS)}}} may change on resume; "
-                f"resume without --config to use the run's own config.yaml."
-            )
-        saved_steps = (saved.get("train") or {}).get("steps")
-        schedule = self.config.train.lr_schedule
-        if schedule != "constant" and saved_steps is not None and saved_steps != self.config.train.steps:
-            raise ConfigError(
-                f"Cannot resume '{self.out_dir}' with train.steps={self.config.train.steps}: the run's "
-                f"train.lr_schedule={schedule} decays the learning rate to 0 at its train.steps="
-                f"{saved_steps}, so a different step count would change the schedule mid-run. Resume with "
-                f"train.steps={saved_steps}, or start a new run."
-            )
 
     # ------------------------------------------------------------------ logging
     def _truncate_log(self, step: int) -> None:
@@ -490,7 +320,7 @@ class Trainer:
                     f"Cannot resume: no checkpoint at '{self.checkpoint_path}'. Start a new run without --resume."
                 )
             ckpt = self._on_main(lambda: load_latest(self.out_dir)[0])
-            self._check_resume_config(ckpt["config"])
+            check_resume_config(ckpt["config"], self.config, self.out_dir)
         self._build()
         if ckpt is not None:
             self._restore(ckpt)
@@ -560,7 +390,7 @@ class Trainer:
             if images and tensorboard is not None:
                 tensorboard.log_images(self.step, model, self.dataset, self._picture_generator())
 
-        interrupt = _DeferredInterrupt()
+        interrupt = DeferredInterrupt()
         try:
             interrupt.install()
             while self.step < cfg.steps:
@@ -602,40 +432,6 @@ class Trainer:
             self._on_main(self._write_pictures)
         distributed.barrier()  # the run folder is complete when any rank returns
         return TrainResult(self.out_dir, self.step, last_terms)
-
-
-class _DeferredInterrupt:
-    """SIGINT handler that asks the loop to stop at the next step boundary.
-
-    The first Ctrl-C sets :attr:`requested` (the loop finishes the step, checkpoints it and raises
-    ``KeyboardInterrupt``); a second one raises ``KeyboardInterrupt`` at once. Installed only in the
-    main thread (Python delivers signals there); elsewhere the default behaviour is unchanged.
-    """
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: Any = None
-        self._installed = False
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print(
-            "\ninterrupt: finishing the current step and checkpointing it "
-            "(press Ctrl-C again to stop at once, keeping the last periodic checkpoint)",
-            file=sys.stderr,
-        )
-
-    def install(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-            self._installed = True
-
-    def uninstall(self) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous)
-            self._installed = False
 
 
 def train(config: Config, resume: bool = False, dataset: Any = None) -> TrainResult:

@@ -1,0 +1,23 @@
+"""The choices of the ``train`` keys that name one of a few options, each written once.
+
+:class:`disentangle.config.TrainConfig` is annotated with these ``Literal`` types; the config's
+validation, :mod:`disentangle.optim` and :class:`disentangle.precision.Precision` take their
+tuples from them (``typing.get_args``). This module imports nothing of the package, so that the
+low layers (``precision``, which the objectives use) can read the choices without importing
+:mod:`disentangle.config`, which imports the registries of those layers to resolve names.
+"""
+from __future__ import annotations
+
+import typing
+from typing import Literal
+
+OptimizerName = Literal["adam", "adamw"]
+"""``train.optimizer``: the optimizer of the model and of the objective's own networks."""
+LrScheduleName = Literal["constant", "linear", "cosine"]
+"""``train.lr_schedule``: the factor on every optimizer's learning rate after the warm-up."""
+PrecisionName = Literal["fp32", "bf16", "fp16"]
+"""``train.precision``: the autocast dtype (fp16 adds a GradScaler)."""
+
+OPTIMIZER_NAMES: tuple[str, ...] = typing.get_args(OptimizerName)
+LR_SCHEDULES: tuple[str, ...] = typing.get_args(LrScheduleName)
+PRECISIONS: tuple[str, ...] = typing.get_args(PrecisionName)

@@ -1,0 +1,103 @@
+"""Optimizers and learning-rate schedules of a run.
+
+The trainer owns the model's optimizer (``"model"``: ``train.optimizer``, ``lr``, ``betas``,
+``eps``, ``weight_decay``; fused on CUDA); objectives add theirs through
+:meth:`~disentangle.objectives.Objective.extra_optimizers`, built with the same factory.
+``train.lr_schedule`` (after ``train.warmup_steps`` of linear warm-up) multiplies the learning rate
+of every optimizer; each schedule's state is checkpointed.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import torch
+
+from .choices import LR_SCHEDULES
+from .config import TrainConfig
+from .objectives.base import OptimizerFactory
+from .registry import DisentangleError
+
+#: ``train.optimizer`` -> class; every optimizer of a run (the model's and the objective's) is one.
+#: Its keys are the choices of :data:`disentangle.choices.OptimizerName` (tests/test_architecture.py
+#: keeps them equal).
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+
+
+def optimizer_factory(train: TrainConfig, device: torch.device | str = "cpu") -> OptimizerFactory:
+    """``make_optimizer(params, *, lr=None, betas=None, eps=None, weight_decay=None)``: an optimizer
+    of kind ``train.optimizer`` with ``train``'s values for what is not given.
+
+    On CUDA the fused implementation is used where torch offers it (one kernel for all parameters).
+    """
+    cls = OPTIMIZERS[train.optimizer]
+    on_cuda = torch.device(device).type == "cuda"
+
+    def make_optimizer(
+        params: Any, *, lr: float | None = None, betas: Any = None, eps: float | None = None,
+        weight_decay: float | None = None,
+    ) -> torch.optim.Optimizer:
+        params = list(params)
+        kwargs: dict[str, Any] = {
+            "lr": train.lr if lr is None else lr,
+            "betas": tuple(train.betas if betas is None else betas),
+            "eps": train.eps if eps is None else eps,
+            "weight_decay": train.weight_decay if weight_decay is None else weight_decay,
+        }
+        if on_cuda and params and all(p.is_cuda and p.is_floating_point() for p in params):
+            try:
+                return cls(params, fused=True, **kwargs)
+            except (RuntimeError, TypeError, ValueError):  # no fused kernel for this build/dtype
+                pass
+        return cls(params, **kwargs)
+
+    return make_optimizer
+
+
+def build_optimizers(
+    model: torch.nn.Module, objective: Any, train: TrainConfig, device: torch.device | str = "cpu"
+) -> dict[str, torch.optim.Optimizer]:
+    """Every optimizer of a run by name: ``"model"`` (all of the VAE's parameters), built here, and
+    the objective's own from :meth:`~disentangle.objectives.Objective.extra_optimizers`. These names
+    are the checkpoint's ``optimizers`` keys."""
+    make_optimizer = optimizer_factory(train, device)
+    optimizers = {"model": make_optimizer(model.parameters())}
+    extra = objective.extra_optimizers(model, make_optimizer)
+    if "model" in extra:
+        raise DisentangleError(
+            f"{type(objective).__name__}.extra_optimizers returned an optimizer named 'model'; that name "
+            f"is the trainer's optimizer of the VAE. Name the objective's own optimizers otherwise."
+        )
+    optimizers.update(extra)
+    return optimizers
+
+
+def lr_factor(step: int, *, schedule: str, warmup_steps: int, total_steps: int) -> float:
+    """The learning-rate multiplier of optimisation step ``step`` (0-based).
+
+    Linear warm-up ``(step + 1) / warmup_steps`` over the first ``warmup_steps`` steps, then, with
+    ``p = (step − warmup_steps) / (total_steps − warmup_steps)`` the progress through the rest:
+    ``constant`` 1, ``linear`` ``1 − p``, ``cosine`` ``½ (1 + cos π p)`` (Loshchilov & Hutter 2017,
+    without restarts), both reaching 0 at ``total_steps``.
+    """
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(f"schedule must be one of {LR_SCHEDULES}, got {schedule!r}.")
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = min(max(step - warmup_steps, 0) / max(total_steps - warmup_steps, 1), 1.0)
+    if schedule == "linear":
+        return 1.0 - progress
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def build_schedulers(
+    optimizers: dict[str, torch.optim.Optimizer], train: TrainConfig
+) -> dict[str, torch.optim.lr_scheduler.LambdaLR]:
+    """A ``LambdaLR`` per optimizer with :func:`lr_factor` of ``train`` (its state is checkpointed)."""
+    factor = functools.partial(
+        lr_factor, schedule=train.lr_schedule, warmup_steps=train.warmup_steps, total_steps=train.steps
+    )
+    return {name: torch.optim.lr_scheduler.LambdaLR(opt, factor) for name, opt in optimizers.items()}

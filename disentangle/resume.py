@@ -1,0 +1,66 @@
+"""What may change when a run is resumed: the config of the checkpoint against the config now.
+
+A run resumes from its checkpoint (:mod:`disentangle.checkpoint`) only with the config it was
+started with, except for the ``train`` keys of :data:`RESUMABLE_KEYS` (how long, how often to log,
+evaluate and checkpoint, where and how fast to run). :func:`check_resume_config` names every other
+difference in one :class:`~disentangle.ConfigError`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .config import Config
+from .registry import ConfigError
+
+#: train keys that may differ between a checkpoint's config and the config used to resume it
+RESUMABLE_KEYS = (
+    "steps", "checkpoint_every", "log_every", "eval_every", "eval_metrics", "progress", "traversals", "device",
+    "out_dir", "compile", "tf32", "cudnn_benchmark", "tensorboard", "image_every",
+)
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """``"section.key: checkpoint A, now B"`` for every difference between a checkpoint's config
+    dict and the current one, outside :data:`RESUMABLE_KEYS`; train keys that the checkpoint lacks
+    (added after it was written) take their default."""
+    defaults = Config().to_dict()["train"]
+    diffs = []
+    for section in ("seed", "data", "model", "objective", "train"):
+        a, b = saved.get(section), current.get(section)
+        if section == "train":
+            # keys added after the checkpoint was written take their default
+            a = {**defaults, **(a or {})}
+            a = {k: v for k, v in a.items() if k not in RESUMABLE_KEYS}
+            b = {k: v for k, v in (b or {}).items() if k not in RESUMABLE_KEYS}
+        if a != b:
+            if isinstance(a, dict) and isinstance(b, dict):
+                for key in sorted(set(a) | set(b)):
+                    if a.get(key) != b.get(key):
+                        diffs.append(f"{section}.{key}: checkpoint {a.get(key)!r}, now {b.get(key)!r}")
+            else:
+                diffs.append(f"{section}: checkpoint {a!r}, now {b!r}")
+    return diffs
+
+
+def check_resume_config(saved: dict[str, Any], config: Config, out_dir: str | Path) -> None:
+    """Raise :class:`~disentangle.ConfigError` unless the run in ``out_dir``, whose checkpoint holds
+    the config dict ``saved``, may be resumed with ``config``: only :data:`RESUMABLE_KEYS` may
+    differ, and ``train.steps`` only with a constant learning-rate schedule (the others reach 0 at
+    the run's own ``train.steps``)."""
+    diffs = config_differences(saved, config.to_dict())
+    if diffs:
+        raise ConfigError(
+            f"Cannot resume '{out_dir}': the config differs from the checkpoint's in "
+            f"{'; '.join(diffs)}. Only train.{{{', '.join(RESUMABLE_KEYS)}}} may change on resume; "
+            f"resume without --config to use the run's own config.yaml."
+        )
+    saved_steps = (saved.get("train") or {}).get("steps")
+    schedule = config.train.lr_schedule
+    if schedule != "constant" and saved_steps is not None and saved_steps != config.train.steps:
+        raise ConfigError(
+            f"Cannot resume '{out_dir}' with train.steps={config.train.steps}: the run's "
+            f"train.lr_schedule={schedule} decays the learning rate to 0 at its train.steps="
+            f"{saved_steps}, so a different step count would change the schedule mid-run. Resume with "
+            f"train.steps={saved_steps}, or start a new run."
+        )

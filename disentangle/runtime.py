@@ -1,0 +1,60 @@
+"""Where and how a run executes: the device, the seeds, the CUDA backend flags and ``torch.compile``."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from .config import TrainConfig
+from .registry import ConfigError
+
+
+def _mps_available() -> bool:
+    return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` → cuda if available, else mps, else cpu; an unavailable explicit device is an error."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if _mps_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"train.device is '{name}' but CUDA is not available here. Use train.device=auto or cpu.")
+    if name == "mps" and not _mps_available():
+        raise ConfigError("train.device is 'mps' but MPS is not available here. Use train.device=auto or cpu.")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global random number generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def configure_cuda_backends(train: TrainConfig) -> None:
+    """``train.tf32`` and ``train.cudnn_benchmark`` into ``torch.backends`` (for a CUDA run).
+
+    ``tf32`` true or false turns TF32 on or off for both matmuls and cuDNN convolutions; unset
+    (``None``) leaves PyTorch's defaults alone (TF32 convolutions on, matmuls off), which a
+    ``false`` used to override, slowing convolutions on Ampere and later GPUs.
+    """
+    if train.tf32 is not None:
+        torch.backends.cuda.matmul.allow_tf32 = train.tf32
+        torch.backends.cudnn.allow_tf32 = train.tf32
+    torch.backends.cudnn.benchmark = train.cudnn_benchmark
+
+
+def compile_networks(model: torch.nn.Module, objective: torch.nn.Module, mode: bool | str) -> None:
+    """``torch.compile`` the encoder, the decoder and the objective's networks in place
+    (``nn.Module.compile``: the state-dict keys do not change). ``mode``: True (default mode) or
+    ``"reduce-overhead"`` (CUDA graphs on GPU)."""
+    if not mode:
+        return
+    compile_mode = None if mode is True else str(mode)
+    for module in (model.encoder, model.decoder, *objective.children()):
+        module.compile(mode=compile_mode)

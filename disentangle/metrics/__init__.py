@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from .. import checks
+from ..metric_names import LOCATELLO_METRICS  # the six supervised scores of the Locatello et al. study
 from ..registry import ConfigError, Registry, did_you_mean
 from ._utils import (
     RepresentationFunction,
@@ -81,15 +82,6 @@ for _fn in (
 
 elbo_decomposition.requires_encoder = True  # type: ignore[attr-defined]
 
-#: the six supervised scores of the Locatello et al. study, in the paper's order
-LOCATELLO_METRICS = (
-    "beta_vae_score",
-    "factor_vae_score",
-    "mig",
-    "modularity_explicitness",
-    "dci",
-    "sap_score",
-)
 
 
 def available_metrics(representation: Any = None) -> tuple[str, ...]:

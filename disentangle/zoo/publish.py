@@ -17,23 +17,16 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..metric_names import PUBLISHED_METRICS
 from ..registry import ConfigError, DisentangleError
 from . import manifest as _manifest
 from ..atomic import atomic_write_bytes
 from .weights import encode_weights, sha256_bytes
 
 #: the scores a published model records by default: the six metrics of the study + unsupervised
-#: (metrics.LOCATELLO_METRICS + unsupervised_scores, spelled out so that importing the zoo does not
-#: import the metrics and scikit-learn; a test keeps the two equal)
-DEFAULT_METRICS: tuple[str, ...] = (
-    "beta_vae_score",
-    "factor_vae_score",
-    "mig",
-    "modularity_explicitness",
-    "dci",
-    "sap_score",
-    "unsupervised_scores",
-)
+#: (:data:`disentangle.metric_names.PUBLISHED_METRICS`, whose module imports neither the metrics
+#: nor scikit-learn)
+DEFAULT_METRICS: tuple[str, ...] = PUBLISHED_METRICS
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 

@@ -1,0 +1,22 @@
+"""The names of metric groups, written once, in a module that imports nothing.
+
+:mod:`disentangle.metrics` (which imports scikit-learn), the zoo (which must not) and the study
+analysis all take their lists from here.
+"""
+from __future__ import annotations
+
+LOCATELLO_METRICS: tuple[str, ...] = (
+    "beta_vae_score",
+    "factor_vae_score",
+    "mig",
+    "modularity_explicitness",
+    "dci",
+    "sap_score",
+)
+"""The six supervised scores of the Locatello et al. (2019) study, in the paper's order."""
+
+UNSUPERVISED_METRICS: tuple[str, ...] = ("unsupervised_scores", "udr", "elbo_decomposition")
+"""Metrics whose scores need no ground-truth factors (the study compares them with the supervised ones)."""
+
+PUBLISHED_METRICS: tuple[str, ...] = (*LOCATELLO_METRICS, "unsupervised_scores")
+"""The scores a published zoo model records by default: the study's six and the unsupervised scores."""

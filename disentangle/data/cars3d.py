@@ -30,9 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from . import DATASETS
-from .base import IndexedImageDataset, to_nchw_uint8
+from .base import to_nchw_uint8
 from .custom import resize_images
-from .download import CorruptDataFileError, DataFileNotFoundError, RemoteFile, fetch
+from .download import CorruptDataFileError, DataFileNotFoundError, RemoteFile
+from .files import FileDataset, Grid, reading
 
 CARS3D_FILE = RemoteFile(
     url="http://www.scottreed.info/files/nips2015-analogy-data.tar.gz",
@@ -87,29 +88,21 @@ def _read_sources(source: Path) -> list[tuple[str, bytes]]:
             f"The Cars3D folder {source} holds no .mat files (looked in it, cars/ and data/cars/). "
             f"Give data.path the archive {CARS3D_FILE.filename} or its extracted cars folder."
         )
-    try:
-        with tarfile.open(source, "r:*") as tar:
-            members = {m.name: m for m in tar.getmembers() if m.isfile()}
-            mats = [n for n in members if n.endswith(".mat") and Path(n).parent.name == "cars"]
-            if not mats:
-                raise CorruptDataFileError(
-                    f"{source} holds no cars/*.mat files; it is not the Cars3D archive {CARS3D_FILE.filename}."
-                )
-            listing_name = next((n for n in members if n.endswith("cars/list.txt")), None)
-            listing = tar.extractfile(members[listing_name]).read().decode() if listing_name else None
-            order = _order(mats, listing)
-            return [(Path(n).name, tar.extractfile(members[n]).read()) for n in order]
-    except CorruptDataFileError:
-        raise
-    except (tarfile.TarError, OSError, EOFError) as err:
-        raise CorruptDataFileError(
-            f"{source} could not be read as a tar archive ({type(err).__name__}: {err}); it is "
-            "probably truncated or corrupt. Delete it and download it again."
-        ) from err
+    with reading(source, "a tar archive", (tarfile.TarError, OSError, EOFError)), tarfile.open(source, "r:*") as tar:
+        members = {m.name: m for m in tar.getmembers() if m.isfile()}
+        mats = [n for n in members if n.endswith(".mat") and Path(n).parent.name == "cars"]
+        if not mats:
+            raise CorruptDataFileError(
+                f"{source} holds no cars/*.mat files; it is not the Cars3D archive {CARS3D_FILE.filename}."
+            )
+        listing_name = next((n for n in members if n.endswith("cars/list.txt")), None)
+        listing = tar.extractfile(members[listing_name]).read().decode() if listing_name else None
+        order = _order(mats, listing)
+        return [(Path(n).name, tar.extractfile(members[n]).read()) for n in order]
 
 
 @DATASETS.register("cars3d")
-class Cars3D(IndexedImageDataset):
+class Cars3D(FileDataset):
     """Cars3D, 17,568 RGB images resized to 64×64, stored on ``device`` as uint8 (216 MB).
 
     ``path`` is the archive ``nips2015-analogy-data.tar.gz`` or a folder of the car ``.mat`` files
@@ -118,24 +111,18 @@ class Cars3D(IndexedImageDataset):
     (4, 24, 183); ``cache_dir``, ``download``, ``device`` work as for ``dsprites``.
     """
 
-    deterministic_observations = True  # stored images, one per grid point
-
     files = (CARS3D_FILE,)
+    factor_names = FACTOR_NAMES
+    what = "Cars3D archive"
 
-    def __init__(
-        self,
-        path: str | None = None,
-        *,
-        cache_dir: str | None = None,
-        download: bool = True,
-        strict: bool = True,
-        device: str = "cpu",
-    ) -> None:
+    def locate(self, path: str | None, *, cache_dir: str | None, download: bool) -> Path:
+        """A folder of ``.mat`` files as given, else the archive (``path`` or the cache)."""
         given = Path(path).expanduser() if path is not None else None
         if given is not None and given.is_dir() and not (given / CARS3D_FILE.filename).is_file():
-            source = given
-        else:
-            source = fetch(CARS3D_FILE, path=path, cache_dir=cache_dir, download=download, what="Cars3D archive")
+            return given
+        return super().locate(path, cache_dir=cache_dir, download=download)
+
+    def read(self, source, *, strict: bool) -> Grid:
         objects = []
         shape = None
         for name, data in _read_sources(source):
@@ -158,7 +145,4 @@ class Cars3D(IndexedImageDataset):
         # (object, elevation, azimuth, ...) -> (elevation, azimuth, object, ...)
         stacked = np.stack(objects, axis=2).reshape(-1, 64, 64, 3)
         del objects
-        images = to_nchw_uint8(stacked, "NHWC")
-        values = [np.arange(s) for s in sizes]
-        super().__init__(images.to(device), FACTOR_NAMES, sizes, scale=1.0 / 255.0, factor_values=values)
-        self.path = str(source)
+        return Grid(to_nchw_uint8(stacked, "NHWC"), sizes, [np.arange(s) for s in sizes])

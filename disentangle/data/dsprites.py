@@ -32,8 +32,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import DATASETS
-from .base import IndexedImageDataset, factor_strides, to_nchw_uint8
-from .download import CorruptDataFileError, RemoteFile, fetch, load_npz_array
+from .base import to_nchw_uint8
+from .download import CorruptDataFileError, RemoteFile, load_npz_array
+from .files import FileDataset, Grid, is_row_major_grid
 
 DSPRITES_FILE = RemoteFile(
     url="https://github.com/deepmind/dsprites-dataset/raw/master/dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz",
@@ -55,17 +56,16 @@ def _check_grid(classes: np.ndarray, path) -> tuple[int, ...]:
     if classes.size == 0 or (classes < 0).any():
         raise CorruptDataFileError(f"{path}: latents_classes is empty or has negative classes.")
     sizes = tuple(int(s) for s in classes.max(axis=0) + 1)
-    n = int(np.prod(sizes))
-    if classes.shape[0] != n or not np.array_equal(classes @ factor_strides(sizes), np.arange(n)):
+    if not is_row_major_grid(classes, sizes):
         raise CorruptDataFileError(
             f"{path}: the images are not the complete row-major grid of factor sizes {sizes} "
-            f"({classes.shape[0]} rows for {n} grid points); the file is not in dSprites order."
+            f"({classes.shape[0]} rows for {int(np.prod(sizes))} grid points); the file is not in dSprites order."
         )
     return sizes
 
 
 @DATASETS.register("dsprites")
-class DSprites(IndexedImageDataset):
+class DSprites(FileDataset):
     """dSprites from its official ``.npz`` file, all images on ``device`` as uint8 (2.8 GiB).
 
     Parameters
@@ -84,20 +84,12 @@ class DSprites(IndexedImageDataset):
         Where the images live and batches are drawn.
     """
 
-    deterministic_observations = True  # stored images, one per grid point
-
     files = (DSPRITES_FILE,)
+    factor_names = FACTOR_NAMES
+    what = "dSprites file"
+    scale = 1.0  # 0/1 masks
 
-    def __init__(
-        self,
-        path: str | None = None,
-        *,
-        cache_dir: str | None = None,
-        download: bool = True,
-        strict: bool = True,
-        device: str = "cpu",
-    ) -> None:
-        file = fetch(DSPRITES_FILE, path=path, cache_dir=cache_dir, download=download, what="dSprites file")
+    def read(self, file, *, strict: bool) -> Grid:
         classes = load_npz_array(file, "latents_classes")  # small: checked before the 3 GB of images
         if classes.ndim != 2 or classes.shape[1] != 6 or not np.issubdtype(classes.dtype, np.integer):
             raise CorruptDataFileError(
@@ -128,10 +120,7 @@ class DSprites(IndexedImageDataset):
         if int(imgs.max(initial=0)) > 1:
             raise CorruptDataFileError(f"{file}: imgs must hold 0/1 values, found values up to {imgs.max()}.")
         values = self._factor_values(file, classes, sizes)
-        images = to_nchw_uint8(imgs, "NHW")
-        del imgs
-        super().__init__(images.to(device), FACTOR_NAMES, sizes, scale=1.0, factor_values=values)
-        self.path = str(file)
+        return Grid(to_nchw_uint8(imgs, "NHW"), sizes, values)
 
     @staticmethod
     def _factor_values(file, classes: np.ndarray, sizes: tuple[int, ...]) -> list[np.ndarray]:

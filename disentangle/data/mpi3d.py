@@ -32,13 +32,15 @@ vertical_axis       40            0 … 39 (second degree of freedom)
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
 from . import DATASETS
-from .base import IndexedImageDataset, factor_strides, to_nchw_uint8
+from .base import factor_strides, to_nchw_uint8
 from .download import CorruptDataFileError, RemoteFile, fetch, load_npz_array
+from .files import FileDataset, Grid
 
 _URL = "https://storage.googleapis.com/disentanglement_dataset/Final_Dataset/mpi3d_{}.npz"
 # full-file md5s as used by the disent library (toy also by a second, independent loader)
@@ -76,7 +78,7 @@ def _sizes(n_values: int, tail=TAIL_SIZES) -> tuple[int, ...]:
 
 
 @DATASETS.register("mpi3d")
-class MPI3D(IndexedImageDataset):
+class MPI3D(FileDataset):
     """MPI3D toy / realistic / real from its ``.npz`` file, uint8 on ``device``.
 
     Parameters
@@ -99,9 +101,8 @@ class MPI3D(IndexedImageDataset):
         As for ``dsprites``.
     """
 
-    deterministic_observations = True  # stored images, one per grid point
-
     files = tuple(MPI3D_FILES.values())
+    factor_names = FACTOR_NAMES
 
     def __init__(
         self,
@@ -120,8 +121,18 @@ class MPI3D(IndexedImageDataset):
         if tail_sizes is not None and strict:
             raise ValueError("tail_sizes is only for files of a non-official grid (strict=False).")
         tail = tuple(int(s) for s in tail_sizes) if tail_sizes is not None else TAIL_SIZES
-        remote = MPI3D_FILES[variant]
-        file = fetch(remote, path=path, cache_dir=cache_dir, download=download, what=f"MPI3D-{variant} file")
+        self.variant = variant
+        self._load(
+            path, cache_dir=cache_dir, download=download, strict=strict, device=device, full_grid=full_grid, tail=tail
+        )
+
+    def locate(self, path: str | None, *, cache_dir: str | None, download: bool) -> Path:
+        """The variant's file: ``path``, else the cache (downloading into it if allowed)."""
+        remote = MPI3D_FILES[self.variant]
+        return fetch(remote, path=path, cache_dir=cache_dir, download=download, what=f"MPI3D-{self.variant} file")
+
+    def read(self, file, *, strict: bool, full_grid: bool | None, tail: tuple[int, ...]) -> Grid:
+        variant = self.variant
         images = load_npz_array(file, "images", mmap=True)
         if images.dtype != np.uint8 or images.ndim != 4 or images.shape[3] != 3:
             raise CorruptDataFileError(
@@ -169,9 +180,7 @@ class MPI3D(IndexedImageDataset):
             np.array(["purple", "sea green", "salmon"][: sizes[4]]),
             np.arange(sizes[5]), np.arange(sizes[6]),
         ]
-        super().__init__(tensor.to(device), FACTOR_NAMES, sizes, scale=1.0 / 255.0, factor_values=values)
-        self.variant = variant
-        self.path = str(file)
+        return Grid(tensor, sizes, values)
 
     @staticmethod
     def _subset_indices(file_sizes: tuple[int, ...]) -> np.ndarray:

@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import DATASETS
-from .base import IndexedImageDataset, factor_strides, to_nchw_uint8
-from .download import CorruptDataFileError, RemoteFile, fetch
+from .base import to_nchw_uint8
+from .download import CorruptDataFileError, RemoteFile
+from .files import FileDataset, Grid, is_row_major_grid, reading
 
 SHAPES3D_FILE = RemoteFile(
     url="https://storage.googleapis.com/3d-shapes/3dshapes.h5",
@@ -52,70 +53,50 @@ def labels_to_classes(labels: np.ndarray, path) -> tuple[np.ndarray, list[np.nda
         classes[:, k] = inverse.reshape(-1)
         values.append(uniq)
     sizes = tuple(len(v) for v in values)
-    n = int(np.prod(sizes))
-    if labels.shape[0] != n or not np.array_equal(classes @ factor_strides(sizes), np.arange(n)):
+    if not is_row_major_grid(classes, sizes):
         raise CorruptDataFileError(
             f"{path}: the labels do not form the complete row-major grid of sizes {sizes} "
-            f"({labels.shape[0]} rows for {n} grid points); this is not a 3dshapes.h5 file."
+            f"({labels.shape[0]} rows for {int(np.prod(sizes))} grid points); this is not a 3dshapes.h5 file."
         )
     return classes, values
 
 
 @DATASETS.register("shapes3d")
-class Shapes3D(IndexedImageDataset):
+class Shapes3D(FileDataset):
     """3D Shapes from ``3dshapes.h5``, all 480,000 images on ``device`` as uint8 (5.9 GB).
 
     ``path``, ``cache_dir``, ``download``, ``strict`` and ``device`` work as for ``dsprites``.
     """
 
-    deterministic_observations = True  # stored images, one per grid point
-
     files = (SHAPES3D_FILE,)
+    factor_names = FACTOR_NAMES
+    what = "3D Shapes file"
 
-    def __init__(
-        self,
-        path: str | None = None,
-        *,
-        cache_dir: str | None = None,
-        download: bool = True,
-        strict: bool = True,
-        device: str = "cpu",
-    ) -> None:
+    def read(self, file, *, strict: bool) -> Grid:
         import h5py
 
-        file = fetch(SHAPES3D_FILE, path=path, cache_dir=cache_dir, download=download, what="3D Shapes file")
-        try:
-            with h5py.File(file, "r") as h5:
-                for key in ("images", "labels"):
-                    if key not in h5:
-                        raise CorruptDataFileError(
-                            f"{file} has no dataset '{key}' (it has {', '.join(h5.keys()) or 'none'}); "
-                            "this is not a 3dshapes.h5 file."
-                        )
-                images, labels = h5["images"], h5["labels"]
-                if images.dtype != np.uint8 or images.ndim != 4 or images.shape[3] != 3:
+        with reading(file, "HDF5", (OSError, KeyError, ValueError)), h5py.File(file, "r") as h5:
+            for key in ("images", "labels"):
+                if key not in h5:
                     raise CorruptDataFileError(
-                        f"{file}: 'images' must be uint8 (N, H, W, 3), got {images.dtype} {images.shape}."
+                        f"{file} has no dataset '{key}' (it has {', '.join(h5.keys()) or 'none'}); "
+                        "this is not a 3dshapes.h5 file."
                     )
-                if labels.ndim != 2 or labels.shape != (images.shape[0], 6):
-                    raise CorruptDataFileError(
-                        f"{file}: 'labels' must have shape ({images.shape[0]}, 6), got {labels.shape}."
-                    )
-                classes, values = labels_to_classes(np.asarray(labels[()], dtype=np.float64), file)
-                sizes = tuple(len(v) for v in values)
-                if strict and (sizes != FACTOR_SIZES or images.shape[1:3] != (64, 64)):
-                    raise CorruptDataFileError(
-                        f"{file}: factor sizes {sizes} and images {images.shape[1:3]}, expected the "
-                        f"official {FACTOR_SIZES} and (64, 64); pass strict=False (data.strict: false) "
-                        "to use another grid in the same layout."
-                    )
-                tensor = to_nchw_uint8(images, "NHWC")
-        except CorruptDataFileError:
-            raise
-        except (OSError, KeyError, ValueError) as err:
-            raise CorruptDataFileError(
-                f"{file} could not be read as HDF5 ({type(err).__name__}: {err}); it is probably "
-                "truncated or corrupt. Delete it and download it again."
-            ) from err
-        super().__init__(tensor.to(device), FACTOR_NAMES, sizes, scale=1.0 / 255.0, factor_values=values)
-        self.path = str(file)
+            images, labels = h5["images"], h5["labels"]
+            if images.dtype != np.uint8 or images.ndim != 4 or images.shape[3] != 3:
+                raise CorruptDataFileError(
+                    f"{file}: 'images' must be uint8 (N, H, W, 3), got {images.dtype} {images.shape}."
+                )
+            if labels.ndim != 2 or labels.shape != (images.shape[0], 6):
+                raise CorruptDataFileError(
+                    f"{file}: 'labels' must have shape ({images.shape[0]}, 6), got {labels.shape}."
+                )
+            classes, values = labels_to_classes(np.asarray(labels[()], dtype=np.float64), file)
+            sizes = tuple(len(v) for v in values)
+            if strict and (sizes != FACTOR_SIZES or images.shape[1:3] != (64, 64)):
+                raise CorruptDataFileError(
+                    f"{file}: factor sizes {sizes} and images {images.shape[1:3]}, expected the "
+                    f"official {FACTOR_SIZES} and (64, 64); pass strict=False (data.strict: false) "
+                    "to use another grid in the same layout."
+                )
+            return Grid(to_nchw_uint8(images, "NHWC"), sizes, values)

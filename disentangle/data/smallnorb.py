@@ -55,6 +55,7 @@ from .base import (
 )
 from .custom import resize_images
 from .download import CorruptDataFileError, DataFileNotFoundError, RemoteFile, fetch
+from .files import reading
 
 _BASE_URL = "https://cs.nyu.edu/~ylclab/data/norb-v1.0-small/"
 _CHUNKS = ("5x46789x9x18x6x2x96x96-training", "5x01235x9x18x6x2x96x96-testing")
@@ -96,15 +97,9 @@ _MAGIC = {
 def read_binary_matrix(path: str | os.PathLike) -> np.ndarray:
     """Read a NORB binary-matrix file (optionally gzipped; see the module docstring)."""
     path = Path(path)
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rb") as f:
-            data = f.read()
-    except (OSError, EOFError) as err:
-        raise CorruptDataFileError(
-            f"{path} could not be read ({type(err).__name__}: {err}); it is probably truncated or "
-            "corrupt. Delete it and download it again."
-        ) from err
+    opener = gzip.open if path.suffix == ".gz" else open
+    with reading(path, errors=(OSError, EOFError)), opener(path, "rb") as f:
+        data = f.read()
     if len(data) < 20:
         raise CorruptDataFileError(f"{path} is too short ({len(data)} bytes) to be a NORB binary matrix.")
     magic, ndim = (int(v) for v in np.frombuffer(data, "<i4", 2))
@@ -236,7 +231,7 @@ class SmallNORB(GridDataset):
     def __len__(self) -> int:
         return int(self.images.shape[0])
 
-    def to(self, device: torch.device | str) -> "SmallNORB":
+    def to(self, device: torch.device | str) -> SmallNORB:
         super().to(device)
         self.images = self.images.to(self.device)
         return self

@@ -25,7 +25,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Union
 
 import yaml
 
@@ -84,10 +84,10 @@ class TrainConfig:
     warmup_steps: int = 0  #: linear warm-up from lr/warmup_steps to lr over these first steps
     device: str = "auto"  #: auto | cpu | cuda | cuda:N | mps
     precision: PrecisionName = "fp32"  #: autocast dtype; GradScaler for fp16
-    compile: Union[bool, Literal["reduce-overhead"]] = False  #: torch.compile the networks (reduce-overhead: CUDA graphs)
+    compile: bool | Literal["reduce-overhead"] = False  #: torch.compile the networks (reduce-overhead: CUDA graphs)
     #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision); unset (null):
     #: PyTorch's defaults (TF32 convolutions, full-precision matmuls), true/false: both on/off
-    tf32: Optional[bool] = None
+    tf32: bool | None = None
     cudnn_benchmark: bool = False  #: CUDA: let cuDNN pick the fastest convolution algorithms (not bit-reproducible)
     out_dir: str = "runs/default"
     checkpoint_every: int = 5000  #: steps between checkpoints (one is always written at the end)
@@ -120,7 +120,7 @@ class Config:
         }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], *, resolve: bool = True) -> "Config":
+    def from_dict(cls, raw: dict[str, Any], *, resolve: bool = True) -> Config:
         """Validate a nested dict (as read from YAML) into a :class:`Config`.
 
         With ``resolve`` the registry names and parameters are checked against the registered

@@ -76,7 +76,7 @@ class _State:
     #: the reduction that averages (ReduceOp.AVG, or SUM then a division where the backend lacks AVG)
     average_op: Any = None
     #: a gradient averager per list of parameters (see average_gradients)
-    averagers: dict[tuple[int, ...], "GradientAverager"] = {}
+    averagers: dict[tuple[int, ...], GradientAverager] = {}
     #: names of parameters for error messages, by id (set by the trainer)
     parameter_names: dict[int, str] = {}
 

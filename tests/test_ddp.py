@@ -31,7 +31,7 @@ from disentangle.config import load_config
 from disentangle.data import DATASETS, IndexedImageDataset
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.beta_vae import BetaVAE
-from disentangle.trainer import NonFiniteLossError, train
+from disentangle.trainer import train
 
 TINY = "_tiny_ddp"  # registered on import, so in the spawned workers too
 

@@ -14,13 +14,14 @@ import json
 import os
 import platform
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from ..atomic import atomic_write_bytes
 from ..metric_names import PUBLISHED_METRICS
 from ..registry import ConfigError, DisentangleError
 from . import manifest as _manifest
-from ..atomic import atomic_write_bytes
 from .weights import encode_weights, sha256_bytes
 
 #: the scores a published model records by default: the six metrics of the study + unsupervised
@@ -170,8 +171,8 @@ def publish(
 
     from ..checkpoint import CheckpointError
     from ..metrics import evaluate_metrics, resolve_metric_names
-    from .recipes import name_of_model_number
     from .locatello import model_number_for_config
+    from .recipes import name_of_model_number
 
     check_name(name)
     run_dir = Path(run_dir)

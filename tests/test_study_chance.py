@@ -163,7 +163,7 @@ def test_the_figure_draws_each_chance_level(tmp_path, monkeypatch):
     result = analyze(tmp_path / "results.csv", progress=False)
     drawn = {}
     monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.setdefault("fig", fig))
-    from disentangle.study.analysis import shares_of_row
+    from disentangle.study.result import shares_of_row
 
     shares = {"": {r["score"]: shares_of_row(r) for r in result.variance_explained}}
     figures.variance_figure(shares, tmp_path / "v.png", several_datasets=False)

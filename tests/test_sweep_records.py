@@ -18,7 +18,7 @@ MIG_200 = {"mig": {"num_train": 200}}
 
 
 def settings_identity(metric, settings):
-    from disentangle.sweep.runner import settings_identity
+    from disentangle.results_table import settings_identity
 
     return settings_identity(metric, settings)
 
@@ -141,7 +141,7 @@ WRITER = """
 import os, sys, time
 from pathlib import Path
 from disentangle.sweep import api
-from disentangle.sweep.study import RunSpec, Study
+from disentangle.sweep.grid import RunSpec, Study
 
 name, out, go = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 real_replace = os.replace

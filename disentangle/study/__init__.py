@@ -7,12 +7,15 @@
     result.rank_correlation["sprites"].values               # Spearman's rho between supervised scores
     result.variance_explained                               # [{"score", "method", "strength", "residual", ...}]
 
-Modules: :mod:`~disentangle.study.table` (reading the table, inferring method / strength / seed /
-scores), :mod:`~disentangle.study.dlib` (disentanglement_lib's aggregated JSON),
+Modules: :mod:`~disentangle.study.columns` (:class:`StudyTable` and what each column is),
+:mod:`~disentangle.study.table` (reading the table, inferring method / strength / seed / scores),
+:mod:`~disentangle.study.dlib` (disentanglement_lib's aggregated JSON),
 :mod:`~disentangle.study.statistics` (rank correlation, nested variance decomposition, quartiles),
-:mod:`~disentangle.study.udr` (UDR, Duan et al. 2020), :mod:`~disentangle.study.figures`
-(matplotlib, optional), :mod:`~disentangle.study.report` (the report folder) and
-:mod:`~disentangle.study.analysis` (``analyze``). Nothing here imports the trainer.
+:mod:`~disentangle.study.udr` (UDR, Duan et al. 2020), :mod:`~disentangle.study.result`
+(:class:`StudyResult`), :mod:`~disentangle.study.figures` (matplotlib, optional),
+:mod:`~disentangle.study.report` (the report folder) and :mod:`~disentangle.study.analysis`
+(``analyze``). A sweep's ``results.csv`` is read through :mod:`disentangle.results_table`; nothing
+here imports the sweep or the trainer.
 """
 from __future__ import annotations
 

@@ -15,7 +15,6 @@ Learning of Disentangled Representations", ICML 2019), done per dataset:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,11 @@ import numpy as np
 
 from ..checks import choice, positive_int
 from ..registry import DisentangleError
-from .statistics import Matrix, VarianceShares, holm, quartiles, rank_correlation_matrix, variance_explained
+from .report import write_report
+from .result import StudyResult, variance_row
+from .statistics import Matrix, holm, quartiles, rank_correlation_matrix, variance_explained
 from .table import Design, StudyTable, infer_design, read_table
+from .udr import AGGREGATIONS, CORRELATIONS, udr_from_runs
 
 FIGURE_NAMES = (
     "metric_rank_correlation.png",
@@ -33,35 +35,6 @@ FIGURE_NAMES = (
     "scores_by_method.png",
     "score_vs_strength.png",
 )
-
-
-@dataclass
-class StudyResult:
-    """The tables of a study (plain numpy / dicts / lists) and the files written.
-
-    * ``rank_correlation[dataset]``: :class:`~disentangle.study.statistics.Matrix` of Spearman's ρ
-      between the supervised scores (``.values``, ``.counts`` = runs behind each entry);
-    * ``unsupervised_vs_supervised[dataset]``: rows unsupervised scores, columns supervised;
-    * ``variance_explained``: one dict per (dataset, score): ``score, method, strength, residual,
-      n_runs, n_methods, n_settings``, the chance levels ``method_chance, strength_chance,
-      residual_chance`` (expected shares under pure noise), the F-test p-values ``method_p,
-      strength_p``, the same Holm-adjusted over the dataset's tests ``method_p_holm,
-      strength_p_holm``, and ``df_method, df_strength, df_residual`` (+ ``dataset`` first when
-      there are several);
-    * ``summary``: one dict per (dataset, method, setting, score): ``n_runs, median, q25, q75, iqr``;
-    * ``udr``: ``{run_id: {"udr": score, "udr_models": models compared}}`` when computed;
-    * ``skipped``: analysis name -> why it was not done; ``files``: output name -> path.
-    """
-
-    design: Design
-    rank_correlation: dict[str, Matrix]
-    unsupervised_vs_supervised: dict[str, Matrix]
-    variance_explained: list[dict[str, Any]]
-    summary: list[dict[str, Any]]
-    udr: dict[str, dict[str, float]] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
-    files: dict[str, Path] = field(default_factory=dict)
-    report: str = ""
 
 
 def _runs_folder(source: Any) -> Path | None:
@@ -123,8 +96,6 @@ def analyze(
     ``report.md`` are still written, and the report says how to get the figures.
     """
     udr_points = positive_int("udr_points", udr_points)
-    from .udr import AGGREGATIONS, CORRELATIONS
-
     udr_correlation = choice("udr_correlation", udr_correlation, CORRELATIONS)
     udr_aggregation = choice("udr_aggregation", udr_aggregation, AGGREGATIONS)
     out_dir = Path(out) if out is not None else None
@@ -144,8 +115,6 @@ def analyze(
                 "UDR is computed from the trained models, so it needs a sweep folder (or its results.csv) next to "
                 "its runs/ folder; this input has no run folders (a disentanglement_lib JSON holds only scores)."
             )
-        from .udr import udr_from_runs
-
         groups = _udr_groups(design, runs)
         udr_results = udr_from_runs(groups, num_points=udr_points, correlation=udr_correlation,
                                     aggregation=udr_aggregation, progress=progress)
@@ -156,8 +125,6 @@ def analyze(
     result = _compute(design)
     result.udr = udr_results
     if out_dir is not None:
-        from .report import write_report
-
         write_report(result, out_dir, figures=figures, progress=progress)
     return result
 
@@ -208,7 +175,7 @@ def _compute(design: Design) -> StudyResult:
             family = holm([p for s in shares.values() for p in (s.p_method, s.p_strength)])
             for k, (score, s) in enumerate(shares.items()):
                 s.p_method_adjusted, s.p_strength_adjusted = float(family[2 * k]), float(family[2 * k + 1])
-                variance.append(_variance_row(score, s, dataset if design.several_datasets else None))
+                variance.append(variance_row(score, s, dataset if design.several_datasets else None))
 
     summary: list[dict[str, Any]] = []
     for dataset in design.dataset_names:
@@ -226,27 +193,6 @@ def _compute(design: Design) -> StudyResult:
                         row = {"dataset": dataset, **row}
                     summary.append(row)
     return StudyResult(design, rank, unsup, variance, summary, skipped=skipped)
-
-
-def _variance_row(score: str, s: VarianceShares, dataset: str | None) -> dict[str, Any]:
-    """One row of ``variance_explained``: the shares, then (since issue 18) their chance levels and tests."""
-    row = {"score": score, "method": s.method, "strength": s.strength, "residual": s.residual,
-           "n_runs": s.n_runs, "n_methods": s.n_methods, "n_settings": s.n_settings,
-           "method_chance": s.chance_method, "strength_chance": s.chance_strength, "residual_chance": s.chance_residual,
-           "method_p": s.p_method, "strength_p": s.p_strength,
-           "method_p_holm": s.p_method_adjusted, "strength_p_holm": s.p_strength_adjusted,
-           "df_method": s.df_method, "df_strength": s.df_strength, "df_residual": s.df_residual}
-    return row if dataset is None else {"dataset": dataset, **row}
-
-
-def shares_of_row(row: dict[str, Any]) -> VarianceShares:
-    """The :class:`VarianceShares` of a ``variance_explained`` row (the inverse of the row's layout)."""
-    return VarianceShares(
-        row["method"], row["strength"], row["residual"], row["n_runs"], row["n_methods"], row["n_settings"],
-        row["df_method"], row["df_strength"], row["df_residual"],
-        row["method_chance"], row["strength_chance"], row["residual_chance"],
-        row["method_p"], row["strength_p"], row["method_p_holm"], row["strength_p_holm"],
-    )
 
 
 def _setting_key(design: Design, idx: list[int], setting: str) -> tuple[float, str]:

@@ -70,7 +70,8 @@ from pathlib import Path
 from typing import Any
 
 from ..registry import ConfigError, DisentangleError
-from .table import BOOKKEEPING_KEYS, StudyTable, to_float
+from ..results_table import FINISHED_STATUS, FIXED_COLUMNS, META_COLUMNS, score_column
+from .columns import StudyTable, is_bookkeeping, to_float
 
 MODEL_NAMES = {"beta_tc_vae": "beta_tcvae"}
 DATASET_NAMES = {"dsprites_full": "dsprites"}
@@ -111,12 +112,7 @@ METRIC_KEY = "evaluation_config.evaluation.evaluation_fn"
 PREDICTOR_KEY = "evaluation_config.predictor.predictor_fn"
 DROPPED_RESULTS = ("elapsed_time", "uuid")
 #: labels of a model (one value per model), kept as columns but never settings
-LABELS = ("run_id", "status", "seed", "dlib_model_number")
-
-
-def _is_bookkeeping(column: str) -> bool:
-    """A ``train_config`` key such as ``model.model_num`` or ``*.random_seed`` that labels a run."""
-    return column.rpartition(".")[2] in BOOKKEEPING_KEYS
+LABELS = META_COLUMNS
 
 
 def gin_value(value: Any) -> Any:
@@ -180,7 +176,7 @@ def _score_names(row: dict[str, Any]) -> dict[str, float]:
             size, colon, stat = key.partition(":")
             if colon:
                 name = f"{predictor or str(gin_value(row.get(PREDICTOR_KEY) or 'predictor'))}_{size}:{stat}"
-        out[f"{metric}.{name}"] = number
+        out[score_column(metric, name)] = number
     return out
 
 
@@ -226,12 +222,12 @@ def read_dlib_json(path: str | Path, *, postprocess: str = "mean_representation"
         if key is None:
             unnamed += 1
             continue
-        model = models.setdefault(key, {"run_id": key, "status": "finished"})
+        model = models.setdefault(key, {"run_id": key, "status": FINISHED_STATUS})
         for column, value in row.items():
             if not column.startswith("train_config.") or value is None:
                 continue
             name = TRAIN_KEYS.get(column, column)
-            if name == column and _is_bookkeeping(column):
+            if name == column and is_bookkeeping(column):
                 continue
             text = gin_value(value)
             if name == "objective.name":
@@ -257,7 +253,7 @@ def read_dlib_json(path: str | Path, *, postprocess: str = "mean_representation"
         if c in ("objective.name", "data.name") or len({m.get(c) for m in models.values()}) > 1
     ]
     score_columns = sorted(c for c in all_columns if _is_score(c))
-    labels = [c for c in LABELS if c in all_columns or c in ("run_id", "status", "seed")]
+    labels = [c for c in LABELS if c in all_columns or c in FIXED_COLUMNS]
     columns = [*labels, *varying, *score_columns]
     table_rows = [{c: m.get(c, math.nan if c in score_columns else None) for c in columns} for m in models.values()]
     notes.insert(0, f"Read {len(rows)} evaluation(s) of {len(models)} model(s) from the disentanglement_lib aggregated results '{path}'.")

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from ._io import atomic_write_text, write_csv
-from .analysis import StudyResult
 from .figures import pretty, pretty_method
-from .statistics import ALPHA, Matrix, detectable_share, holm, spearman_test
+from .result import StudyResult, shares_of_row
+from .statistics import ALPHA, Matrix, VarianceShares, detectable_share, holm, spearman_test
 
 PLOTS_HINT = 'pip install "disentangle-torch[plots]"'
 AGREE = 0.8  # |ρ| at or above: the scores agree
@@ -83,9 +83,6 @@ def write_figures(result: StudyResult, out: Path, progress: bool = True) -> dict
             result.unsupervised_vs_supervised, p, title="Rank correlation of unsupervised (rows) with supervised scores",
             several_datasets=several)))
     if result.variance_explained:
-        from .analysis import shares_of_row
-        from .statistics import VarianceShares
-
         shares: dict[str, dict[str, VarianceShares]] = {}
         for r in result.variance_explained:
             shares.setdefault(r.get("dataset", ""), {})[r["score"]] = shares_of_row(r)

@@ -1,6 +1,7 @@
 """The study's results table: reading it and inferring what each column is.
 
-A study table has one row per scored model. Its columns are (the sweeps' ``results.csv``):
+A study table has one row per scored model. Its columns are (the sweeps' ``results.csv``, whose
+columns, writer and reader are :mod:`disentangle.results_table`'s):
 
 * ``run_id``, ``status``, ``seed``;
 * one column per config key that varies across the study, dotted (``objective.name``,
@@ -11,115 +12,40 @@ A study table has one row per scored model. Its columns are (the sweeps' ``resul
 and ``metrics.json`` when there is no ``results.csv`` yet), a ``results.csv`` file, or a
 disentanglement_lib aggregated results JSON (:mod:`disentangle.study.dlib`).
 :func:`infer_design` then says which column is the method, which is the strength of each method,
-which is the seed and which are scores.
+which is the seed and which are scores. :class:`StudyTable` and the roles of the columns
+(:data:`HEADLINE_SCORES`, :func:`is_score_column`, ...) are :mod:`disentangle.study.columns`'s,
+imported here under their former names.
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..registry import ConfigError, DisentangleError, did_you_mean
-
-#: top-level config sections; a dotted column starting with one of them is a config key, not a score
-CONFIG_SECTIONS = ("data", "model", "objective", "train")
-#: prefixes of config columns that are not our sections (disentanglement_lib's gin keys)
-FOREIGN_CONFIG_PREFIXES = ("train_config", "postprocess_config", "evaluation_config")
-META_COLUMNS = ("run_id", "status", "seed", "dlib_model_number")
-#: last parts of config keys that label a run (one value per run) rather than set it: never a setting
-BOOKKEEPING_KEYS = ("random_seed", "model_num", "uuid", "elapsed_time")
-#: metrics whose scores need no ground-truth factors (compared against the supervised ones)
-UNSUPERVISED_METRICS = ("unsupervised_scores", "udr", "elbo_decomposition")
-#: the scores analysed by default, per metric; a metric not listed here contributes all its scores
-HEADLINE_SCORES: dict[str, tuple[str, ...]] = {
-    "beta_vae_score": ("eval_accuracy",),
-    "factor_vae_score": ("eval_accuracy",),
-    "mig": ("mig",),
-    "modularity_explicitness": ("modularity", "explicitness_test"),
-    "dci": ("disentanglement", "completeness", "informativeness_test"),
-    "sap_score": ("sap",),
-    "unsupervised_scores": (
-        "gaussian_total_correlation",
-        "gaussian_wasserstein_correlation",
-        "gaussian_wasserstein_correlation_norm",
-        "mutual_info_score",
-    ),
-    "downstream_task": (
-        "lr_10000:mean_test_accuracy",
-        "gbt_10000:mean_test_accuracy",
-        "lr:sample_efficiency",
-        "gbt:sample_efficiency",
-    ),
-    "elbo_decomposition": ("index_code_mi", "total_correlation", "dimwise_kl"),
-    "udr": ("udr",),
-}
-#: the order methods are listed in (Locatello et al. 2019's order); others follow alphabetically
-METHOD_ORDER = ("beta_vae", "annealed_vae", "factor_vae", "dip_vae_i", "dip_vae_ii", "beta_tcvae")
-FINISHED_STATUSES = ("finished", "done", "ok", "success", "")
-
-
-@dataclass
-class StudyTable:
-    """Rows of a study: ``rows[i][column]`` is a string (config values), a float (scores) or None."""
-
-    columns: list[str]
-    rows: list[dict[str, Any]]
-    source: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def values(self, column: str) -> list[Any]:
-        return [row.get(column) for row in self.rows]
-
-    def numeric(self, column: str) -> np.ndarray:
-        """The column as float64, NaN where a cell is empty or not a number."""
-        return np.array([to_float(v) for v in self.values(column)], dtype=np.float64)
-
-    def with_column(self, name: str, values: list[Any]) -> "StudyTable":
-        """A copy with ``name`` set (added or replaced) to ``values`` (one per row)."""
-        if len(values) != len(self.rows):
-            raise ValueError(f"{len(values)} values for a table of {len(self.rows)} rows")
-        rows = [{**row, name: value} for row, value in zip(self.rows, values)]
-        columns = self.columns + ([name] if name not in self.columns else [])
-        return StudyTable(columns, rows, self.source, list(self.notes))
-
-
-def to_float(value: Any) -> float:
-    if value is None or isinstance(value, bool):
-        return math.nan
-    if isinstance(value, (int, float, np.floating, np.integer)):
-        return float(value)
-    try:
-        return float(str(value).strip())
-    except ValueError:
-        return math.nan
-
-
-def is_score_column(column: str) -> bool:
-    """``<metric>.<score>`` where ``<metric>`` is not a config section."""
-    head, dot, tail = column.partition(".")
-    return (
-        bool(dot and tail)
-        and head not in CONFIG_SECTIONS + FOREIGN_CONFIG_PREFIXES
-        and column not in META_COLUMNS
-    )
-
-
-def is_unsupervised(score: str) -> bool:
-    return score.partition(".")[0] in UNSUPERVISED_METRICS
-
-
-def is_headline(score: str) -> bool:
-    metric, _, name = score.partition(".")
-    return metric not in HEADLINE_SCORES or name in HEADLINE_SCORES[metric]
-
+from ..results_table import CONFIG_NAME, METRICS_NAME, RESULTS_NAME, RUNS_DIR, read_results, score_column
+from .columns import (  # noqa: F401  (BOOKKEEPING_KEYS ... is_score_column: imported by their former module too)
+    BOOKKEEPING_KEYS,
+    CONFIG_SECTIONS,
+    FINISHED_STATUSES,
+    FOREIGN_CONFIG_PREFIXES,
+    HEADLINE_SCORES,
+    META_COLUMNS,
+    METHOD_ORDER,
+    UNSUPERVISED_METRICS,
+    StudyTable,
+    is_bookkeeping,
+    is_config_column,
+    is_headline,
+    is_score_column,
+    is_unsupervised,
+    to_float,
+)
+from .dlib import read_dlib_json
 
 # --------------------------------------------------------------------------------------------- reading
 
@@ -143,12 +69,10 @@ def read_table(source: str | Path, *, postprocess: str = "mean_representation") 
     if path.is_dir():
         return _read_sweep_folder(path)
     if path.suffix.lower() == ".json":
-        from .dlib import read_dlib_json
-
         return read_dlib_json(path, postprocess=postprocess)
     if path.suffix.lower() == ".csv":
         table = _read_csv(path)
-        runs = path.parent / "runs"
+        runs = path.parent / RUNS_DIR
         return _fill_from_run_configs(table, runs) if runs.is_dir() else table
     raise DisentangleError(
         f"Cannot read '{source}': expected a sweep folder, a .csv results table or a .json "
@@ -157,17 +81,8 @@ def read_table(source: str | Path, *, postprocess: str = "mean_representation") 
 
 
 def _read_csv(path: Path) -> StudyTable:
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if not reader.fieldnames:
-            raise DisentangleError(f"'{path}' is empty: a results table needs a header row and one row per run.")
-        columns = [c.strip() for c in reader.fieldnames]
-        rows = [
-            {c.strip(): (v.strip() if isinstance(v, str) and v.strip() != "" else None) for c, v in raw.items() if c}
-            for raw in reader
-        ]
-    table = StudyTable(columns, rows, source=str(path))
-    return _drop_unfinished(table)
+    read = read_results(path)
+    return _drop_unfinished(StudyTable(read.columns, read.rows, source=str(path)))
 
 
 def _drop_unfinished(table: StudyTable) -> StudyTable:
@@ -215,7 +130,7 @@ def _fill_from_run_configs(table: StudyTable, runs: Path) -> StudyTable:
         return table
     filled: dict[str, list[Any]] = {c: [] for c in wanted}
     for row in table.rows:
-        config_file = runs / str(row.get("run_id")) / "config.yaml"
+        config_file = runs / str(row.get("run_id")) / CONFIG_NAME
         flat = _flatten(_load_yaml(config_file)) if config_file.is_file() else {}
         for c in wanted:
             filled[c].append(_config_cell(flat.get(c)))
@@ -227,8 +142,8 @@ def _fill_from_run_configs(table: StudyTable, runs: Path) -> StudyTable:
 
 
 def _read_sweep_folder(folder: Path) -> StudyTable:
-    results = folder / "results.csv"
-    runs = folder / "runs"
+    results = folder / RESULTS_NAME
+    runs = folder / RUNS_DIR
     if results.is_file():
         table = _read_csv(results)
         return _fill_from_run_configs(table, runs) if runs.is_dir() else table
@@ -245,7 +160,7 @@ def _table_from_run_folders(folder: Path, runs: Path) -> StudyTable:
     records: list[tuple[str, dict[str, Any], dict[str, float]]] = []
     unfinished = 0
     for run in sorted(p for p in runs.iterdir() if p.is_dir()):
-        config_file, metrics_file = run / "config.yaml", run / "metrics.json"
+        config_file, metrics_file = run / CONFIG_NAME, run / METRICS_NAME
         if not (config_file.is_file() and metrics_file.is_file()):
             unfinished += 1
             continue
@@ -253,7 +168,7 @@ def _table_from_run_folders(folder: Path, runs: Path) -> StudyTable:
             metrics = json.load(f)
         nested = metrics.get("metrics", metrics) if isinstance(metrics, dict) else {}
         scores = {
-            f"{metric}.{score}": to_float(value)
+            score_column(metric, score): to_float(value)
             for metric, values in nested.items()
             if isinstance(values, dict)
             for score, value in values.items()
@@ -435,9 +350,7 @@ def infer_design(
     # labels, and so are bookkeeping keys such as disentanglement_lib's model.model_num or *.random_seed
     config_columns = [
         c for c in table.columns
-        if c.partition(".")[0] in CONFIG_SECTIONS + FOREIGN_CONFIG_PREFIXES and c.partition(".")[2]
-        and c not in (method_column, dataset_col, seed_column)
-        and c.rpartition(".")[2] not in BOOKKEEPING_KEYS
+        if is_config_column(c) and c not in (method_column, dataset_col, seed_column) and not is_bookkeeping(c)
     ]
     configuration = [""] * len(table)
     strength = np.full(len(table), np.nan)

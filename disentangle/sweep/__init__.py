@@ -1,7 +1,7 @@
 """Sweeps: grids of training runs on a laptop (process pool), Ray or Slurm, kill-safe and idempotent.
 
-A study file (:mod:`disentangle.sweep.study`) names a base config, overrides, a grid, seeds and
-metrics. Every run gets a stable id (:func:`~disentangle.sweep.ids.run_id`, a hash of its resolved
+A study file (:mod:`disentangle.sweep.grid`, formerly ``disentangle.sweep.study``) names a base
+config, overrides, a grid, seeds and metrics. Every run gets a stable id (:func:`~disentangle.sweep.ids.run_id`, a hash of its resolved
 config) and the folder ``DIR/runs/<id>``; ``metrics.json`` written last marks it finished, so a
 rerun skips finished runs, resumes partial ones from their checkpoints and starts the rest.
 
@@ -11,15 +11,22 @@ rerun skips finished runs, resumes partial ones from their checkpoints and start
 >>> sweep.results("sweeps/mini").rows[0]["mig.mig"]                            # doctest: +SKIP
 
 Command line: ``python -m disentangle.sweep run|status|results`` (:mod:`disentangle.sweep.__main__`).
+
+Modules: :mod:`~disentangle.sweep.grid` (a study file -> the grid of runs),
+:mod:`~disentangle.sweep.ids` (run ids), :mod:`~disentangle.sweep.files` (the sweep folder: its
+files, :class:`~disentangle.sweep.files.RunState`, the locks, writing ``results.csv``),
+:mod:`~disentangle.sweep.runner` (one run: train, evaluate, record), :mod:`~disentangle.sweep.api`
+(``run``, ``status``, ``results``), :mod:`~disentangle.sweep.backends` (local, Ray, Slurm). The
+columns of ``results.csv``, its writer and its reader are :mod:`disentangle.results_table`'s.
 """
 from __future__ import annotations
 
 from .api import RunStatus, SweepReport, SweepStatus, results, run, run_state, status
 from .backends import BACKENDS, BackendOptions
+from .files import ResultsTable, RunState, build_table  # noqa: F401  (RunState: joins __all__ once docs/api/sweep.md documents it)
+from .grid import RunSpec, Study, load_study, shipped_study_names, study_from_dict
 from .ids import EXCLUDED_KEYS, run_id
 from .runner import RunOutcome, RunTask, run_one
-from .study import RunSpec, Study, load_study, shipped_study_names, study_from_dict
-from .table import ResultsTable, build_table
 
 __all__ = [
     "BACKENDS",

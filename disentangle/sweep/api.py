@@ -9,20 +9,30 @@ from typing import Any, Callable
 from .. import checks
 from ..registry import ConfigError
 from .backends import BACKENDS, BackendOptions
-from .files import FAILED_NAME, METRICS_NAME, PLAN_LOCK_NAME, PLAN_NAME, RUNS_DIR, FolderLock, atomic_write_json, lock_holder, read_json
+from .files import (
+    FAILED_NAME,
+    METRICS_NAME,
+    PLAN_LOCK_NAME,
+    PLAN_NAME,
+    RUNS_DIR,
+    STATES,
+    FolderLock,
+    ResultsTable,
+    RunState,
+    atomic_write_json,
+    lock_holder,
+    read_json,
+    write_results,
+)
+from .grid import RunSpec, Study, _short, load_study
 from .ids import canonical_json
-from .runner import FINISHED, SKIPPED, RunOutcome, RunTask, missing_metrics, outcome_line
-from .study import RunSpec, Study, load_study
-from .table import ResultsTable, write_results
-
-#: states of a run folder, as ``status`` counts them
-STATES = ("finished", "running", "partial", "not started", "failed")
+from .runner import RunOutcome, RunTask, missing_metrics, outcome_line
 
 
 @dataclass
 class RunStatus:
     run_id: str
-    state: str
+    state: RunState
     description: str = ""
     message: str = ""  #: the failed run's last error line, the running run's lock holder, a partial run's step
 
@@ -34,7 +44,7 @@ class SweepStatus:
 
     @property
     def counts(self) -> dict[str, int]:
-        counts = {s: 0 for s in STATES}
+        counts = {s.value: 0 for s in STATES}  # plain str keys: a RunState finds its count
         for run in self.runs:
             counts[run.state] += 1
         return counts
@@ -43,7 +53,7 @@ class SweepStatus:
         counts = self.counts
         parts = ", ".join(f"{counts[s]} {s}" for s in STATES)
         lines = [f"{self.out_dir}: {len(self.runs)} runs: {parts}"]
-        for state in ("failed", "running", "partial"):
+        for state in (RunState.FAILED, RunState.RUNNING, RunState.PARTIAL):
             listed = [r for r in self.runs if r.state == state]
             if listed:
                 lines.append(f"{state}:")
@@ -66,7 +76,7 @@ class SweepReport:
 
     @property
     def unfinished(self) -> list[RunOutcome]:
-        return [o for o in self.outcomes if o.status not in (FINISHED, SKIPPED)]
+        return [o for o in self.outcomes if o.status not in (RunState.FINISHED, RunState.SKIPPED)]
 
     @property
     def ok(self) -> bool:
@@ -78,8 +88,9 @@ class SweepReport:
 # ---------------------------------------------------------------------- state of a run folder
 def run_state(
     run_dir: Path, metrics: list[str] | None = None, settings: dict[str, dict[str, Any]] | None = None
-) -> tuple[str, str]:
-    """``(state, detail)`` of a run folder; ``state`` is one of :data:`STATES`.
+) -> tuple[RunState, str]:
+    """``(state, detail)`` of a run folder; ``state`` is one of :data:`STATES`
+    (:class:`~disentangle.sweep.files.RunState`).
 
     finished: ``metrics.json`` exists (and holds every metric in ``metrics``, if given, computed
     with its ``settings``: a metric scored with other settings is still to compute); running:
@@ -89,25 +100,25 @@ def run_state(
     from ..checkpoint import has_checkpoint
 
     if not run_dir.is_dir():
-        return "not started", ""
+        return RunState.NOT_STARTED, ""
     missing = missing_metrics(run_dir, metrics or [], settings)
     if missing == []:
-        return "finished", ""
+        return RunState.FINISHED, ""
     holder = lock_holder(run_dir)
     if holder:
-        return "running", f"locked by {holder}"
+        return RunState.RUNNING, f"locked by {holder}"
     failed = read_json(run_dir / FAILED_NAME)
     if isinstance(failed, dict):
-        return "failed", str(failed.get("last_line", ""))
+        return RunState.FAILED, str(failed.get("last_line", ""))
     if missing:
         record = read_json(run_dir / METRICS_NAME) or {}
         have = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
         names = [f"{m} (scored with other settings)" if m in have else m for m in missing]
-        return "partial", f"trained; metrics to compute: {', '.join(names)}"
+        return RunState.PARTIAL, f"trained; metrics to compute: {', '.join(names)}"
     if has_checkpoint(run_dir):
         step = _last_logged_step(run_dir)
-        return "partial", f"last logged step {step}" if step is not None else ""
-    return "not started", ""
+        return RunState.PARTIAL, f"last logged step {step}" if step is not None else ""
+    return RunState.NOT_STARTED, ""
 
 
 def _last_logged_step(run_dir: Path) -> int | None:
@@ -280,17 +291,20 @@ def run(
     states = {
         r.run_id: run_state(out_dir / RUNS_DIR / r.run_id, study.metrics, study.metric_settings) for r in study.runs
     }
-    before = {s: 0 for s in STATES}
+    before = {s.value: 0 for s in STATES}
     for state, _ in states.values():
         before[state] += 1
-    todo = [r for r in study.runs if states[r.run_id][0] != "finished" and (retry_failed or states[r.run_id][0] != "failed")]
+    todo = [
+        r for r in study.runs
+        if states[r.run_id][0] != RunState.FINISHED and (retry_failed or states[r.run_id][0] != RunState.FAILED)
+    ]
     report = SweepReport(study, out_dir, before, len(todo), dry_run=dry_run)
     if log:
         counts = ", ".join(f"{n} {s}" for s, n in before.items() if n)
         merged = f" ({study.merged_duplicates} duplicate grid points merged)" if study.merged_duplicates else ""
         log(f"study {study.name}: {len(study.runs)} runs{merged}: {counts}; {len(todo)} to run -> {out_dir}")
-        if before["failed"] and not retry_failed:
-            log(f"{before['failed']} failed runs are left as they are; rerun with --retry-failed to train them again")
+        if before[RunState.FAILED] and not retry_failed:
+            log(f"{before[RunState.FAILED]} failed runs are left as they are; rerun with --retry-failed to train them again")
     if dry_run:
         if log:
             for r in study.runs:
@@ -353,8 +367,6 @@ def status(out: str | Path) -> SweepStatus:
     Each run is judged by the studies that hold it (:func:`plan_requirements`): a run of study A
     is finished when it holds A's metrics with A's settings, whatever another study in the folder
     asks. A run folder outside the plan is finished when it has a ``metrics.json``."""
-    from .study import _short
-
     out_dir = Path(out)
     if not out_dir.is_dir():
         raise ConfigError(f"'{out}' is not a folder. Pass the --out folder of a sweep.")
@@ -372,7 +384,7 @@ def status(out: str | Path) -> SweepStatus:
                             *([f"seed={entry['seed']}"] if "seed" in entry else [])])
         metrics, settings = needs.get(rid, ([], {}))
         state, detail = run_state(runs_dir / rid, metrics, settings)
-        if state == "partial" and detail.startswith("last logged step") and entry.get("steps"):
+        if state == RunState.PARTIAL and detail.startswith("last logged step") and entry.get("steps"):
             detail += f" of {entry['steps']}"
         runs.append(RunStatus(rid, state, values, detail))
     return SweepStatus(out_dir, runs)

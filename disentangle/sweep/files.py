@@ -1,11 +1,12 @@
-"""The files of a sweep folder, atomic writes and the per-run lock.
+"""The files of a sweep folder, the states of its runs, atomic writes, the locks and ``results.csv``.
 
 Layout of ``DIR``::
 
     sweep.json             the plan: every run of the studies run into DIR (id, seed, grid values)
                            and, per study, its runs, metrics and metric settings
     .plan.lock             held (fcntl.flock) while sweep.json is read, changed and rewritten
-    results.csv            one row per finished run (rewritten atomically after every finished run)
+    results.csv            one row per finished run (rewritten atomically after every finished run;
+                           its columns: :mod:`disentangle.results_table`)
     .results.lock          held while results.csv is built and rewritten
     runs/<id>/             an ordinary run folder (config.yaml, checkpoint.pt, log.jsonl, ...) plus
         metrics.json       the scores and the settings each was computed with, written atomically
@@ -14,23 +15,33 @@ Layout of ``DIR``::
         traceback.txt      the full traceback of that failure
         .lock              held (fcntl.flock) by the process training the run; it holds its pid
     slurm/                 submitit's job files (Slurm backend only)
+
+The names the results table reads (``sweep.json``, ``runs/``, ``metrics.json``, ``results.csv``)
+are :mod:`disentangle.results_table`'s, re-exported here with the sweep's own.
 """
 from __future__ import annotations
 
 import errno
-import json
 import os
 import socket
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_write_json, atomic_write_text  # noqa: F401  (re-exported for the sweep modules)
+from ..results_table import (  # noqa: F401  (re-exported for the sweep modules)
+    METRICS_NAME,
+    PLAN_NAME,
+    RESULTS_NAME,
+    RUNS_DIR,
+    ResultsTable,
+    read_json,
+    write_table,
+)
+from ..results_table import build_table as _build_table
+from .ids import EXCLUDED_KEYS
 
-PLAN_NAME = "sweep.json"
-RESULTS_NAME = "results.csv"
-RUNS_DIR = "runs"
-METRICS_NAME = "metrics.json"
 FAILED_NAME = "failed.json"
 TRACEBACK_NAME = "traceback.txt"
 LOCK_NAME = ".lock"
@@ -41,12 +52,35 @@ RESULTS_LOCK_NAME = ".results.lock"
 FOLDER_LOCK_WAIT = 120.0
 
 
-def read_json(path: str | Path) -> Any | None:
-    """The JSON value in ``path``, or None when it is missing or unreadable."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+class RunState(str, Enum):
+    """The state of a run of a sweep, or what :func:`~disentangle.sweep.runner.run_one` did with it.
+
+    A ``str``: a state compares equal to its value (``RunState.FINISHED == "finished"``) and is
+    printed, written to JSON and CSV as that value.
+
+    States of a run folder (:func:`~disentangle.sweep.api.run_state`, ``status``): ``finished``
+    (``metrics.json`` holds the requested metrics), ``running`` (another process holds its lock),
+    ``partial`` (a checkpoint, or metrics still to compute), ``not started``, ``failed``
+    (``failed.json``). Outcomes of a run (:class:`~disentangle.sweep.runner.RunOutcome`):
+    ``finished``, ``skipped`` (finished before), ``failed``, ``busy`` (locked by another process),
+    ``crashed`` (the worker died; set by the backends).
+    """
+
+    FINISHED = "finished"
+    RUNNING = "running"
+    PARTIAL = "partial"
+    NOT_STARTED = "not started"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    BUSY = "busy"
+    CRASHED = "crashed"
+
+    __str__ = str.__str__  # the value, on every Python version (3.12 changed Enum's str/format)
+    __format__ = str.__format__
+
+
+#: the states of a run folder, in the order ``status`` counts them
+STATES = (RunState.FINISHED, RunState.RUNNING, RunState.PARTIAL, RunState.NOT_STARTED, RunState.FAILED)
 
 
 class RunLock:
@@ -144,3 +178,23 @@ def lock_holder(run_dir: str | Path) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------------- results.csv
+def build_table(out_dir: str | Path) -> ResultsTable:
+    """The results table of a sweep folder (:func:`disentangle.results_table.build_table`; the
+    config keys that do not change a run id, :data:`~disentangle.sweep.ids.EXCLUDED_KEYS`, are
+    never columns)."""
+    return _build_table(out_dir, ignore=EXCLUDED_KEYS)
+
+
+def write_results(out_dir: str | Path, output: str | Path | None = None) -> ResultsTable:
+    """Build the table and write it (atomically) to ``output`` (default ``DIR/results.csv``).
+
+    Writing the sweep's own ``results.csv``, the table is built and written under the folder's
+    results lock, so the last writer always wrote the newest table."""
+    out_dir = Path(out_dir)
+    if output is not None:
+        return write_table(build_table(out_dir), output)
+    with FolderLock(out_dir / RESULTS_LOCK_NAME, "the results table"):
+        return write_table(build_table(out_dir), out_dir / RESULTS_NAME)

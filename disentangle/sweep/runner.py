@@ -21,18 +21,15 @@
    ``KeyboardInterrupt`` / ``SystemExit`` are not caught (the trainer checkpoints on them).
 
 ``metrics.json`` records ``metric_settings``: ``{metric: settings}`` for every metric it holds,
-every setting the score depends on (defaults filled in, :data:`EXECUTION_SETTINGS` left out).
-Files written before settings were recorded per metric hold the settings their sweep asked for
-(only those given); they are read the same way, so a metric without an entry there (or a file
-without ``metric_settings``, as ``python -m disentangle.evaluate`` writes it) counts as scored
-with the metric's defaults.
+every setting the score depends on (:func:`~disentangle.results_table.settings_identity`: defaults
+filled in, :data:`~disentangle.results_table.EXECUTION_SETTINGS` left out; the results table
+splits a metric's columns by them, and reads older files the same way).
 
 A worker process builds each dataset once and keeps the last one it built (keyed by the ``data``
 section and the device), so consecutive runs on the same data share it.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 import traceback
@@ -41,15 +38,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .files import FAILED_NAME, LOCK_NAME, METRICS_NAME, TRACEBACK_NAME, RunLock, atomic_write_json, read_json
+from ..results_table import EXECUTION_SETTINGS, recorded_settings, settings_identity  # noqa: F401  (EXECUTION_SETTINGS: kept here)
+from .files import (
+    FAILED_NAME,
+    LOCK_NAME,
+    METRICS_NAME,
+    TRACEBACK_NAME,
+    RunLock,
+    RunState,
+    atomic_write_json,
+    read_json,
+    write_results,
+)
+from .grid import _short, import_plugins
 from .ids import canonical_json
 
-#: metric settings that change how fast a score is computed, not its value: left out of the recorded
-#: settings and of the comparison that decides whether a score answers a request
-EXECUTION_SETTINGS: tuple[str, ...] = ("n_jobs", "representation_batch_size")
-
-#: outcome statuses
-FINISHED, SKIPPED, FAILED, BUSY, CRASHED = "finished", "skipped", "failed", "busy", "crashed"
+#: outcome statuses (:class:`~disentangle.sweep.files.RunState`), under their former names
+FINISHED, SKIPPED, FAILED, BUSY, CRASHED = (
+    RunState.FINISHED, RunState.SKIPPED, RunState.FAILED, RunState.BUSY, RunState.CRASHED
+)
 
 
 @dataclass
@@ -71,8 +78,6 @@ class RunTask:
     sweep_dir: str | None = None  #: the sweep folder whose results.csv is rewritten after the run
 
     def describe(self) -> str:
-        from .study import _short
-
         items = [f"{k}={_short(v)}" for k, v in self.values.items()]
         return ", ".join([*items, f"seed={self.seed}"])
 
@@ -83,7 +88,7 @@ class RunOutcome:
     (locked by another process) or crashed (the worker died; set by the backends)."""
 
     run_id: str
-    status: str
+    status: RunState
     seconds: float = 0.0
     message: str = ""
     description: str = ""
@@ -102,8 +107,6 @@ def configure_worker(threads: int | None, imports: list[str] = ()) -> None:
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
     if imports:
-        from .study import import_plugins
-
         import_plugins(list(imports))
 
 
@@ -120,43 +123,6 @@ def cached_dataset(data: dict[str, Any], device: Any) -> Any:
     dataset = build_dataset(dict(data), device=device)
     _DATASETS[key] = dataset
     return dataset
-
-
-# ---------------------------------------------------------------------- metric settings
-def _json_value(value: Any) -> Any:
-    return json.loads(canonical_json(value))
-
-
-def settings_identity(metric: str, settings: dict[str, Any] | None) -> dict[str, Any]:
-    """The settings a score of ``metric`` depends on: every keyword setting of the metric (but
-    ``seed``, the run's, and :data:`EXECUTION_SETTINGS`), ``settings`` over the defaults, as JSON
-    values (tuples become lists). ``{}`` and ``{"num_train": 10000}`` give the same identity for
-    MIG, whose default ``num_train`` is 10000. A metric this process does not know (a plugin's,
-    not imported) keeps ``settings`` as given."""
-    import inspect
-
-    from ..metrics import METRICS
-    from ..registry import UnknownNameError
-
-    try:
-        function = METRICS.get(metric)
-    except UnknownNameError:
-        defaults: dict[str, Any] = {}
-    else:
-        defaults = {
-            name: p.default for name, p in inspect.signature(function).parameters.items()
-            if p.kind is p.KEYWORD_ONLY and name != "seed" and name not in EXECUTION_SETTINGS
-        }
-    given = {k: v for k, v in (settings or {}).items() if k != "seed" and k not in EXECUTION_SETTINGS}
-    return _json_value({**defaults, **given})
-
-
-def recorded_settings(record: dict[str, Any], metric: str) -> dict[str, Any]:
-    """The identity of the settings ``metric`` was scored with in a ``metrics.json`` record (see
-    the module docstring for files without per-metric settings: the defaults)."""
-    recorded = record.get("metric_settings")
-    entry = recorded.get(metric) if isinstance(recorded, dict) else None
-    return settings_identity(metric, entry if isinstance(entry, dict) else {})
 
 
 # ---------------------------------------------------------------------- state of a run folder
@@ -186,34 +152,32 @@ def run_one(task: RunTask) -> RunOutcome:
     lock = RunLock(run_dir / LOCK_NAME)
     if not lock.acquire(timeout=task.lock_wait):
         holder = (run_dir / LOCK_NAME).read_text().strip() or "another process"
-        return RunOutcome(task.run_id, BUSY, 0.0, f"locked by {holder}", task.describe())
+        return RunOutcome(task.run_id, RunState.BUSY, 0.0, f"locked by {holder}", task.describe())
     with lock:
         missing = missing_metrics(run_dir, task.metrics, task.metric_settings)
         if missing == []:
-            return RunOutcome(task.run_id, SKIPPED, 0.0, "", task.describe())
+            return RunOutcome(task.run_id, RunState.SKIPPED, 0.0, "", task.describe())
         failed = read_json(run_dir / FAILED_NAME)
         if failed is not None and missing is None:
             if not task.retry_failed:
-                return RunOutcome(task.run_id, FAILED, 0.0, f"(failed before) {failed.get('last_line', '')}", task.describe())
+                return RunOutcome(task.run_id, RunState.FAILED, 0.0, f"(failed before) {failed.get('last_line', '')}", task.describe())
         try:
             configure_worker(task.threads, task.imports)
             _train_and_evaluate(task, run_dir, missing)
         except Exception as err:  # recorded, not raised: the other runs go on
             record = record_failure(run_dir, err)
-            return RunOutcome(task.run_id, FAILED, time.perf_counter() - start, record["last_line"], task.describe())
+            return RunOutcome(task.run_id, RunState.FAILED, time.perf_counter() - start, record["last_line"], task.describe())
         for name in (FAILED_NAME, TRACEBACK_NAME):  # a retried run that succeeded
             (run_dir / name).unlink(missing_ok=True)
     if task.sweep_dir:
         update_results(task.sweep_dir)
-    return RunOutcome(task.run_id, FINISHED, time.perf_counter() - start, "", task.describe())
+    return RunOutcome(task.run_id, RunState.FINISHED, time.perf_counter() - start, "", task.describe())
 
 
 def update_results(sweep_dir: str | Path) -> None:
     """Rewrite the sweep's ``results.csv`` after a finished run; a failure to write it is reported
     on stderr, never raised (the run itself is finished and recorded)."""
     import sys
-
-    from .table import write_results
 
     try:
         write_results(sweep_dir)

@@ -22,7 +22,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Iterator
 
-from ..runner import CRASHED, RunOutcome, RunTask, configure_worker, run_one
+from ..files import RunState
+from ..runner import RunOutcome, RunTask, configure_worker, run_one
 
 CRASH_MESSAGE = (
     "its worker process died repeatedly (killed, out of memory, or unable to start: workers are spawned, so "
@@ -93,7 +94,7 @@ def run_local(tasks: list[RunTask], options, report, folder=None) -> None:
         except BrokenProcessPool:
             continue
     for task in pending.values():
-        report(RunOutcome(task.run_id, CRASHED, 0.0, CRASH_MESSAGE, task.describe()))
+        report(RunOutcome(task.run_id, RunState.CRASHED, 0.0, CRASH_MESSAGE, task.describe()))
 
 
 def _run_pool(tasks: list[RunTask], workers: int, threads: int, pending: dict, report) -> None:

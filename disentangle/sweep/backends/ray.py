@@ -14,7 +14,8 @@
 from __future__ import annotations
 
 from ...registry import DisentangleError
-from ..runner import CRASHED, RunOutcome, RunTask, run_one
+from ..files import RunState
+from ..runner import RunOutcome, RunTask, run_one
 
 
 def _ray_module():
@@ -62,7 +63,7 @@ def run_ray(tasks: list[RunTask], options, report, folder=None) -> None:
                 outcome = ray.get(ready[0])
             except ray.exceptions.RayError as err:
                 line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                outcome = RunOutcome(task.run_id, CRASHED, 0.0, f"{type(err).__name__}: {line}", task.describe())
+                outcome = RunOutcome(task.run_id, RunState.CRASHED, 0.0, f"{type(err).__name__}: {line}", task.describe())
             report(outcome)
     finally:
         if started:

@@ -28,7 +28,8 @@ import sys
 from pathlib import Path
 
 from ...registry import DisentangleError
-from ..runner import CRASHED, RunOutcome, RunTask, run_one
+from ..files import RunState
+from ..runner import RunOutcome, RunTask, run_one
 
 DEFAULT_MAX_ARRAY_SIZE = 1000
 #: requeues of an array task that reached its time limit (submitit's ``max_num_timeout`` default)
@@ -142,7 +143,7 @@ def run_slurm(tasks: list[RunTask], options, report, folder: str | Path) -> list
             text = str(err).strip()
             line = text.splitlines()[-1] if text else type(err).__name__
             outcomes = [
-                RunOutcome(t.run_id, CRASHED, 0.0, f"job {job.job_id}: {line}", t.describe()) for t in chunk
+                RunOutcome(t.run_id, RunState.CRASHED, 0.0, f"job {job.job_id}: {line}", t.describe()) for t in chunk
             ]
         for outcome in outcomes:
             report(outcome)

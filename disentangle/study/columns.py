@@ -1,0 +1,118 @@
+"""What each column of a study table is, and :class:`StudyTable`, the rows the study analyses.
+
+A study table has one row per scored model; its columns are those of a sweep's ``results.csv``
+(:mod:`disentangle.results_table`: ``run_id``, ``status``, ``seed``, the config keys that vary,
+``dlib_model_number``, one ``<metric>.<score>`` column per score), or the same columns read from a
+disentanglement_lib aggregated results JSON (:mod:`disentangle.study.dlib`, whose own config keys
+are kept under :data:`FOREIGN_CONFIG_PREFIXES`). Reading a table is :mod:`disentangle.study.table`'s,
+inferring the role of each column :func:`disentangle.study.table.infer_design`'s.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import results_table
+from ..results_table import CONFIG_SECTIONS, FINISHED_STATUS, META_COLUMNS  # noqa: F401  (the study's names for them)
+
+#: prefixes of config columns that are not our sections (disentanglement_lib's gin keys)
+FOREIGN_CONFIG_PREFIXES = ("train_config", "postprocess_config", "evaluation_config")
+#: last parts of config keys that label a run (one value per run) rather than set it: never a setting
+BOOKKEEPING_KEYS = ("random_seed", "model_num", "uuid", "elapsed_time")
+#: metrics whose scores need no ground-truth factors (compared against the supervised ones)
+UNSUPERVISED_METRICS = ("unsupervised_scores", "udr", "elbo_decomposition")
+#: the scores analysed by default, per metric; a metric not listed here contributes all its scores
+HEADLINE_SCORES: dict[str, tuple[str, ...]] = {
+    "beta_vae_score": ("eval_accuracy",),
+    "factor_vae_score": ("eval_accuracy",),
+    "mig": ("mig",),
+    "modularity_explicitness": ("modularity", "explicitness_test"),
+    "dci": ("disentanglement", "completeness", "informativeness_test"),
+    "sap_score": ("sap",),
+    "unsupervised_scores": (
+        "gaussian_total_correlation",
+        "gaussian_wasserstein_correlation",
+        "gaussian_wasserstein_correlation_norm",
+        "mutual_info_score",
+    ),
+    "downstream_task": (
+        "lr_10000:mean_test_accuracy",
+        "gbt_10000:mean_test_accuracy",
+        "lr:sample_efficiency",
+        "gbt:sample_efficiency",
+    ),
+    "elbo_decomposition": ("index_code_mi", "total_correlation", "dimwise_kl"),
+    "udr": ("udr",),
+}
+#: the order methods are listed in (Locatello et al. 2019's order); others follow alphabetically
+METHOD_ORDER = ("beta_vae", "annealed_vae", "factor_vae", "dip_vae_i", "dip_vae_ii", "beta_tcvae")
+#: ``status`` values of a finished run (ours, and other tools' spellings); other rows are left out
+FINISHED_STATUSES = (FINISHED_STATUS, "done", "ok", "success", "")
+
+
+@dataclass
+class StudyTable:
+    """Rows of a study: ``rows[i][column]`` is a string (config values), a float (scores) or None."""
+
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    source: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def values(self, column: str) -> list[Any]:
+        return [row.get(column) for row in self.rows]
+
+    def numeric(self, column: str) -> np.ndarray:
+        """The column as float64, NaN where a cell is empty or not a number."""
+        return np.array([to_float(v) for v in self.values(column)], dtype=np.float64)
+
+    def with_column(self, name: str, values: list[Any]) -> StudyTable:
+        """A copy with ``name`` set (added or replaced) to ``values`` (one per row)."""
+        if len(values) != len(self.rows):
+            raise ValueError(f"{len(values)} values for a table of {len(self.rows)} rows")
+        rows = [{**row, name: value} for row, value in zip(self.rows, values)]
+        columns = self.columns + ([name] if name not in self.columns else [])
+        return StudyTable(columns, rows, self.source, list(self.notes))
+
+
+def to_float(value: Any) -> float:
+    if value is None or isinstance(value, bool):
+        return math.nan
+    if isinstance(value, (int, float, np.floating, np.integer)):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return math.nan
+
+
+def is_score_column(column: str) -> bool:
+    """``<metric>.<score>`` where ``<metric>`` is not a config section
+    (:func:`disentangle.results_table.is_score_column`) nor disentanglement_lib's."""
+    return results_table.is_score_column(column) and column.partition(".")[0] not in FOREIGN_CONFIG_PREFIXES
+
+
+def is_config_column(column: str) -> bool:
+    """A dotted config key: ``objective.beta``, or disentanglement_lib's ``train_config.vae.beta``."""
+    head, _, tail = column.partition(".")
+    return head in CONFIG_SECTIONS + FOREIGN_CONFIG_PREFIXES and bool(tail)
+
+
+def is_bookkeeping(column: str) -> bool:
+    """A config key such as ``model.model_num`` or ``*.random_seed`` that labels a run, never a setting."""
+    return column.rpartition(".")[2] in BOOKKEEPING_KEYS
+
+
+def is_unsupervised(score: str) -> bool:
+    return score.partition(".")[0] in UNSUPERVISED_METRICS
+
+
+def is_headline(score: str) -> bool:
+    metric, _, name = score.partition(".")
+    return metric not in HEADLINE_SCORES or name in HEADLINE_SCORES[metric]

@@ -1,0 +1,440 @@
+"""Study files -> the grid of runs: parse, expand the grid, validate every run before anything is created.
+
+(A study *file* says what to train; the package :mod:`disentangle.study` analyses the results.)
+
+A study is a YAML mapping::
+
+    name: mini                       # optional; defaults to the file name
+    description: ...                 # optional free text
+    base: quickstart                 # a config: shipped name, YAML path (relative to this file
+                                     # first), or zoo:NAME
+    set:                             # dotted overrides applied to every run
+      train.steps: 30000
+    grid:                            # a mapping: the product of its lists (last key fastest) ...
+      objective.beta: [1, 2, 4]
+    # ... or a list of mappings: the union of their products, in order
+    seeds: 3                         # a count n (seeds 0..n-1) or a list of integers
+    metrics: [mig, dci]              # metric names (disentangle.metrics.METRICS) or "all"
+    metric_settings: {mig: {num_train: 2000}}   # optional keyword settings per metric
+    imports: [my_lab.datasets]       # optional modules (names or .py paths) that register
+                                     # datasets/objectives/backbones, imported in every worker
+
+Runs are ordered grid point by grid point, seeds fastest (disentanglement_lib's order when the
+grid lists methods and strengths in its order). A grid point or ``set`` that changes a registry
+name (``data.name``, ``model.backbone``, ``objective.name``) away from the base's starts that
+section afresh from the new component's defaults (``model.latent_dim`` is kept): the base's
+``objective.beta`` must not leak into a FactorVAE, say. Points that resolve to the same run (same
+id) are run once.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .. import results_table
+from ..registry import ConfigError, did_you_mean
+from .ids import EXCLUDED_KEYS, run_id
+
+STUDY_KEYS = ("name", "description", "base", "set", "grid", "seeds", "metrics", "metric_settings", "imports")
+#: sections whose registry name resets the section when a study changes it: (section, name key, kept keys)
+_NAMED_SECTIONS = (("data", "name", ()), ("model", "backbone", ("latent_dim",)), ("objective", "name", ()))
+_CONFIG_SECTIONS = ("seed", "data", "model", "objective", "train")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a study: its id, seed, grid values (those of the keys that vary across the study)
+    and resolved config (``train.out_dir`` as in the base)."""
+
+    run_id: str
+    index: int
+    seed: int
+    values: dict[str, Any]
+    config: dict[str, Any]
+    dlib_model_number: int | None = None
+
+    def describe(self) -> str:
+        """``objective.beta=4, seed=1``: the run's grid values, as a human reads them."""
+        items = [f"{k}={_short(v)}" for k, v in self.values.items()]
+        return ", ".join([*items, f"seed={self.seed}"])
+
+
+@dataclass
+class Study:
+    """A parsed, expanded and validated study (see the module docstring for the file format)."""
+
+    source: str
+    name: str
+    base: str
+    set: dict[str, Any]
+    grid: list[dict[str, list[Any]]]
+    seeds: list[int]
+    metrics: list[str]
+    metric_settings: dict[str, dict[str, Any]]
+    imports: list[str]
+    raw: dict[str, Any]
+    runs: list[RunSpec] = field(default_factory=list)
+    varying_keys: list[str] = field(default_factory=list)
+    merged_duplicates: int = 0
+    description: str = ""
+
+
+# ---------------------------------------------------------------------- locating a study file
+def studies_root() -> Path:
+    from ..config import configs_root
+
+    return configs_root() / "studies"
+
+
+def shipped_study_names() -> list[str]:
+    """Names of the shipped studies (``mini``, ``locatello2019/dsprites``, ...)."""
+    root = studies_root()
+    if not root.is_dir():
+        return []
+    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
+
+
+def study_path(source: str | Path) -> Path:
+    """The file of a study: a YAML path, or a shipped study name (``mini``, ``studies/mini``)."""
+    path = Path(source)
+    if path.is_file():
+        return path
+    name = path.as_posix()
+    for prefix in ("configs/studies/", "studies/"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    name = name[:-5] if name.endswith(".yaml") else name
+    candidate = studies_root() / f"{name}.yaml"
+    if ".." not in Path(name).parts and candidate.is_file():
+        return candidate
+    options = shipped_study_names()
+    raise ConfigError(
+        f"Study '{source}' is neither a file nor a shipped study name.{did_you_mean(name, options)} "
+        f"Shipped studies: {', '.join(options) or '(none)'}. Pass a path to a study YAML file or one of "
+        f"those names."
+    )
+
+
+# ---------------------------------------------------------------------- parsing
+def load_study(source: str | Path) -> Study:
+    """Read, expand and validate a study; raises :class:`~disentangle.ConfigError` (one paragraph
+    naming the run and the key) for any problem, before anything is created."""
+    path = study_path(source)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"Study file '{path}' is not valid YAML: {err}") from None
+    return study_from_dict(raw, source=str(path), folder=path.parent)
+
+
+def study_from_dict(raw: Any, source: str = "<dict>", folder: str | Path | None = None) -> Study:
+    """Parse, expand and validate a study given as a dict (the YAML layout)."""
+    where = f"Study '{source}'"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a mapping with the keys {', '.join(STUDY_KEYS)}; got {type(raw).__name__}.")
+    for key in raw:
+        if key not in STUDY_KEYS:
+            raise ConfigError(
+                f"{where} has an unknown key '{key}'.{did_you_mean(str(key), STUDY_KEYS)} "
+                f"Valid keys: {', '.join(STUDY_KEYS)}."
+            )
+    folder = Path(folder) if folder is not None else Path.cwd()
+    if "base" not in raw or not isinstance(raw["base"], str) or not raw["base"].strip():
+        raise ConfigError(
+            f"{where}: 'base' must name the config every run starts from: a shipped config name "
+            f"(e.g. quickstart, dsprites/beta_vae), a YAML path or zoo:NAME; got {raw.get('base')!r}."
+        )
+    name = raw.get("name", Path(source).stem)
+    if not isinstance(name, str):
+        raise ConfigError(f"{where}: 'name' must be a string, got {name!r}.")
+    description = raw.get("description", "")
+    imports = _parse_imports(raw.get("imports", []), where, folder)
+    import_plugins(imports)  # registrations must exist before the configs are validated
+    set_values = _parse_overrides(raw.get("set", {}), where, "set")
+    grid = _parse_grid(raw.get("grid", {}), where)
+    seeds = _parse_seeds(raw.get("seeds", [0]), where)
+    metrics, metric_settings = _parse_metrics(raw.get("metrics", []), raw.get("metric_settings", {}), where)
+    study = Study(
+        source=source, name=name, base=raw["base"], set=set_values, grid=grid, seeds=seeds, metrics=metrics,
+        metric_settings=metric_settings, imports=imports, raw=copy.deepcopy(raw), description=str(description),
+    )
+    base_raw = _read_base(raw["base"], where, folder)
+    _expand(study, base_raw)
+    return study
+
+
+def _parse_imports(value: Any, where: str, folder: Path) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{where}: 'imports' must be a list of module names or .py paths, got {value!r}.")
+    out = []
+    for item in value:
+        if item.endswith(".py"):
+            path = Path(item)
+            path = path if path.is_absolute() else (folder / path)
+            if not path.is_file():
+                raise ConfigError(f"{where}: the import '{item}' is not a file (looked for '{path}').")
+            out.append(str(path.resolve()))
+        else:
+            out.append(item)
+    return out
+
+
+def import_plugins(imports: list[str]) -> None:
+    """Import modules (dotted names or ``.py`` paths) once per process, for their registrations."""
+    import importlib
+    import importlib.util
+    import sys
+
+    for item in imports:
+        if item.endswith(".py"):
+            module_name = "_disentangle_sweep_plugin_" + Path(item).stem + "_" + run_id({"path": item})[:8]
+            if module_name in sys.modules:
+                continue
+            spec = importlib.util.spec_from_file_location(module_name, item)
+            if spec is None or spec.loader is None:
+                raise ConfigError(f"Cannot import '{item}': it is not a Python module.")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            try:
+                spec.loader.exec_module(module)
+            except Exception:
+                del sys.modules[module_name]
+                raise
+        else:
+            try:
+                importlib.import_module(item)
+            except ImportError as err:
+                raise ConfigError(
+                    f"The study's import '{item}' cannot be imported ({err}). Install it or give a .py path."
+                ) from None
+
+
+def _parse_overrides(value: Any, where: str, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: '{what}' must be a mapping of dotted keys to values (e.g. train.steps: 1000), got {value!r}.")
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"{where}: '{what}' has a key {key!r} that is not a dotted config key.")
+        if isinstance(item, dict) and item:
+            for sub, sub_value in _parse_overrides(item, where, what).items():
+                flat[f"{key}.{sub}"] = sub_value
+        else:
+            flat[key] = item
+    for key in flat:
+        _check_dotted_key(key, where, what)
+    return flat
+
+
+def _check_dotted_key(key: str, where: str, what: str) -> None:
+    section = key.split(".")[0]
+    if section not in _CONFIG_SECTIONS or any(not p for p in key.split(".")):
+        raise ConfigError(
+            f"{where}: '{what}' key '{key}' is not a dotted config key.{did_you_mean(section, _CONFIG_SECTIONS)} "
+            f"Keys start with a config section: {', '.join(_CONFIG_SECTIONS)} (e.g. objective.beta)."
+        )
+    if key == "seed":
+        raise ConfigError(f"{where}: give the seeds with the study's 'seeds' key (a count or a list), not in '{what}'.")
+
+
+def _parse_grid(value: Any, where: str) -> list[dict[str, list[Any]]]:
+    if value is None or value == {} or value == []:
+        return [{}]
+    blocks = value if isinstance(value, list) else [value]
+    out = []
+    for i, block in enumerate(blocks):
+        label = "'grid'" if not isinstance(value, list) else f"'grid' entry {i + 1}"
+        if not isinstance(block, dict):
+            raise ConfigError(f"{where}: {label} must be a mapping of dotted keys to lists of values, got {block!r}.")
+        parsed: dict[str, list[Any]] = {}
+        for key, values in _parse_overrides(block, where, "grid").items():
+            if not isinstance(values, list) or not values:
+                raise ConfigError(
+                    f"{where}: {label} key '{key}' must be a non-empty list of values, got {values!r}. "
+                    f"Write [{_short(values)}] for a single value, or move a fixed value to 'set'."
+                )
+            parsed[key] = values
+        out.append(parsed)
+    return out
+
+
+def _parse_seeds(value: Any, where: str) -> list[int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ConfigError(f"{where}: 'seeds' as a count must be a positive integer (n means 0..n-1), got {value}.")
+        return list(range(value))
+    if (
+        isinstance(value, list) and value
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)
+    ):
+        if len(set(value)) != len(value):
+            raise ConfigError(f"{where}: 'seeds' lists a seed twice: {value}.")
+        return list(value)
+    raise ConfigError(
+        f"{where}: 'seeds' must be a count n (seeds 0..n-1) or a non-empty list of non-negative integers, got {value!r}."
+    )
+
+
+def _parse_metrics(names: Any, settings: Any, where: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    from ..metrics import METRICS, resolve_metric_names, validate_settings
+
+    if names is None or names == []:
+        resolved: list[str] = []
+    else:
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"{where}: 'metrics' must be a list of metric names or 'all', got {names!r}.")
+        try:
+            resolved = resolve_metric_names(names)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: 'metrics': {err}") from None
+    if settings is None:
+        settings = {}
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{where}: 'metric_settings' must map metric names to mappings of settings, got {settings!r}.")
+    out: dict[str, dict[str, Any]] = {}
+    for metric, options in settings.items():
+        if metric not in resolved:
+            raise ConfigError(
+                f"{where}: 'metric_settings' has settings for '{metric}', which is not among the study's "
+                f"metrics ({', '.join(resolved) or 'none'}).{did_you_mean(str(metric), resolved)}"
+            )
+        if not isinstance(options, dict):
+            raise ConfigError(f"{where}: 'metric_settings.{metric}' must be a mapping of settings, got {options!r}.")
+        params = [
+            n for n, p in inspect.signature(METRICS.get(metric)).parameters.items()
+            if p.kind == p.KEYWORD_ONLY and n != "seed"
+        ]
+        for option in options:
+            if option not in params:
+                raise ConfigError(
+                    f"{where}: 'metric_settings.{metric}' has no setting '{option}'.{did_you_mean(str(option), params)} "
+                    f"Settings of {metric}: {', '.join(params)}."
+                )
+        try:  # the metric's own value checks, before any run starts
+            out[metric] = validate_settings(metric, options)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: 'metric_settings.{metric}': {err}") from None
+    return resolved, out
+
+
+def _read_base(base: str, where: str, folder: Path) -> dict[str, Any]:
+    from ..config import read_config_source
+
+    local = folder / base
+    source: str | Path = local if (not base.startswith("zoo:") and local.is_file()) else base
+    try:
+        raw = read_config_source(source)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: 'base': {err}") from None
+    return copy.deepcopy(raw)
+
+
+# ---------------------------------------------------------------------- expansion
+def grid_points(grid: list[dict[str, list[Any]]]) -> list[dict[str, Any]]:
+    """The union, in order, of the products of each mapping's lists (last key varies fastest)."""
+    points = []
+    for block in grid:
+        keys = list(block)
+        for combo in itertools.product(*(block[k] for k in keys)):
+            points.append(dict(zip(keys, combo)))
+    return points
+
+
+def apply_assignments(base_raw: dict[str, Any], assignments: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``base_raw`` with dotted ``assignments`` applied; a changed registry name starts
+    its section afresh (module docstring)."""
+    raw = copy.deepcopy(base_raw)
+    for section, name_key, kept in _NAMED_SECTIONS:
+        dotted = f"{section}.{name_key}"
+        if dotted in assignments:
+            current = raw.get(section) or {}
+            if not isinstance(current, dict) or current.get(name_key) != assignments[dotted]:
+                old = current if isinstance(current, dict) else {}
+                raw[section] = {k: old[k] for k in kept if k in old}
+    for key, value in assignments.items():
+        node = raw
+        parts = key.split(".")
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[parts[-1]] = copy.deepcopy(value)
+    return raw
+
+
+def _expand(study: Study, base_raw: dict[str, Any]) -> None:
+    from ..config import Config
+
+    points = grid_points(study.grid)
+    total = len(points) * len(study.seeds)
+    runs: list[RunSpec] = []
+    point_configs: list[dict[str, Any]] = []  # one per grid point: the seeds vary nothing else
+    seen: set[str] = set()
+    for p, point in enumerate(points):
+        raw = apply_assignments(base_raw, {**study.set, **point})
+        raw["seed"] = study.seeds[0]
+        label = ", ".join(f"{k}={_short(v)}" for k, v in point.items()) or "the base config"
+        try:
+            config = Config.from_dict(raw)
+        except ConfigError as err:
+            raise ConfigError(
+                f"Study '{study.source}', grid point {p + 1} of {len(points)} ({label}; runs "
+                f"{p * len(study.seeds) + 1}-{(p + 1) * len(study.seeds)} of {total}): {err} "
+                f"Fix the study's 'grid', 'set' or its base '{study.base}'."
+            ) from None
+        point_configs.append(config.to_dict())
+        for seed in study.seeds:
+            seeded = dataclasses.replace(config, seed=seed)
+            resolved = seeded.to_dict()
+            rid = run_id(resolved)
+            if rid in seen:
+                study.merged_duplicates += 1
+                continue
+            seen.add(rid)
+            runs.append(RunSpec(rid, len(runs), seed, dict(point), resolved, _dlib_model_number(seeded)))
+    study.runs = runs
+    grid_keys = [k for block in study.grid for k in block]
+    swept = [k for block in study.grid for k, values in block.items() if len(values) > 1]
+    study.varying_keys = varying_keys(point_configs, first=grid_keys, swept=swept)
+    shown = set(study.varying_keys)  # a run is described by the grid values that vary, not by fixed ones
+    study.runs = [dataclasses.replace(r, values={k: v for k, v in r.values.items() if k in shown}) for r in runs]
+
+
+def _dlib_model_number(config: Any) -> int | None:
+    """disentanglement_lib's model number of a config of Locatello et al.'s grid, else None."""
+    try:
+        from ..zoo.locatello import model_number_for_config
+    except ImportError:  # pragma: no cover - the zoo is part of the package
+        return None
+    try:
+        return model_number_for_config(config)
+    except ConfigError:
+        return None
+
+
+def varying_keys(configs: list[dict[str, Any]], first: list[str] = (), swept: list[str] = ()) -> list[str]:
+    """Dotted keys that take at least two values among ``configs`` (a key missing from a run, such
+    as ``objective.beta`` of a FactorVAE, is not a value), plus the ``swept`` keys (given two or
+    more values by the grid); the seed and :data:`~disentangle.sweep.ids.EXCLUDED_KEYS` are left
+    out. ``first`` keys lead, in their order; the others follow sorted. The results table's config
+    columns (:func:`disentangle.results_table.varying_keys`) by the sweep's rule."""
+    return results_table.varying_keys(configs, first=first, swept=swept, ignore=EXCLUDED_KEYS)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value)) if abs(value) >= 1 or value == 0 else repr(value)
+    return str(value)

@@ -105,9 +105,9 @@ def main(argv=None) -> None:
     for name, ds in datasets.items():
         g = torch.Generator(device=dev).manual_seed(0)
         rng = np.random.default_rng(0)
-        r64 = rate(lambda: ds.sample_batch(64, g), 64, args.device, args.min_time)
-        r4k = rate(lambda: ds.sample_batch(4096, g), 4096, args.device, args.min_time)
-        rf = rate(lambda: ds.sample_observations_from_factors(ds.sample_factors(4096, rng), rng), 4096,
+        r64 = rate(lambda ds=ds, g=g: ds.sample_batch(64, g), 64, args.device, args.min_time)
+        r4k = rate(lambda ds=ds, g=g: ds.sample_batch(4096, g), 4096, args.device, args.min_time)
+        rf = rate(lambda ds=ds, rng=rng: ds.sample_observations_from_factors(ds.sample_factors(4096, rng), rng), 4096,
                   args.device, args.min_time)
         print(f"{name:<22}{r64:>16,.0f}{r4k:>18,.0f}{rf:>18,.0f}")
 

@@ -23,14 +23,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import sklearn.metrics
-import scipy.stats
 import scipy.linalg
+import scipy.stats
+import sklearn.metrics
+from sklearn import svm
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import MultiLabelBinarizer
-from sklearn import svm
 
 
 class Adapter:

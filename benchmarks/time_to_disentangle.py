@@ -113,7 +113,10 @@ def table(runs: list[dict]) -> str:
     lines = [header, "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
         at = dict(r["curve"])
-        cell = lambda s: f"{at[s]:.3f}" if s in at else "–"  # noqa: E731
+
+        def cell(step: int, at: dict = at) -> str:
+            return f"{at[step]:.3f}" if step in at else "–"
+
         reach = first_step_reaching(r["curve"], 0.1)
         reach_text = f"{reach:,}" if reach else "not yet"
         final_text = f"{r['final_mig']:.3f}" if r["final_mig"] is not None else "–"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .registry import ConfigError, DisentangleError, Registry, UnknownNameError  # noqa: E402
-from .loading import load  # noqa: E402
 from . import config as _config  # noqa: E402
+from .loading import load  # noqa: E402
+from .registry import ConfigError, DisentangleError, Registry, UnknownNameError  # noqa: E402
 
 
 def _zoo_config(name: str) -> dict:

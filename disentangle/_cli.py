@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 #: the exit status of a command whose output pipe was closed (128 + SIGPIPE)
 BROKEN_PIPE_STATUS = 141

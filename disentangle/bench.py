@@ -28,11 +28,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .config import TrainConfig
 from .data import DATASETS, IndexedImageDataset
 from .model import VAE
 from .objectives import OBJECTIVES
 from .precision import Precision
-from .config import TrainConfig
 from .trainer import build_optimizers, compile_networks, resolve_device
 
 MODES = ("eager", "compiled", "bf16", "compiled-bf16", "tf32")
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         loader = DataLoader(_PerItemImages(images_np), batch_size=bs, shuffle=True, num_workers=workers,
                             pin_memory=device.type == "cuda", persistent_workers=workers > 0)
         rows.append((f"per-item DataLoader, {workers} workers", n * bs / _time_batches(_loader_iter(loader, device), n, device)))
-    print("\ndata sampling (images/s, batch %d)" % bs)
+    print(f"\ndata sampling (images/s, batch {bs})")
     for name, rate in rows:
         print(f"  {name:<36} {rate:>12,.0f}   ({rate / rows[-1][1]:.1f}x the DataLoader with {args.workers} workers)")
 

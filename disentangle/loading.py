@@ -10,7 +10,6 @@ from .config import ZOO_PREFIX
 from .model import VAE
 
 
-
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> VAE:
     """Load a trained model, in eval mode.
 

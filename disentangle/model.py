@@ -45,7 +45,7 @@ class VAE(nn.Module):
         self.config: dict[str, Any] | None = None
 
     @classmethod
-    def from_backbone(cls, backbone: str, *, image_shape: tuple[int, ...], latent_dim: int, **params: Any) -> "VAE":
+    def from_backbone(cls, backbone: str, *, image_shape: tuple[int, ...], latent_dim: int, **params: Any) -> VAE:
         """A VAE from a registered backbone (``model.backbone``) and its parameters."""
         encoder, decoder = BACKBONES.build(backbone, image_shape=tuple(image_shape), latent_dim=latent_dim, **params)
         return cls(encoder, decoder, latent_dim, image_shape)

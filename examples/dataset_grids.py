@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from disentangle.data import DATASETS, IndexedImageDataset  # noqa: E402
-from disentangle.registry import DisentangleError  # noqa: E402
 from disentangle.data.download import cache_path  # noqa: E402
 from disentangle.data.variants import SCREAM_FILE, ColorSprites, NoisySprites, ScreamSprites  # noqa: E402
+from disentangle.registry import DisentangleError  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "output"
 

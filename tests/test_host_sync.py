@@ -73,7 +73,7 @@ def _where() -> str:
 
 
 class _HostBuilders(TorchFunctionMode):
-    def __init__(self, guard: "StepGuard") -> None:
+    def __init__(self, guard: StepGuard) -> None:
         super().__init__()
         self.guard = guard
 
@@ -121,7 +121,7 @@ class StepGuard(TorchDispatchMode):
     def resume(self, *_: object) -> None:
         self._paused -= 1
 
-    def pause_float64(self) -> "_Float64Pause":
+    def pause_float64(self) -> _Float64Pause:
         return _Float64Pause(self)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):

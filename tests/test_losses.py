@@ -3,9 +3,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+from disentangle.model import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.losses import kl_normal_per_dim, reconstruction_loss
-from disentangle.model import VAE
 
 
 def test_kl_matches_closed_form_and_torch_distributions():

@@ -20,7 +20,7 @@ def test_chen_mig_perfect_rotated_and_uninformative():
     sharp = math.log(0.01**2)
     perfect = mig(dataset(), GaussianEncoder(np.eye(3), sharp), estimator="chen")
     assert perfect["mig"] > 0.95
-    for k, name in enumerate(("a", "b", "c")):
+    for name in ("a", "b", "c"):
         assert perfect[f"mig_{name}"] > 0.95
     mixed = mig(dataset(), GaussianEncoder(rotation(), sharp), estimator="chen")
     assert mixed["mig"] < 0.5

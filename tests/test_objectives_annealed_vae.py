@@ -14,7 +14,6 @@ from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.annealed_vae import AnnealedVAE, linear_capacity
 from disentangle.trainer import train
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

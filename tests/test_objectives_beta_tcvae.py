@@ -14,7 +14,6 @@ from disentangle.objectives.beta_tcvae import BetaTCVAE
 from disentangle.objectives.estimators import decompose_kl
 from disentangle.trainer import Trainer
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

@@ -9,7 +9,6 @@ from disentangle.model import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.dip_vae import DIPVAEI, DIPVAEII, dip_regularizer
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

@@ -10,15 +10,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from disentangle.config import TrainConfig
-from disentangle.trainer import build_optimizers
-from disentangle.config import load_config
+from disentangle.config import TrainConfig, load_config
 from disentangle.model import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.factor_vae import FactorVAE
 from disentangle.precision import Precision
-from disentangle.trainer import Trainer, train
-
+from disentangle.trainer import Trainer, build_optimizers, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -10,7 +10,6 @@ from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.estimators import mmd
 from disentangle.objectives.info_vae import InfoVAE
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

@@ -12,17 +12,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from disentangle.config import TrainConfig
-from disentangle.trainer import build_optimizers
 from disentangle import ConfigError
-from disentangle.config import load_config
+from disentangle.config import TrainConfig, load_config
 from disentangle.data import DATASETS
 from disentangle.data.pairs import PairBatch
 from disentangle.model import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.estimators import aggregate_pair, pair_kl
 from disentangle.precision import Precision
-from disentangle.trainer import train
+from disentangle.trainer import build_optimizers, train
 
 ROOT = Path(__file__).resolve().parents[1]
 WEAK = ("ada_gvae", "ada_ml_vae", "gvae", "ml_vae")

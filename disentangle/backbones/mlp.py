@@ -49,7 +49,7 @@ LOCATELLO_DECODER = ([1200, 1200, 1200], "tanh")
 DECODERS = ("mirror", "locatello")
 
 
-def _check_mlp_params(hidden_sizes: list[int] = [1200, 1200], decoder: str = "mirror") -> list[int]:
+def _check_mlp_params(hidden_sizes: list[int] = [1200, 1200], decoder: str = "mirror") -> list[int]:  # noqa: B006 (never mutated)
     hidden = list(hidden_sizes)
     for h in hidden:
         checks.positive_int("hidden_sizes", h)
@@ -61,7 +61,7 @@ def _check_mlp_params(hidden_sizes: list[int] = [1200, 1200], decoder: str = "mi
 def mlp(
     image_shape: tuple[int, int, int],
     latent_dim: int,
-    hidden_sizes: list[int] = [1200, 1200],
+    hidden_sizes: list[int] = [1200, 1200],  # noqa: B006 (the config schema's default, as YAML writes it; never mutated)
     decoder: Literal["mirror", "locatello"] = "mirror",
 ) -> tuple[nn.Module, nn.Module]:
     """MLP encoder/decoder for any input shape.

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -246,7 +246,7 @@ class GridDataset:
         """The dataset size N (737,280 for dSprites); β-TCVAE's estimators need it."""
         return int(np.prod(self.factor_sizes))
 
-    def to(self, device: torch.device | str) -> "GridDataset":
+    def to(self, device: torch.device | str) -> GridDataset:
         """Move all storage to ``device`` in place and return ``self``."""
         self._device = torch.device(device)
         self._strides = self._strides.to(self._device)
@@ -365,7 +365,7 @@ class IndexedImageDataset(GridDataset):
         c, h, w = self.images.shape[1:]
         return int(c), int(h), int(w)
 
-    def to(self, device: torch.device | str) -> "IndexedImageDataset":
+    def to(self, device: torch.device | str) -> IndexedImageDataset:
         super().to(device)
         self.images = self.images.to(self.device)
         return self

@@ -22,7 +22,8 @@ See ``examples/custom_dataset.py`` for a complete, runnable example.
 """
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import torch

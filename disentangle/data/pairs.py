@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Literal, NamedTuple, Union
+from typing import Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -54,7 +54,7 @@ from .base import BatchShard, GridDataset, current_sampling_shard, factor_stride
 
 #: ``k = "random"``: the number of factors to resample is drawn per pair (the reference's ``k = -1``)
 RANDOM_K = "random"
-PairK = Union[int, Literal["random"]]
+PairK = int | Literal["random"]
 
 
 class PairFactors(NamedTuple):

@@ -33,7 +33,8 @@ from __future__ import annotations
 import inspect
 import os
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -105,7 +106,7 @@ class SpriteVariant(GridDataset):
     def index_tensor_to_factors(self, indices: torch.Tensor) -> torch.Tensor:
         return self.base.index_tensor_to_factors(indices)
 
-    def to(self, device: torch.device | str) -> "SpriteVariant":
+    def to(self, device: torch.device | str) -> SpriteVariant:
         self.base.to(device)
         super().to(device)
         return self
@@ -215,7 +216,7 @@ class ScreamSprites(SpriteVariant):
         self.background = torch.from_numpy(array.astype(np.float32) / 510.0).to(self.device)
         self._bg_h, self._bg_w = array.shape[:2]
 
-    def to(self, device: torch.device | str) -> "ScreamSprites":
+    def to(self, device: torch.device | str) -> ScreamSprites:
         super().to(device)
         self.background = self.background.to(self.device)
         return self
@@ -349,8 +350,8 @@ DATASETS.register(
         "scream_sprites",
         ScreamSprites,
         {
-            "background": (typing.Optional[str], None),
-            "cache_dir": (typing.Optional[str], None),
+            "background": (str | None, None),
+            "cache_dir": (str | None, None),
             "download": (bool, True),
         },
     ),

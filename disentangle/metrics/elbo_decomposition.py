@@ -7,8 +7,8 @@ from typing import Any, Literal, get_args
 import numpy as np
 import torch
 
-from . import _gaussian as G
 from .. import checks
+from . import _gaussian as G
 from . import _utils as U
 
 Mixture = Literal["sample", "grid"]

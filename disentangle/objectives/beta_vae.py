@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import torch
 
+from .. import checks
 from . import OBJECTIVES
 from .base import Objective
-from .. import checks
 from .losses import Reconstruction, beta_vae_terms, check_reconstruction
 
 

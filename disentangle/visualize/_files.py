@@ -1,8 +1,9 @@
 """Atomic file writes for pictures (see :mod:`disentangle.atomic`)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from ..atomic import atomic_write as _atomic_write
 

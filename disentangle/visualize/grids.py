@@ -9,8 +9,8 @@ repeated into grey RGB, three-channel images keep their colour. Layout constants
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch

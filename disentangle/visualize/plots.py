@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ def require_matplotlib() -> Any:
     return matplotlib
 
 
-def _figure(width: float, height: float) -> "Figure":
+def _figure(width: float, height: float) -> Figure:
     require_matplotlib()
     from matplotlib.figure import Figure
 
@@ -51,7 +52,7 @@ def latent_responses_figure(
     kl: Sequence[float] | np.ndarray | None = None,
     *,
     dims: Sequence[int] | None = None,
-) -> "Figure":
+) -> Figure:
     """A grid of small plots, one row per latent and one column per factor.
 
     Panel ``(j, k)`` draws ``E[μ_j | f_k = v]`` against the factor's value ``v`` with a ±1 std band
@@ -88,7 +89,7 @@ def latent_responses_figure(
     return fig
 
 
-def kl_per_dim_figure(kl: Sequence[float] | np.ndarray, active_kl: float = ACTIVE_KL) -> "Figure":
+def kl_per_dim_figure(kl: Sequence[float] | np.ndarray, active_kl: float = ACTIVE_KL) -> Figure:
     """Bars of the KL (nats) of every latent, with the active-latent threshold as a dashed line."""
     kl = np.asarray(kl, dtype=float)
     fig = _figure(max(4.0, 0.45 * len(kl) + 1.5), 3.0)
@@ -132,7 +133,7 @@ def check_metrics(metrics: Any, source: str = "metrics") -> dict[str, dict[str, 
     return {str(m): {str(s): float(v) for s, v in scores.items()} for m, scores in metrics.items()}
 
 
-def metrics_figure(metrics: Mapping[str, Mapping[str, float]], title: str | None = None) -> "Figure":
+def metrics_figure(metrics: Mapping[str, Mapping[str, float]], title: str | None = None) -> Figure:
     """Horizontal bars of every score, grouped and coloured by metric, each bar labelled with its value.
 
     ``metrics`` is ``{metric: {score: value}}`` (the ``"metrics"`` entry of ``metrics.json``).
@@ -167,6 +168,6 @@ def metrics_figure(metrics: Mapping[str, Mapping[str, float]], title: str | None
     return fig
 
 
-def save_figure(fig: "Figure", path: str | Path, dpi: int = 120) -> Path:
+def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
     """Write a figure as a PNG, atomically."""
     return atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi))

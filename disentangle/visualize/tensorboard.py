@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
@@ -125,7 +126,7 @@ class TensorBoardLogger:
         """Flush and close the event file."""
         self.writer.close()
 
-    def __enter__(self) -> "TensorBoardLogger":
+    def __enter__(self) -> TensorBoardLogger:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -15,8 +15,9 @@ A model here is anything with ``encode(x) -> (mu, logvar)`` and ``decode_mean(z)
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..registry import ConfigError, UnknownNameError, did_you_mean
-from . import catalog, locatello, manifest, recipes
+from . import catalog, locatello, recipes
 from .fetching import MIRROR_ENV, OFFLINE_ENV, Verification, ZooFileError, fetch_entry, verify_entry
 from .manifest import MANIFEST_ENV, Entry, ManifestError
 from .publish import DEFAULT_METRICS, publish

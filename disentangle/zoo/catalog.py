@@ -15,8 +15,9 @@ from __future__ import annotations
 import copy
 import fnmatch
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from ..registry import ConfigError
 from . import manifest, recipes
@@ -50,7 +51,7 @@ class Pretrained:
     entry: manifest.Entry = field(repr=False, compare=False)  #: the manifest entry (file location, record)
 
     @classmethod
-    def from_entry(cls, entry: manifest.Entry) -> "Pretrained":
+    def from_entry(cls, entry: manifest.Entry) -> Pretrained:
         r = entry.record
         steps = r.get("trained_steps")
         wall = r.get("wall_time_s")

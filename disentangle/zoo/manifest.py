@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..registry import DisentangleError
 from ..atomic import atomic_write_bytes
+from ..registry import DisentangleError
 
 MANIFEST_ENV = "DISENTANGLE_ZOO_MANIFEST"
 FORMAT_VERSION = 1

@@ -17,8 +17,9 @@ import inspect
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "disentangle" / "zoo" / "manifest.json"

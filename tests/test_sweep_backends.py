@@ -7,14 +7,13 @@ import json
 import os
 
 import pytest
+from test_sweep import write_study
 
 from disentangle import ConfigError
 from disentangle.sweep import api
 from disentangle.sweep.__main__ import main as sweep_cli
 from disentangle.sweep.__main__ import parse_minutes
 from disentangle.sweep.backends.slurm import DEFAULT_MAX_ARRAY_SIZE, chunks
-
-from test_sweep import write_study
 
 
 def _assert_all_finished(report, out):

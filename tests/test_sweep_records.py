@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_sweep import tiny_study_dict, write_study
+
 from disentangle.sweep import api, load_study, study_from_dict
 from disentangle.sweep.runner import run_one
-
-from test_sweep import tiny_study_dict, write_study
 
 REPO = Path(__file__).resolve().parents[1]
 MIG_200 = {"mig": {"num_train": 200}}

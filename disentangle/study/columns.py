@@ -16,14 +16,13 @@ from typing import Any
 import numpy as np
 
 from .. import results_table
+from ..metric_names import UNSUPERVISED_METRICS
 from ..results_table import CONFIG_SECTIONS, FINISHED_STATUS, META_COLUMNS  # noqa: F401  (the study's names for them)
 
 #: prefixes of config columns that are not our sections (disentanglement_lib's gin keys)
 FOREIGN_CONFIG_PREFIXES = ("train_config", "postprocess_config", "evaluation_config")
 #: last parts of config keys that label a run (one value per run) rather than set it: never a setting
 BOOKKEEPING_KEYS = ("random_seed", "model_num", "uuid", "elapsed_time")
-#: metrics whose scores need no ground-truth factors (compared against the supervised ones)
-UNSUPERVISED_METRICS = ("unsupervised_scores", "udr", "elbo_decomposition")
 #: the scores analysed by default, per metric; a metric not listed here contributes all its scores
 HEADLINE_SCORES: dict[str, tuple[str, ...]] = {
     "beta_vae_score": ("eval_accuracy",),

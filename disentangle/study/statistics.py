@@ -4,10 +4,9 @@ Pure functions on numpy arrays; missing values are NaN and are left out pairwise
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import math
 
 import numpy as np
 

@@ -128,7 +128,7 @@ class RunLock:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -144,7 +144,7 @@ class FolderLock(RunLock):
         self.what = what
         self.timeout = FOLDER_LOCK_WAIT if timeout is None else timeout
 
-    def __enter__(self) -> "FolderLock":
+    def __enter__(self) -> FolderLock:
         if not self.acquire(timeout=self.timeout, poll=0.05):
             from ..registry import DisentangleError
 

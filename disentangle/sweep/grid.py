@@ -32,9 +32,10 @@ import copy
 import dataclasses
 import inspect
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 #: dotted config keys left out of the run id (see the module docstring for why)
 EXCLUDED_KEYS: tuple[str, ...] = (

@@ -95,7 +95,7 @@ class RunOutcome:
 
 
 # ---------------------------------------------------------------------- worker state
-_DATASETS: "OrderedDict[str, Any]" = OrderedDict()
+_DATASETS: OrderedDict[str, Any] = OrderedDict()
 _DATASET_CACHE_SIZE = 1  # a dSprites-sized dataset is ~3 GB: keep only the last one
 
 

@@ -8,8 +8,9 @@ same everywhere.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ...registry import Registry
 

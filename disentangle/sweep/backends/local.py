@@ -18,9 +18,9 @@ import multiprocessing
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from typing import Iterator
 
 from ..files import RunState
 from ..runner import RunOutcome, RunTask, configure_worker, run_one

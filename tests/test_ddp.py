@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from unittest import mock
 
@@ -253,9 +254,20 @@ def ddp_root(tmp_path_factory) -> Path:
     checkpoint that one of them resumes)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    root = tmp_path_factory.mktemp("ddp")
-    train(load_config(None, _overrides(root / "single_then_ddp", "factor_vae", steps=10)))
-    mp.spawn(_worker, args=(2, _free_port(), str(root)), nprocs=2, join=True)
+    for attempt in range(2):
+        root = tmp_path_factory.mktemp("ddp")
+        train(load_config(None, _overrides(root / "single_then_ddp", "factor_vae", steps=10)))
+        try:
+            mp.spawn(_worker, args=(2, _free_port(), str(root)), nprocs=2, join=True)
+            break
+        except mp.ProcessExitedException as err:
+            # Known and not understood yet: in 2 of 2 full CI runs on 2026-11-23 (never in ~15
+            # runs of this file alone) a gloo worker aborted in C++ ("terminate called without an
+            # active exception", SIGABRT). One retry in a fresh folder; a Python error in a worker
+            # (ProcessRaisedException) or a second abort still fails.
+            if attempt or err.signal_name != "SIGABRT":
+                raise
+            warnings.warn(f"ddp fixture: a worker aborted ({err}); retrying once", stacklevel=1)
     torch.set_num_threads(threads)
     return root
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 from pathlib import Path
@@ -88,23 +87,17 @@ def first_step_reaching(curve: list[tuple[int, float]], level: float) -> int | N
 
 
 def cpu_description() -> str:
-    """The CPU model, core count and torch's CPU capability of this machine."""
-    import torch
-
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-        flags = next(l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("flags"))
-        bf16 = "avx512_bf16" in flags.split()
-    except (OSError, StopIteration):
-        bf16 = False
+    """The CPU model, core count, torch's CPU capability and native bf16 flags of this machine (as
+    ``zoo publish`` records them)."""
     import os
 
-    return (f"{name}, {os.cpu_count()} cores, torch CPU capability {torch.backends.cpu.get_cpu_capability()}"
-            f"{', AVX512-BF16' if bf16 else ', no AVX512-BF16'}")
+    import torch
+
+    from disentangle.zoo.publish import cpu_bf16_flags, cpu_name
+
+    bf16 = cpu_bf16_flags()
+    return (f"{cpu_name()}, {os.cpu_count()} cores, torch CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+            f"{'native bf16: ' + ', '.join(bf16) if bf16 else 'no native bf16'}")
 
 
 def table(runs: list[dict]) -> str:

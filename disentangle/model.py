@@ -14,8 +14,25 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import distributed
 from .backbones import BACKBONES
-from .objectives.losses import reparameterize
+
+
+def reparameterize(
+    mu: torch.Tensor, logvar: torch.Tensor, generator: torch.Generator | None = None, *, groups: int = 1
+) -> torch.Tensor:
+    """A sample ``z = μ + σ ε`` with ``ε ~ N(0, I)``, differentiable in μ and log σ².
+
+    ``ε`` comes from ``generator`` when given; otherwise from the trainer's per-step generator
+    (:func:`disentangle.distributed.normal`: drawn for the global batch, this process's rows kept,
+    so a multi-process run gets the single-process noise), or torch's global RNG outside training.
+    ``groups``: the rows are that many equal blocks of the batch (2 for the two elements of pairs).
+    """
+    if generator is not None:
+        eps = torch.randn(mu.shape, dtype=mu.dtype, device=mu.device, generator=generator)
+    else:
+        eps = distributed.normal(mu.shape, groups=groups, dtype=mu.dtype, device=mu.device)
+    return mu + torch.exp(0.5 * logvar) * eps
 
 
 class VAEOutput(NamedTuple):
@@ -71,7 +88,7 @@ class VAE(nn.Module):
         """Posterior, one sample ``z = μ + σ ε`` and its decoder logits.
 
         During training ``ε`` comes from the trainer's checkpointed per-step generator, drawn for the
-        global batch (:func:`~disentangle.objectives.losses.reparameterize`); elsewhere from torch's
+        global batch (:func:`reparameterize`); elsewhere from torch's
         global RNG.
         """
         mu, logvar = self.encode(x)

@@ -191,16 +191,12 @@ def test_no_import_cycle():
 #: (layer, layers it must not import, directly or through other modules)
 LAYERS = [
     ("data", ("trainer", "sweep", "model", "objectives")),
+    ("model", ("trainer", "sweep", "objectives")),
     ("metrics", ("trainer", "sweep", "objectives")),
     ("study", ("trainer", "sweep")),
     ("objectives", ("trainer", "sweep")),
     ("zoo", ("sweep", "study")),
 ]
-
-
-#: an import known to go against the layers, left while its owner restructures: the model sits
-#: below the objectives (they train it) but takes ``reparameterize`` from ``objectives.losses``
-KNOWN_INVERSIONS = {("disentangle.model", "disentangle.objectives.losses")}
 
 
 def _violations(graph: dict[str, set[str]], layer: str, forbidden: tuple[str, ...], transitive: bool) -> dict:
@@ -221,14 +217,6 @@ def test_imports_flow_one_way_between_layers(layer, forbidden):
     direct = _violations(graph, layer, forbidden, transitive=False)
     assert not direct, f"{layer} must import nothing of {', '.join(forbidden)}: {direct}"
     through = _violations(graph, layer, forbidden, transitive=True)
-    if through:
-        pruned = {m: {t for t in ts if (m, t) not in KNOWN_INVERSIONS} for m, ts in graph.items()}
-        if not _violations(pruned, layer, forbidden, transitive=True):
-            pytest.xfail(
-                f"{layer} reaches {', '.join(forbidden)} only through a known inversion: disentangle/model.py "
-                f"imports reparameterize from disentangle/objectives/losses.py (moving it into the model "
-                f"layer waits for the restructuring of objectives/): {through}"
-            )
     assert not through, f"{layer} must reach nothing of {', '.join(forbidden)}, even through other modules: {through}"
 
 

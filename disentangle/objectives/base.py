@@ -20,7 +20,7 @@ optimizer) and returning the terms :func:`detached`.
 Multi-process runs (:mod:`disentangle.distributed`): ``train_step`` receives this process's rows
 of the global batch. Every term must be a mean over these rows or a quantity of the whole batch
 computed on tensors gathered with :func:`disentangle.distributed.gather`, and random draws go
-through :func:`~disentangle.objectives.losses.reparameterize`,
+through :func:`~disentangle.model.reparameterize`,
 :func:`disentangle.distributed.normal` or :func:`disentangle.distributed.global_generator`; then
 the run trains the single-process objective. Step optimizers through ``precision.minimize`` or
 ``precision.step`` (never ``optimizer.step()`` directly): that is where gradients are averaged

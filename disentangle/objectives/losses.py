@@ -10,7 +10,10 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from .. import checks, distributed
+from .. import checks
+
+# re-exported: the objectives and user code written before it moved to the model import it from here
+from ..model import reparameterize as reparameterize
 
 RECONSTRUCTIONS = ("bernoulli", "gaussian")
 #: the decoder likelihood of an objective's ``reconstruction`` parameter
@@ -51,23 +54,6 @@ def kl_normal_per_dim(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """
     mu, logvar = mu.float(), logvar.float()
     return 0.5 * (mu.square() + logvar.exp() - logvar - 1.0).mean(0)
-
-
-def reparameterize(
-    mu: torch.Tensor, logvar: torch.Tensor, generator: torch.Generator | None = None, *, groups: int = 1
-) -> torch.Tensor:
-    """A sample ``z = μ + σ ε`` with ``ε ~ N(0, I)``, differentiable in μ and log σ².
-
-    ``ε`` comes from ``generator`` when given; otherwise from the trainer's per-step generator
-    (:func:`disentangle.distributed.normal`: drawn for the global batch, this process's rows kept,
-    so a multi-process run gets the single-process noise), or torch's global RNG outside training.
-    ``groups``: the rows are that many equal blocks of the batch (2 for the two elements of pairs).
-    """
-    if generator is not None:
-        eps = torch.randn(mu.shape, dtype=mu.dtype, device=mu.device, generator=generator)
-    else:
-        eps = distributed.normal(mu.shape, groups=groups, dtype=mu.dtype, device=mu.device)
-    return mu + torch.exp(0.5 * logvar) * eps
 
 
 def beta_vae_terms(

@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         from .metrics import evaluate_metrics, resolve_metric_names
+        from .results_table import settings_identity
 
         names = resolve_metric_names(args.metrics)  # fails fast on a typo, before loading anything
         settings = parse_settings(args.settings, names)
@@ -156,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             "run_dir": str(run_dir),
             "seed": seed,
             "metrics": results,
+            # what each score depends on, so a sweep or zoo publish never reuses it for other settings
+            "metric_settings": {m: settings_identity(m, settings.get(m)) for m in results},
             "seconds": seconds,
             "total_seconds": round(time.perf_counter() - start, 3),
         }

@@ -183,6 +183,20 @@ def recorded_settings(record: dict[str, Any], metric: str) -> dict[str, Any]:
     return settings_identity(metric, entry if isinstance(entry, dict) else {})
 
 
+def stale_metrics(record: Mapping[str, Any] | None, metrics: Iterable[str],
+                  settings: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """The ``metrics`` that a ``metrics.json`` ``record`` lacks or holds with other settings than
+    ``settings`` asks for (a metric absent from ``settings``: its defaults; see
+    :func:`settings_identity`): what must be computed (again) before ``record`` answers the request."""
+    have = (record or {}).get("metrics")
+    have = have if isinstance(have, dict) else {}
+    settings = settings or {}
+    return [
+        m for m in metrics
+        if m not in have or recorded_settings(dict(record or {}), m) != settings_identity(m, dict(settings.get(m) or {}))
+    ]
+
+
 # ---------------------------------------------------------------------- the table
 @dataclass
 class ResultsTable:

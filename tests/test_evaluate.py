@@ -34,6 +34,10 @@ def test_evaluates_a_run_and_writes_json(run_dir, capsys):
     assert set(record["seconds"]) == set(record["metrics"])
     assert 0.0 <= record["metrics"]["mig"]["mig"] <= 1.0
     assert record["seed"] == 0
+    # every score records what it depends on (defaults filled in), so nothing reuses it for other settings
+    assert record["metric_settings"]["mig"]["num_train"] == 500
+    assert record["metric_settings"]["mig"]["num_bins"] == 20
+    assert record["metric_settings"]["dci"]["num_test"] == 100
     out = capsys.readouterr().out
     assert "dci.disentanglement" in out and "metrics.json" in out
     # the same numbers as calling the metric directly on the loaded model and its dataset

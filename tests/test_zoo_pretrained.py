@@ -163,6 +163,27 @@ def test_publish_uses_a_fresh_metrics_json_and_ignores_a_stale_one(tmp_path, tra
     assert json.loads((run / "metrics.json").read_text())["metrics"] == record["metrics"]
 
 
+def test_publish_recomputes_a_score_recorded_with_other_settings(tmp_path, train_tiny):
+    """A metrics.json score computed with other settings than publish asks for is computed again
+    (issue 18), and the rewritten metrics.json records the settings of every score."""
+    run = train_tiny(tmp_path / "run")
+    manifest = tmp_path / "z" / "manifest.json"
+    planted = {"seed": 0, "metrics": {"mig": {"mig": 0.123456}}, "metric_settings": {"mig": {"num_train": 300}}}
+    (run / "metrics.json").write_text(json.dumps(planted))
+    # asked with the same settings: the recorded score is reused
+    record = zoo.publish(run, "same", manifest=manifest, metrics=["mig"], metric_settings={"mig": {"num_train": 300}})
+    assert record["metrics"] == {"mig": {"mig": 0.123456}}
+    # asked at the defaults (num_train 10,000): computed again, not the planted value
+    record = zoo.publish(run, "defaults", manifest=manifest, metrics=["mig"])
+    assert record["metrics"]["mig"]["mig"] != 0.123456
+    written = json.loads((run / "metrics.json").read_text())
+    assert written["metrics"] == record["metrics"]
+    assert written["metric_settings"]["mig"]["num_train"] == 10_000
+    # and that score, now recorded at the defaults, is reused by the next publish at the defaults
+    again = zoo.publish(run, "defaults2", manifest=manifest, metrics=["mig"])
+    assert again["metrics"] == record["metrics"]
+
+
 def test_publish_is_idempotent_and_refuses_to_replace_other_weights(tmp_path, published, train_tiny):
     run, _, _ = published
     manifest = tmp_path / "z" / "manifest.json"

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results_table import EXECUTION_SETTINGS, recorded_settings, settings_identity  # noqa: F401  (EXECUTION_SETTINGS: kept here)
+from ..results_table import EXECUTION_SETTINGS, recorded_settings, settings_identity, stale_metrics  # noqa: F401  (EXECUTION_SETTINGS: kept here)
 from .files import (
     FAILED_NAME,
     LOCK_NAME,
@@ -134,14 +134,7 @@ def missing_metrics(
     record = read_json(run_dir / METRICS_NAME)
     if not isinstance(record, dict):
         return None
-    have = record.get("metrics") or {}
-    if not isinstance(have, dict):
-        have = {}
-    settings = settings or {}
-    return [
-        m for m in metrics
-        if m not in have or recorded_settings(record, m) != settings_identity(m, settings.get(m))
-    ]
+    return stale_metrics(record, metrics, settings)
 
 
 def run_one(task: RunTask) -> RunOutcome:

@@ -2,8 +2,8 @@
 
 :func:`publish` reads the run's newest checkpoint, scores it (the six supervised metrics of
 Locatello et al. 2019 and the unsupervised scores, at their defaults, with the run's seed)
-unless the run folder's ``metrics.json`` (written by ``python -m disentangle.evaluate``) already
-holds them, writes ``WEIGHTS_DIR/NAME.safetensors`` and adds ``NAME`` to the manifest. Every
+unless the run folder's ``metrics.json`` (written by ``python -m disentangle.evaluate`` or a sweep)
+already holds them with the same settings (a score recorded with other settings is computed again), writes ``WEIGHTS_DIR/NAME.safetensors`` and adds ``NAME`` to the manifest. Every
 check runs before anything is written; the weight file and the manifest are each written
 atomically, and publishing the same run again under the same name rewrites identical bytes.
 """
@@ -21,6 +21,7 @@ from typing import Any
 from ..atomic import atomic_write_bytes
 from ..metric_names import PUBLISHED_METRICS
 from ..registry import ConfigError, DisentangleError
+from ..results_table import recorded_settings, settings_identity, stale_metrics
 from . import manifest as _manifest
 from .weights import encode_weights, sha256_bytes
 
@@ -117,19 +118,23 @@ def wall_time_from_log(run_dir: Path) -> tuple[float | None, str]:
     return round(total, 1), "estimated from log.jsonl steps_per_s (training loop only)"
 
 
-def _read_metrics_json(run_dir: Path) -> tuple[dict[str, dict[str, float]], int | None]:
-    """Scores and seed of the run's ``metrics.json``; none if it is absent or older than the
-    newest checkpoint (then it scored an earlier state of the run)."""
+def _read_metrics_json(run_dir: Path) -> dict[str, Any]:
+    """The run's ``metrics.json`` record; empty if it is absent or older than the newest checkpoint
+    (then it scored an earlier state of the run)."""
     from ..checkpoint import CHECKPOINT_NAME
 
     path = run_dir / "metrics.json"
     checkpoint = run_dir / CHECKPOINT_NAME
     if not path.is_file() or (checkpoint.is_file() and path.stat().st_mtime < checkpoint.stat().st_mtime):
-        return {}, None
+        return {}
     try:
         data = json.loads(path.read_text())
-        return dict(data.get("metrics") or {}), (int(data["seed"]) if data.get("seed") is not None else None)
-    except (ValueError, TypeError, AttributeError, KeyError):
+        if not isinstance(data, dict) or not isinstance(data.get("metrics") or {}, dict):
+            raise TypeError
+        if data.get("seed") is not None:
+            data["seed"] = int(data["seed"])
+        return data
+    except (ValueError, TypeError):
         raise DisentangleError(
             f"{path} cannot be read (not the JSON that python -m disentangle.evaluate writes); delete "
             f"it to have publish evaluate the run."
@@ -163,7 +168,8 @@ def publish(
 
     ``manifest`` defaults to the package's manifest and ``weights_dir`` to the ``weights/``
     folder next to the manifest. ``metrics`` (default :data:`DEFAULT_METRICS`) are taken from the
-    run's ``metrics.json`` where present there, the rest computed with ``metric_settings`` and the
+    run's ``metrics.json`` where present there with the settings asked for (the defaults, or
+    ``metric_settings``; a score recorded with other settings is computed again), the rest computed with ``metric_settings`` and the
     seed of ``metrics.json`` (else the run's config seed) and added to ``metrics.json``. An existing
     entry ``name`` with other weights is replaced only with ``force``.
     """
@@ -229,16 +235,20 @@ def publish(
             f"{weight_path} exists and holds other weights. Choose another name or weights folder, or pass --force to replace it."
         )
 
-    recorded, seed = _read_metrics_json(run_dir)
-    seed = seed if seed is not None else int(config.get("seed", 0) or 0)
-    missing = [m for m in metric_names if m not in recorded]
+    record = _read_metrics_json(run_dir)
+    seed = record["seed"] if record.get("seed") is not None else int(config.get("seed", 0) or 0)
+    # a score recorded with other settings than those asked for is computed again, never reused
+    missing = stale_metrics(record, metric_names, settings)
+    recorded = dict(record.get("metrics") or {})
     if missing:
         from ..data import build_dataset
 
         dataset = build_dataset(dict(config["data"]), device="cpu")
         computed = _evaluate(evaluate_metrics, dataset, model, missing, seed, settings, progress)
         recorded.update(computed)
-        _write_metrics_json(run_dir, recorded, seed)
+        metric_settings = {m: recorded_settings(record, m) for m in recorded if m not in computed}
+        metric_settings.update({m: settings_identity(m, settings.get(m)) for m in computed})
+        _write_metrics_json(run_dir, recorded, seed, metric_settings)
     scores = {m: recorded[m] for m in metric_names}
 
     atomic_write_bytes(weight_path, data)
@@ -296,7 +306,9 @@ def _same_content(a: bytes, b: bytes) -> bool:
     return ma == mb and ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta)
 
 
-def _write_metrics_json(run_dir: Path, metrics: dict[str, dict[str, float]], seed: int) -> None:
+def _write_metrics_json(
+    run_dir: Path, metrics: dict[str, dict[str, float]], seed: int, metric_settings: dict[str, dict[str, Any]]
+) -> None:
     path = run_dir / "metrics.json"
     data: dict[str, Any] = {}
     if path.is_file():
@@ -304,5 +316,5 @@ def _write_metrics_json(run_dir: Path, metrics: dict[str, dict[str, float]], see
             data = json.loads(path.read_text())
         except ValueError:
             data = {}
-    data.update({"run_dir": str(run_dir), "seed": seed, "metrics": metrics})
+    data.update({"run_dir": str(run_dir), "seed": seed, "metrics": metrics, "metric_settings": metric_settings})
     atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())

@@ -57,7 +57,7 @@ TIMEOUT = datetime.timedelta(minutes=60)
 
 
 @dataclass(frozen=True)
-class Shard:
+class RankInfo:
     """This process's place in the run: ``rank`` of ``world_size``, and its ``local_rank`` on the node."""
 
     rank: int = 0
@@ -70,7 +70,7 @@ class Shard:
 
 
 class _State:
-    shard = Shard()
+    rank_info = RankInfo()
     generator: torch.Generator | None = None
     initialised_here = False
     #: the reduction that averages (ReduceOp.AVG, or SUM then a division where the backend lacks AVG)
@@ -93,17 +93,17 @@ def launched_world_size() -> int:
         return 1
 
 
-def setup(device: torch.device) -> tuple[Shard, torch.device]:
+def setup(device: torch.device) -> tuple[RankInfo, torch.device]:
     """Join the process group torchrun describes (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-    ``MASTER_ADDR``/``MASTER_PORT``) and return this process's shard and device.
+    ``MASTER_ADDR``/``MASTER_PORT``) and return this process's rank information and device.
 
     NCCL on CUDA (each rank on ``cuda:LOCAL_RANK``), gloo otherwise. Without torchrun (or with one
-    process) nothing is initialised and ``(Shard(), device)`` is returned.
+    process) nothing is initialised and ``(RankInfo(), device)`` is returned.
     """
     world = launched_world_size()
     if world <= 1:
-        _STATE.shard = Shard()
-        return _STATE.shard, device
+        _STATE.rank_info = RankInfo()
+        return _STATE.rank_info, device
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device.type == "cuda":
         if device.index is not None and device.index != local_rank:
@@ -125,10 +125,10 @@ def setup(device: torch.device) -> tuple[Shard, torch.device]:
             kwargs["device_id"] = device
         dist.init_process_group(**kwargs)
         _STATE.initialised_here = True
-    _STATE.shard = Shard(dist.get_rank(), dist.get_world_size(), local_rank)
+    _STATE.rank_info = RankInfo(dist.get_rank(), dist.get_world_size(), local_rank)
     _STATE.averagers, _STATE.parameter_names = {}, {}
     _STATE.average_op = _average_op(device)
-    return _STATE.shard, device
+    return _STATE.rank_info, device
 
 
 def _average_op(device: torch.device) -> Any:
@@ -150,17 +150,22 @@ def teardown() -> None:
     if _STATE.initialised_here and dist.is_initialized():
         dist.destroy_process_group()
     _STATE.initialised_here = False
-    _STATE.shard = Shard()
+    _STATE.rank_info = RankInfo()
     _STATE.averagers, _STATE.parameter_names, _STATE.average_op = {}, {}, None
 
 
-def shard() -> Shard:
-    """This process's :class:`Shard` (``Shard()`` outside a multi-process run)."""
-    return _STATE.shard
+def rank_info() -> RankInfo:
+    """This process's :class:`RankInfo` (``RankInfo()`` outside a multi-process run)."""
+    return _STATE.rank_info
+
+
+#: the names before issue 19 ("shard" also meant a slice of a batch, now only :class:`~disentangle.data.base.BatchShard`)
+Shard = RankInfo
+shard = rank_info
 
 
 def is_distributed() -> bool:
-    return _STATE.shard.world_size > 1
+    return _STATE.rank_info.world_size > 1
 
 
 def check_batch_size(batch_size: int, world_size: int) -> None:
@@ -177,7 +182,7 @@ def check_batch_size(batch_size: int, world_size: int) -> None:
 # ---------------------------------------------------------------------------- batches
 def local_rows(global_size: int) -> slice:
     """This rank's rows of a global batch of ``global_size``."""
-    s = _STATE.shard
+    s = _STATE.rank_info
     size = global_size // s.world_size
     return slice(s.rank * size, (s.rank + 1) * size)
 
@@ -194,7 +199,7 @@ def local_sampling() -> Iterator[None]:
         return
     from .data.base import BatchShard, sampling_shard  # data does not import this module
 
-    with sampling_shard(BatchShard(_STATE.shard.rank, _STATE.shard.world_size)):
+    with sampling_shard(BatchShard(_STATE.rank_info.rank, _STATE.rank_info.world_size)):
         yield
 
 
@@ -212,7 +217,7 @@ def local_batch(batch: Any, global_size: int) -> Any:
     (the whole batch) its rows by :func:`shard_batch`."""
     if not is_distributed():
         return batch
-    rows, world = _batch_rows(batch), _STATE.shard.world_size
+    rows, world = _batch_rows(batch), _STATE.rank_info.world_size
     if rows == global_size:
         return shard_batch(batch)
     if rows * world == global_size:
@@ -239,8 +244,8 @@ def shard_batch(batch: Any) -> Any:
 class _Gather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
-        ctx.rows = local_rows(tensor.shape[0] * _STATE.shard.world_size)
-        parts = [torch.empty_like(tensor) for _ in range(_STATE.shard.world_size)]
+        ctx.rows = local_rows(tensor.shape[0] * _STATE.rank_info.world_size)
+        parts = [torch.empty_like(tensor) for _ in range(_STATE.rank_info.world_size)]
         dist.all_gather(parts, tensor.contiguous())
         return torch.cat(parts)
 
@@ -310,7 +315,7 @@ def normal(
     so every sample gets the noise it gets in a single process.
     """
     local_shape = tuple(int(s) for s in local_shape)
-    world = _STATE.shard.world_size
+    world = _STATE.rank_info.world_size
     generator = global_generator()
     if local_shape[0] % groups:
         raise ValueError(f"{local_shape[0]} rows do not split into {groups} groups")
@@ -321,7 +326,7 @@ def normal(
     if world == 1:
         return torch.randn(local_shape, generator=generator, dtype=dtype, device=device)
     draws = torch.randn((groups, world, rows, *rest), generator=generator, dtype=dtype, device=device)
-    return draws[:, _STATE.shard.rank].reshape(local_shape)
+    return draws[:, _STATE.rank_info.rank].reshape(local_shape)
 
 
 def global_normal(
@@ -382,7 +387,7 @@ class GradientAverager:
 
     def average(self) -> None:
         """Every existing gradient replaced by its mean over ranks (the global-batch gradient)."""
-        op, world = _STATE.average_op, _STATE.shard.world_size
+        op, world = _STATE.average_op, _STATE.rank_info.world_size
         for members, buffer, views, flags, mismatched, patterns in self._groups:
             grads = [self.params[i].grad for i in members]
             present = tuple(g is not None for g in grads)
@@ -476,7 +481,7 @@ def mean_over_ranks(terms: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor
     values = [terms[n].detach().float().reshape(-1) for n in names]
     flat = torch.cat(values)
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-    flat /= _STATE.shard.world_size
+    flat /= _STATE.rank_info.world_size
     out, offset = {}, 0
     for name, v in zip(names, values):
         out[name] = flat[offset : offset + v.numel()].view_as(terms[name]).to(terms[name].dtype)
@@ -514,7 +519,7 @@ def run_on_main(fn: Callable[[], Any]) -> Any:
     if not is_distributed():
         return fn()
     result, error = None, None
-    if _STATE.shard.is_main:
+    if _STATE.rank_info.is_main:
         try:
             result = fn()
         except Exception as err:  # shared below, so no rank waits
@@ -525,7 +530,7 @@ def run_on_main(fn: Callable[[], Any]) -> Any:
         return shared[0]
     result, error = broadcast_object(None)
     if error is not None:
-        error.add_note(f"(raised on rank 0; this is rank {_STATE.shard.rank})")
+        error.add_note(f"(raised on rank 0; this is rank {_STATE.rank_info.rank})")
         raise error
     return result
 
@@ -534,7 +539,7 @@ def broadcast_object(obj: Any) -> Any:
     """Rank 0's ``obj`` on every rank (e.g. the checkpoint rank 0 read). Identity in one process."""
     if not is_distributed():
         return obj
-    box = [obj if _STATE.shard.is_main else None]
+    box = [obj if _STATE.rank_info.is_main else None]
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
@@ -554,6 +559,8 @@ def barrier() -> None:
 
 
 __all__ = [
+    "RankInfo",
+    "RankInfo",
     "Shard",
     "GradientAverager",
     "GradientMismatchError",
@@ -579,6 +586,7 @@ __all__ = [
     "random_source",
     "run_on_main",
     "setup",
+    "rank_info",
     "shard",
     "shard_batch",
     "sync_optimizer_gradients",

@@ -137,7 +137,7 @@ class Trainer:
         self.out_dir = Path(config.train.out_dir)
         self.checkpoint_path = self.out_dir / CHECKPOINT_NAME
         self.log_path = self.out_dir / "log.jsonl"
-        self.shard = distributed.Shard()
+        self.rank_info = distributed.RankInfo()
         self._checkpoint_step: int | None = None
 
     # ------------------------------------------------------------------ setup
@@ -298,7 +298,7 @@ class Trainer:
         """Train up to ``train.steps``; with ``resume`` continue from ``out_dir/checkpoint.pt``."""
         distributed.check_batch_size(self.config.train.batch_size, max(distributed.launched_world_size(), 1))
         self.device = resolve_device(self.config.train.device)
-        self.shard, self.device = distributed.setup(self.device)
+        self.rank_info, self.device = distributed.setup(self.device)
         try:
             return self._fit(resume)
         finally:
@@ -306,7 +306,7 @@ class Trainer:
 
     def _fit(self, resume: bool) -> TrainResult:
         cfg = self.config.train
-        main = self.shard.is_main
+        main = self.rank_info.is_main
         exists = self._on_main(lambda: has_checkpoint(self.out_dir))
         if exists and not resume:
             raise RunExistsError(

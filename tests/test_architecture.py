@@ -247,3 +247,13 @@ def test_metric_names_are_written_once_in_a_light_module():
     heavy = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     # the package root imports torch; the metric names add neither scikit-learn nor the metrics
     assert "sklearn" not in heavy
+
+
+# ---------------------------------------------------------------------- names that collide
+def test_shard_means_a_slice_of_a_batch_and_rank_info_a_process():
+    """``distributed.RankInfo`` is a process's place in the run and ``data.base.BatchShard`` the rows
+    it renders; the old names stay as aliases of the new ones."""
+    from disentangle import distributed
+
+    assert distributed.Shard is distributed.RankInfo and distributed.shard is distributed.rank_info
+    assert distributed.rank_info() == distributed.RankInfo(rank=0, world_size=1, local_rank=0)

@@ -51,7 +51,7 @@ class NaNOnRank1(BetaVAE):
 
     def forward(self, model, x, *, step):
         terms = super().forward(model, x, step=step)
-        if step >= 5 and distributed.shard().rank == 1:
+        if step >= 5 and distributed.rank_info().rank == 1:
             terms["loss"] = terms["loss"] * float("nan")
         return terms
 
@@ -71,7 +71,7 @@ class GainOnRank0Only(BetaVAE):
     def train_step(self, model, x, *, step, optimizers, precision):
         with precision.autocast():
             terms = self(model, x, step=step)
-        with_gain = step < 3 or distributed.shard().rank == 0
+        with_gain = step < 3 or distributed.rank_info().rank == 0
         loss = terms["loss"] * self.gain if with_gain else terms["loss"]
         for opt in optimizers.values():
             opt.zero_grad(set_to_none=True)
@@ -383,12 +383,12 @@ def test_normal_draws_the_global_noise_whatever_the_world_size():
     for world in (2, 3):
         parts = []
         for rank in range(world):
-            distributed._STATE.shard = distributed.Shard(rank, world)
+            distributed._STATE.rank_info = distributed.RankInfo(rank, world)
             try:
                 with distributed.random_source(torch.Generator().manual_seed(0)):
                     parts.append(distributed.normal((12 // world, 3), groups=2))
             finally:
-                distributed._STATE.shard = distributed.Shard()
+                distributed._STATE.rank_info = distributed.RankInfo()
         # a pair batch is [x1 rows; x2 rows]; rank r holds its x1 rows then its x2 rows
         half = 6 // world
         x1 = torch.cat([p[:half] for p in parts])

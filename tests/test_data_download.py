@@ -11,6 +11,7 @@ from disentangle.data.download import (
     ChecksumMismatchError,
     CorruptDataFileError,
     DataFileNotFoundError,
+    OversizeDownloadError,
     RemoteFile,
     default_cache_dir,
     download_url,
@@ -59,6 +60,15 @@ def test_checksum_mismatch_leaves_nothing(tmp_path, source):
     assert not dest.exists() and list(dest.parent.iterdir()) == []
     with pytest.raises(ChecksumMismatchError):
         verify_checksum(source, "sha256:" + "1" * 64)
+
+
+def test_a_download_past_its_size_is_stopped_and_leaves_nothing(tmp_path, source):
+    remote = RemoteFile(url=source.as_uri(), filename="payload.bin", subdir="ds", size=1000)
+    with pytest.raises(OversizeDownloadError, match="more than the published size of 1000 bytes"):
+        fetch(remote, cache_dir=tmp_path / "cache", progress=False)
+    assert list((tmp_path / "cache" / "ds").iterdir()) == []
+    exact = RemoteFile(url=source.as_uri(), filename="payload.bin", subdir="ds", size=source.stat().st_size)
+    assert fetch(exact, cache_dir=tmp_path / "cache", progress=False).read_bytes() == source.read_bytes()
 
 
 def test_offline_error_says_url_path_and_option(tmp_path):

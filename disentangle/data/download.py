@@ -46,6 +46,10 @@ class CorruptDataFileError(DisentangleError, ValueError):
     """A dataset file exists but is not a valid file of the expected format."""
 
 
+class OversizeDownloadError(DisentangleError, ValueError):
+    """A download that announced or sent more bytes than allowed (``max_bytes``); it was stopped."""
+
+
 class ChecksumMismatchError(CorruptDataFileError):
     """A downloaded (or checked) file does not have the published checksum."""
 
@@ -56,7 +60,8 @@ class RemoteFile:
 
     ``checksum`` is ``"md5:<hex>"`` / ``"sha256:<hex>"`` or ``None`` where no trustworthy
     published value is known (then the download is accepted unverified and a note says so).
-    ``provenance`` records where the checksum comes from.
+    ``provenance`` records where the checksum comes from. ``size``: the file's exact size in
+    bytes where published; a download that grows past it is stopped.
     """
 
     url: str
@@ -116,13 +121,20 @@ def download_url(
     dest: str | os.PathLike,
     checksum: str | None = None,
     *,
+    max_bytes: int | None = None,
+    size_label: str = "expected size",
     progress: bool = True,
     timeout: float = 60.0,
+    user_agent: str = _USER_AGENT,
 ) -> Path:
     """Download ``url`` to ``dest`` atomically, verifying ``checksum`` while streaming.
 
     The bytes go to a temporary file next to ``dest`` that is renamed to ``dest`` only after the
     checksum matched; on any failure the temporary file is removed and the error re-raised.
+    With ``max_bytes``, a response whose ``Content-Length`` exceeds it is refused before any byte
+    is read and the stream is cut off as soon as it passes ``max_bytes``
+    (:class:`OversizeDownloadError`, whose message calls the limit ``size_label``): a wrong or
+    hostile server cannot fill the disk.
     """
     from tqdm.auto import tqdm
 
@@ -134,25 +146,43 @@ def download_url(
         hasher = hashlib.new(algorithm)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
     tmp = Path(tmp_name)
+
+    def too_large(what: str) -> OversizeDownloadError:
+        return OversizeDownloadError(
+            f"The download of {url} {what}, more than the {size_label} of {max_bytes} bytes for "
+            f"{dest.name}; it was stopped and discarded. The server sends another file (an error page, "
+            f"another version); try another source or fetch the file by hand."
+        )
+
     try:
-        request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
+        request = urllib.request.Request(url, headers={"User-Agent": user_agent})
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=timeout) as response:
-            total = response.headers.get("Content-Length")
+            length = response.headers.get("Content-Length")
+            announced = int(length) if length and length.strip().isdigit() else None
+            if max_bytes is not None and announced is not None and announced > max_bytes:
+                raise too_large(f"announces {announced} bytes")
+            received = 0
             bar = tqdm(
-                total=int(total) if total and total.isdigit() else None,
-                unit="B", unit_scale=True, unit_divisor=1024,
-                desc=f"Downloading {dest.name}", disable=not progress, leave=False,
+                total=announced if announced is not None else max_bytes, unit="B", unit_scale=True,
+                unit_divisor=1024, desc=f"Downloading {dest.name}", disable=not progress, leave=False,
             )
             with bar:
-                while chunk := response.read(1 << 20):
+                while True:
+                    want = 1 << 20 if max_bytes is None else min(1 << 20, max_bytes + 1 - received)
+                    chunk = response.read(want)
+                    if not chunk:
+                        break
+                    received += len(chunk)
+                    if max_bytes is not None and received > max_bytes:
+                        raise too_large(f"sent more than {max_bytes} bytes")
                     out.write(chunk)
                     if hasher is not None:
                         hasher.update(chunk)
                     bar.update(len(chunk))
         if hasher is not None and hasher.hexdigest() != expected:
             raise ChecksumMismatchError(
-                f"The download of {url} has {algorithm} checksum {hasher.hexdigest()}, expected "
-                f"{expected}; it was discarded. The server may have sent an error page or a "
+                f"The download of {url} ({received} bytes) has {algorithm} checksum {hasher.hexdigest()}, "
+                f"expected {expected}; it was discarded. The server may have sent an error page or a "
                 "different version of the file; try again or fetch the file by hand."
             )
         os.replace(tmp, dest)
@@ -200,8 +230,10 @@ def fetch(
             f"disabled. {_manual_hint(remote, target, option)}"
         )
     try:
-        return download_url(remote.url, target, remote.checksum, progress=progress)
-    except ChecksumMismatchError:
+        return download_url(
+            remote.url, target, remote.checksum, max_bytes=remote.size, size_label="published size", progress=progress
+        )
+    except (ChecksumMismatchError, OversizeDownloadError):
         raise
     except (urllib.error.URLError, OSError, ValueError) as err:
         raise DataFileNotFoundError(

@@ -20,16 +20,15 @@ file is bypassed for a verified download with a warning (or refused when there i
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data.download import ChecksumMismatchError, default_cache_dir, file_hash
+from ..data.download import ChecksumMismatchError, default_cache_dir, download_url, file_hash
+from ..data.download import OversizeDownloadError as _DataOversizeError
 from ..registry import DisentangleError
 from .manifest import Entry
 
@@ -43,7 +42,7 @@ class ZooFileError(DisentangleError):
     """A pretrained file that is unavailable (offline, no source, every download failed) or corrupt."""
 
 
-class OversizeDownloadError(ZooFileError):
+class OversizeDownloadError(ZooFileError, _DataOversizeError):
     """A download that announced or sent more bytes than the manifest's ``size``; it was stopped."""
 
 
@@ -71,8 +70,9 @@ def download_verified(
     url: str, dest: str | os.PathLike, sha256: str, size: int | None = None, *, progress: bool = True,
     timeout: float = 60.0,
 ) -> Path:
-    """Download ``url`` to ``dest`` atomically: streamed to a temporary file next to ``dest``, hashed
-    while streaming, renamed to ``dest`` only when its sha256 is ``sha256``.
+    """Download ``url`` to ``dest`` atomically (:func:`disentangle.data.download.download_url`):
+    streamed to a temporary file next to ``dest``, hashed while streaming, renamed to ``dest`` only
+    when its sha256 is ``sha256``.
 
     With ``size`` (bytes), a response whose ``Content-Length`` exceeds it is refused before any byte
     is read, and the stream is cut off as soon as it passes ``size``
@@ -80,56 +80,13 @@ def download_verified(
     (:class:`~disentangle.data.download.ChecksumMismatchError`). The temporary file is removed on
     any failure.
     """
-    from tqdm.auto import tqdm
-
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    hasher = hashlib.sha256()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
-
-    def too_large(what: str) -> OversizeDownloadError:
-        return OversizeDownloadError(
-            f"The download of {url} {what}, more than the manifest's size of {size} bytes for "
-            f"{dest.name}; it was stopped and discarded. The server sends another file (an error page, "
-            f"another version); try another source or fetch the file by hand."
-        )
-
     try:
-        request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=timeout) as response:
-            length = response.headers.get("Content-Length")
-            announced = int(length) if length and length.strip().isdigit() else None
-            if size is not None and announced is not None and announced > size:
-                raise too_large(f"announces {announced} bytes")
-            received = 0
-            bar = tqdm(
-                total=announced if announced is not None else size, unit="B", unit_scale=True,
-                unit_divisor=1024, desc=f"Downloading {dest.name}", disable=not progress, leave=False,
-            )
-            with bar:
-                while True:
-                    want = 1 << 20 if size is None else min(1 << 20, size + 1 - received)
-                    chunk = response.read(want)
-                    if not chunk:
-                        break
-                    received += len(chunk)
-                    if size is not None and received > size:
-                        raise too_large(f"sent more than {size} bytes")
-                    out.write(chunk)
-                    hasher.update(chunk)
-                    bar.update(len(chunk))
-        if hasher.hexdigest() != sha256.lower():
-            raise ChecksumMismatchError(
-                f"The download of {url} ({received} bytes) has sha256 checksum {hasher.hexdigest()}, expected "
-                f"{sha256}; it was discarded. The server may have sent an error page or a different "
-                "version of the file; try again or fetch the file by hand."
-            )
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return dest
+        return download_url(
+            url, dest, f"sha256:{sha256.lower()}", max_bytes=size, size_label="manifest's size",
+            progress=progress, timeout=timeout, user_agent=_USER_AGENT,
+        )
+    except _DataOversizeError as err:
+        raise OversizeDownloadError(str(err)) from None
 
 
 def _matches(path: Path, sha256: str) -> bool:

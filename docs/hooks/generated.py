@@ -5,8 +5,9 @@
   (``disentangle/zoo/manifest.json``), the registered datasets, backbones, objectives and metrics
   with their parameters (from the registries themselves), the shipped configs and the zoo's recipe
   names. An unknown NAME fails the build.
-* The example pictures (``examples/output/**/*.png|gif``) are added to the site as
-  ``assets/examples/...`` without a copy in ``docs/``.
+* The example pictures (``examples/output/**/*.png|gif``) and the benchmark figures
+  (``benchmarks/*.png``) are added to the site as ``assets/examples/...`` and
+  ``assets/benchmarks/...`` without a copy in ``docs/``.
 
 The generator functions need only ``disentangle`` (not MkDocs), so ``tests/test_docs.py`` calls
 them directly.
@@ -24,6 +25,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "disentangle" / "zoo" / "manifest.json"
 EXAMPLES = REPO / "examples" / "output"
+BENCHMARKS = REPO / "benchmarks"
 PICTURE_SUFFIXES = (".png", ".gif", ".svg", ".jpg")
 MARKER = re.compile(r"<!--\s*generated:\s*([\w-]+)\s*-->")
 
@@ -357,6 +359,17 @@ def more_figures() -> str:
     return "## More figures\n\n" + "\n".join(sections)
 
 
+def time_to_disentangle() -> str:
+    """The zoo campaign's learning curves: ``benchmarks/time_to_disentangle.png`` and the table of
+    ``benchmarks/time_to_disentangle.md`` (its title left out), as the benchmark script wrote them."""
+    figure = BENCHMARKS / "time_to_disentangle.png"
+    table = BENCHMARKS / "time_to_disentangle.md"
+    if not figure.is_file() or not table.is_file():
+        raise KeyError("benchmarks/time_to_disentangle.png and .md are missing: run benchmarks/time_to_disentangle.py")
+    body = table.read_text().split("\n", 1)[1].strip() if table.read_text().startswith("# ") else table.read_text().strip()
+    return f"![MIG against training steps, per objective](../assets/benchmarks/{figure.name})\n\n{body}"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "pretrained-scores": pretrained_scores,
     "pretrained-schedules": pretrained_schedules,
@@ -368,6 +381,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "registered-objectives": registered_objectives,
     "registered-metrics": registered_metrics,
     "more-figures": more_figures,
+    "time-to-disentangle": time_to_disentangle,
     "shipped-configs": shipped_configs,
     "shipped-studies": shipped_studies,
 }
@@ -398,6 +412,8 @@ def on_files(files, config):  # noqa: ANN001, ANN201 (MkDocs hook)
     for picture in example_pictures():
         uri = "assets/examples/" + picture.relative_to(EXAMPLES).as_posix()
         files.append(File.generated(config, uri, abs_src_path=str(picture)))
+    for figure in sorted(BENCHMARKS.glob("*.png")):
+        files.append(File.generated(config, f"assets/benchmarks/{figure.name}", abs_src_path=str(figure)))
     return files
 
 

@@ -1,4 +1,4 @@
-"""Where and how a run executes: the device, the seeds, the CUDA backend flags and ``torch.compile``."""
+"""Where and how a run executes: the device, the seeds, the CUDA backend flags, the memory layout and ``torch.compile``."""
 from __future__ import annotations
 
 import random
@@ -47,6 +47,19 @@ def configure_cuda_backends(train: TrainConfig) -> None:
         torch.backends.cuda.matmul.allow_tf32 = train.tf32
         torch.backends.cudnn.allow_tf32 = train.tf32
     torch.backends.cudnn.benchmark = train.cudnn_benchmark
+
+
+def to_channels_last(model: torch.nn.Module, objective: torch.nn.Module) -> None:
+    """Put the 4-D parameters and buffers of the model and the objective's networks in
+    ``torch.channels_last`` layout, in place (``train.channels_last``).
+
+    ``Module.to(memory_format=...)`` replaces each tensor's data but keeps the ``Parameter``
+    objects, so an optimizer built before (and its restored state) still owns them; the values and
+    the state-dict keys do not change, so checkpoints load either way. Convolutions on such weights
+    return channels-last outputs whatever the input layout, so the batches are left as they are.
+    """
+    model.to(memory_format=torch.channels_last)
+    objective.to(memory_format=torch.channels_last)
 
 
 def compile_networks(model: torch.nn.Module, objective: torch.nn.Module, mode: bool | str) -> None:

@@ -40,7 +40,7 @@ Design choices:
   ``KeyboardInterrupt`` is raised. A second Ctrl-C stops at once without saving (the last
   periodic checkpoint stays valid) (:mod:`disentangle.interrupt`).
 
-The device, seeds, CUDA flags and ``torch.compile`` are set up by :mod:`disentangle.runtime`.
+The device, seeds, CUDA flags, the memory layout and ``torch.compile`` are set up by :mod:`disentangle.runtime`.
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ from .precision import Precision
 from .registry import DisentangleError
 from .resume import RESUMABLE_KEYS as RESUMABLE_KEYS
 from .resume import check_resume_config
-from .runtime import compile_networks, configure_cuda_backends, resolve_device, seed_everything
+from .runtime import compile_networks, configure_cuda_backends, resolve_device, seed_everything, to_channels_last
 
 
 class RunExistsError(DisentangleError):
@@ -327,6 +327,8 @@ class Trainer:
             self._checkpoint_step = self.step
         distributed.broadcast_module(self.model)
         distributed.broadcast_module(self.objective)
+        if cfg.channels_last:
+            to_channels_last(self.model, self.objective)
         compile_networks(self.model, self.objective, cfg.compile)
         tensorboard = None
 

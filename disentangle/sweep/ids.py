@@ -8,8 +8,8 @@ by the config schema, so ``beta: 4`` and ``beta: 4.0`` give the same id). The id
 every process, Python version and machine: no ``hash()``, no dict-order dependence.
 
 Excluded (they change where, how fast or how visibly a run trains, not the model it defines):
-``train.device`` (the same run on another device keeps its id), ``train.compile``, ``train.tf32``
-and ``train.cudnn_benchmark`` (execution strategies, like the device), ``train.out_dir`` (the
+``train.device`` (the same run on another device keeps its id), ``train.compile``, ``train.channels_last``,
+``train.tf32`` and ``train.cudnn_benchmark`` (execution strategies, like the device), ``train.out_dir`` (the
 sweep puts the run in ``DIR/runs/<id>``), ``train.progress``, ``train.log_every``,
 ``train.checkpoint_every`` (the trainer's resume is bit-exact whatever the checkpoint interval),
 ``train.eval_every`` and ``train.eval_metrics`` (evaluation during training restores every RNG
@@ -39,6 +39,7 @@ from typing import Any
 EXCLUDED_KEYS: tuple[str, ...] = (
     "train.device",
     "train.compile",
+    "train.channels_last",
     "train.tf32",
     "train.cudnn_benchmark",
     "train.tensorboard",

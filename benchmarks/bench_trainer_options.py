@@ -1,0 +1,81 @@
+"""The trainer's speed options, through ``python -m disentangle.train`` itself.
+
+    python benchmarks/bench_trainer_options.py                          # default vs channels_last, 2 threads
+    python benchmarks/bench_trainer_options.py --options default,channels_last,compile,bf16 --threads 1
+
+Trains the quickstart's conv64 β-VAE (sprites, batch 64, lr 1e-4) for ``--steps`` steps with each
+option set in turn (alternating rounds, each in a fresh process and run folder) and prints the
+median steps/s of each over the rounds and its ratio to ``default``: ratios from one run, since the
+machine's speed drifts between runs. The rate is read from ``log.jsonl`` as in
+``../shared/tools/train_vs_plain.py``: the steps after the first logged record (the warm-up left out).
+Prints the CPU first (model, torch capability, bf16 flags).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout without installing
+
+#: option set -> the train overrides it adds to the quickstart
+OPTIONS = {
+    "default": [],
+    "channels_last": ["train.channels_last=true"],
+    "compile": ["train.compile=true"],
+    "bf16": ["train.precision=bf16"],
+}
+
+
+def steps_per_s(overrides: list[str], steps: int, threads: int) -> float:
+    folder = Path(tempfile.mkdtemp())
+    try:
+        args = ["--config", "quickstart", f"train.steps={steps + 20}", f"train.out_dir={folder / 'run'}",
+                "train.progress=false", "train.traversals=false", "train.log_every=20", "train.lr=1e-4",
+                "train.checkpoint_every=100000", *overrides]
+        code = (f"import torch, runpy, sys; torch.set_num_threads({threads}); sys.argv = ['train', *{args!r}]; "
+                "runpy.run_module('disentangle.train', run_name='__main__')")
+        subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL, cwd=REPO)
+        rows = [json.loads(line) for line in (folder / "run" / "log.jsonl").read_text().splitlines()]
+        first, last = rows[0], rows[-1]
+        seconds = last["step"] / last["steps_per_s"] - first["step"] / first["steps_per_s"]
+        return (last["step"] - first["step"]) / seconds
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--options", default="default,channels_last", help=f"comma-separated: {', '.join(OPTIONS)}")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    names = [n.strip() for n in args.options.split(",") if n.strip()]
+    unknown = [n for n in names if n not in OPTIONS]
+    if unknown or "default" not in names:
+        parser.error(f"--options must include default and name only {', '.join(OPTIONS)}; got {args.options!r}")
+
+    from disentangle.bench import cpu_capabilities
+
+    print(cpu_capabilities())
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(args.rounds):
+        for name in names:
+            rates[name].append(steps_per_s(OPTIONS[name], args.steps, args.threads))
+        print(f"round {r}: " + ", ".join(f"{n} {rates[n][-1]:.2f}" for n in names), flush=True)
+    base = statistics.median(rates["default"])
+    print(f"median steps/s over {args.rounds} rounds, {args.threads} thread(s), {args.steps} steps:")
+    for name in names:
+        median = statistics.median(rates[name])
+        print(f"  {name:14s} {median:6.2f} steps/s  {median / base:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

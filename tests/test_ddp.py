@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import faulthandler
 import json
 import math
 import os
@@ -214,6 +215,8 @@ def _probe_averager(rank: int, root: Path) -> None:
 
 
 def _worker(rank: int, world: int, port: int, root: str) -> None:
+    # a C++ abort (see ddp_root) then prints every Python thread's stack to stderr: where it happened
+    faulthandler.enable(all_threads=True)
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
     )

@@ -143,6 +143,12 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def _shown(path: str | Path) -> str:
+    """``path`` as a reader would type it: under the home folder as ``~/...``."""
+    path, home = Path(path).expanduser().resolve(), Path.home().resolve()
+    return f"~/{path.relative_to(home).as_posix()}" if path.is_relative_to(home) else str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep_dirs", type=Path, nargs="+", metavar="SWEEP_DIR")
@@ -170,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     print(note)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".md").write_text(
-        f"# Time to disentangle\n\n`python benchmarks/time_to_disentangle.py {' '.join(str(d) for d in args.sweep_dirs)}`\n\n{text}\n\n{note}\n"
+        f"# Time to disentangle\n\n`python benchmarks/time_to_disentangle.py {' '.join(_shown(d) for d in args.sweep_dirs)}`\n\n{text}\n\n{note}\n"
     )
     plot(runs, args.out.with_suffix(".png"), f"MIG during training, sprites, conv64, batch 64, Adam 1e-4\n{cpu}")
     return 0

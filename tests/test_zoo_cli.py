@@ -23,11 +23,6 @@ from disentangle.zoo import manifest as zoo_manifest
 from disentangle.zoo.__main__ import main as zoo_main
 
 REPO = Path(__file__).resolve().parents[1]
-#: the shipped pretrained names the docs may use besides the manifest's: the zoo's CPU campaign
-#: (configs/studies/zoo_sprites_cpu20k.yaml) is training them now, to replace the -cpu2k- models
-CAMPAIGN_NAMES = {
-    "beta_tcvae-sprites-beta6-cpu20k-s0", "beta_vae-sprites-beta4-cpu20k-s0", "factor_vae-sprites-gamma30-cpu20k-s0",
-}
 
 
 @pytest.fixture(autouse=True)
@@ -164,7 +159,7 @@ def test_a_download_longer_than_the_manifest_size_is_stopped(tmp_path, monkeypat
 # ---------------------------------------------------------------------- names in the docs
 def test_docs_and_help_name_only_real_pretrained_models(capsys):
     pattern = re.compile(r"\b[a-z_]+-[a-z0-9_]+-[a-z_]+[0-9.e+-]*?-cpu\d+k-s\d+\b")
-    real = set(zoo.names(pretrained=True)) | CAMPAIGN_NAMES
+    real = set(zoo.names(pretrained=True))
     sources = [REPO / "disentangle" / "zoo" / f for f in ("__init__.py", "__main__.py", "fetching.py", "manifest.py",
                                                           "locatello.py", "recipes.py", "weights.py")]
     text = "\n".join(p.read_text() for p in sources)

@@ -69,16 +69,23 @@ def read_run(run_dir: Path) -> dict | None:
     }
 
 
-_STRENGTH_KEYS = ("beta", "gamma", "lambda_od", "c_max", "lambda_", "adversarial_weight")
+def _strength_parameter(objective_name: str) -> str | None:
+    """The zoo's strength parameter of an objective (``c_max`` for AnnealedVAE, not its ``gamma``)."""
+    from disentangle.zoo.recipes import FAMILIES
+
+    for family in FAMILIES:
+        if objective_name in family.parameter:
+            return family.parameter[objective_name]
+    return None
 
 
 def _strength(objective: dict) -> str:
-    for key in _STRENGTH_KEYS:
-        if key in objective and objective[key] is not None:
-            value = objective[key]
-            value = int(value) if isinstance(value, float) and value.is_integer() else value
-            return f"{key} {value}"
-    return ""
+    key = _strength_parameter(str(objective.get("name")))
+    if key is None or objective.get(key) is None:
+        return ""
+    value = objective[key]
+    value = int(value) if isinstance(value, float) and value.is_integer() else value
+    return f"{key} {value}"
 
 
 def first_step_reaching(curve: list[tuple[int, float]], level: float) -> int | None:
@@ -127,17 +134,22 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
+    # one colour per objective (in order of first appearance), solid fp32 / dotted bf16, seeds > 0 thinner
+    objectives = list(dict.fromkeys(r["objective"] for r in runs))
+    colours = plt.get_cmap("tab10" if len(objectives) <= 10 else "tab20")
     for r in runs:
         steps, values = zip(*r["curve"])
-        style = ":" if r["precision"] != "fp32" else "--" if r["objective"].startswith(("ada_", "gvae", "ml_vae")) else "-"
-        ax.plot(steps, values, style, marker="o", markersize=3, label=f"{r['objective']} ({r['strength']}, {r['precision']})")
+        seed = r.get("seed", 0)
+        label = f"{r['objective']} ({r['strength']}, {r['precision']}{f', seed {seed}' if seed else ''})"
+        ax.plot(steps, values, ":" if r["precision"] != "fp32" else "-", color=colours(objectives.index(r["objective"])),
+                marker="o", markersize=3, linewidth=1.0 if seed else 1.8, alpha=0.7 if seed else 1.0, label=label)
     ax.set_xlabel("training step (batch 64)")
     ax.set_ylabel("MIG")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 #: dotted config keys left out of the run id (see the module docstring for why)
@@ -83,17 +83,3 @@ def run_id(config: Any) -> str:
     raw = config.to_dict() if hasattr(config, "to_dict") else config
     text = ID_SCHEME + "\n" + canonical_json(identity(raw))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:ID_LENGTH]
-
-
-def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"train": {"steps": 5}}`` -> ``{"train.steps": 5}`` (lists stay values)."""
-    return dict(_flatten_items(config, prefix))
-
-
-def _flatten_items(node: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
-    for key, value in node.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            yield from _flatten_items(value, dotted + ".")
-        else:
-            yield dotted, value

@@ -288,3 +288,39 @@ def test_the_readme_pretrained_table_is_the_manifest():
     text = hook.README.read_text()
     assert hook.readme_with_current_tables(text) == text, "run: python docs/hooks/generated.py"
     assert "| `beta_tcvae-sprites-beta6-cpu20k-s0` |" in text
+
+
+def test_the_seeds_table_gives_mean_and_sample_std_over_the_shipped_seeds():
+    import statistics
+
+    hook = _hook()
+
+    def record(mig, dci=None):
+        metrics = {"mig": {"mig": mig}}
+        if dci is not None:
+            metrics["dci"] = {"disentanglement": dci}
+        return {"metrics": metrics}
+
+    models = {
+        "a-cpu20k-s0": record(0.2, 0.3), "a-cpu20k-s1": record(0.1, 0.5), "a-cpu20k-s2": record(0.3, 0.1),
+        "b-cpu20k-s0": record(0.5), "b-cpu20k-s3": record(0.4),  # no DCI: that cell is left out
+        "c-cpu20k-s0": record(0.9),  # one seed: no row
+    }
+    assert set(hook.seed_groups(models)) == {"a-cpu20k", "b-cpu20k"}
+    table = hook.pretrained_seeds(models).splitlines()
+    assert [line.split(" | ")[0] for line in table[2:]] == ["| `b-cpu20k-sN`", "| `a-cpu20k-sN`"]  # best mean MIG first
+    a = [c.strip() for c in table[3].strip("|").split("|")]
+    mig, dci = [0.2, 0.1, 0.3], [0.3, 0.5, 0.1]
+    assert a[1] == "0, 1, 2"
+    assert a[2] == f"{statistics.mean(mig):.3f} ± {statistics.stdev(mig):.3f}" == "0.200 ± 0.100"
+    assert a[3] == f"{statistics.mean(dci):.3f} ± {statistics.stdev(dci):.3f}" == "0.300 ± 0.200"
+    b = [c.strip() for c in table[2].strip("|").split("|")]
+    assert b[1] == "0, 3" and b[3] == "–" and b[2] == "0.450 ± 0.071"
+    assert hook.pretrained_seeds({"c-s0": record(0.1)}) == ""
+
+
+def test_the_readme_rejects_an_unknown_generated_block():
+    hook = _hook()
+    text = "<!-- readme: pretrained_scores -->\nx\n<!-- end -->\n<!-- readme: nonsense -->\n<!-- end -->\n"
+    with pytest.raises(KeyError, match="nonsense"):
+        hook.readme_with_current_tables(text)

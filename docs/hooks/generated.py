@@ -107,6 +107,57 @@ def pretrained_scores(models: dict[str, dict[str, Any]] | None = None) -> str:
     return _table(header, rows, "lr" + "r" * len(SCORE_COLUMNS))
 
 
+_SEED_SUFFIX = re.compile(r"^(?P<recipe>.+)-s(?P<seed>\d+)$")
+
+#: the scores summarised over seeds: (metric, score, column title)
+SEED_COLUMNS = (
+    ("mig", "mig", "MIG"),
+    ("dci", "disentanglement", "DCI D"),
+    ("factor_vae_score", "eval_accuracy", "FactorVAE"),
+    ("beta_vae_score", "eval_accuracy", "BetaVAE"),
+)
+
+
+def seed_groups(models: dict[str, dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """Pretrained models that differ only in their ``-sSEED`` suffix, by the name without it
+    (``beta_vae-sprites-beta4-cpu20k``), for the recipes shipped with two seeds or more."""
+    groups: dict[str, dict[int, dict[str, Any]]] = {}
+    for name, record in models.items():
+        match = _SEED_SUFFIX.match(name)
+        if match:
+            groups.setdefault(match["recipe"], {})[int(match["seed"])] = record
+    return {recipe: dict(sorted(seeds.items())) for recipe, seeds in sorted(groups.items()) if len(seeds) > 1}
+
+
+def _mean_std(values: list[float]) -> str:
+    """``mean ± std`` with the sample standard deviation (n − 1), as the papers report seeds."""
+    n = len(values)
+    mean = sum(values) / n
+    std = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
+    return f"{mean:.3f} ± {std:.3f}"
+
+
+def pretrained_seeds(models: dict[str, dict[str, Any]] | None = None) -> str:
+    """Mean ± std (n − 1) of the headline scores over the shipped seeds of each recipe, best mean
+    MIG first; a seed without a score leaves that cell out rather than biasing it."""
+    models = read_manifest() if models is None else models
+    groups = seed_groups(models)
+    if not groups:
+        return ""
+    rows = []
+    for recipe, seeds in groups.items():
+        cells, mig = [], []
+        for metric, score, _ in SEED_COLUMNS:
+            values = [v for v in (_score(r, metric, score) for r in seeds.values()) if v is not None]
+            if metric == "mig":
+                mig = values
+            cells.append(_mean_std(values) if len(values) == len(seeds) else "–")
+        seed_text = ", ".join(str(s) for s in seeds)
+        rows.append((-(sum(mig) / len(mig)) if mig else 1.0, [f"`{recipe}-sN`", seed_text, *cells]))
+    header = ["recipe", "seeds", *[title for _, _, title in SEED_COLUMNS]]
+    return _table(header, [row for _, row in sorted(rows, key=lambda r: (r[0], r[1][0]))], "ll" + "r" * len(SEED_COLUMNS))
+
+
 def pretrained_schedules(models: dict[str, dict[str, Any]] | None = None) -> str:
     """How each pretrained model was trained: data, backbone, schedule, wall time, machine, file."""
     models = read_manifest() if models is None else models
@@ -372,6 +423,7 @@ def time_to_disentangle() -> str:
 
 GENERATORS: dict[str, Callable[[], str]] = {
     "pretrained-scores": pretrained_scores,
+    "pretrained-seeds": pretrained_seeds,
     "pretrained-schedules": pretrained_schedules,
     "pretrained-notes": pretrained_notes,
     "pretrained-example": pretrained_example,
@@ -428,17 +480,31 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ANN001, ANN201 (Mk
 
 # ---------------------------------------------------------------------------------- the README
 README = REPO / "README.md"
-README_BLOCK = re.compile(r"(<!-- readme: pretrained_scores -->\n)(.*?)(<!-- end -->)", re.S)
+README_BLOCK = re.compile(r"(<!-- readme: (\w+) -->\n)(.*?)(<!-- end -->)", re.S)
+#: the README's generated blocks, ``<!-- readme: NAME -->`` ... ``<!-- end -->``
+README_GENERATORS: dict[str, Callable[[], str]] = {
+    "pretrained_scores": pretrained_scores,
+    "pretrained_seeds": pretrained_seeds,
+}
 
 
 def readme_with_current_tables(text: str) -> str:
-    """The README with its pretrained-model table regenerated from the manifest (the block between
-    ``<!-- readme: pretrained_scores -->`` and ``<!-- end -->``)."""
-    if not README_BLOCK.search(text):
+    """The README with its generated blocks (``<!-- readme: NAME -->`` ... ``<!-- end -->``, NAME in
+    ``README_GENERATORS``) regenerated from the manifest."""
+    found = {m.group(2) for m in README_BLOCK.finditer(text)}
+    if "pretrained_scores" not in found:
         raise KeyError("README.md has no <!-- readme: pretrained_scores --> ... <!-- end --> block")
-    return README_BLOCK.sub(lambda m: m.group(1) + pretrained_scores() + "\n" + m.group(3), text)
+    unknown = found - set(README_GENERATORS)
+    if unknown:
+        raise KeyError(f"README.md: unknown generated block(s) {sorted(unknown)}; known: {', '.join(README_GENERATORS)}")
+
+    def replace(match: re.Match[str]) -> str:
+        content = README_GENERATORS[match.group(2)]()
+        return match.group(1) + (content + "\n" if content else "") + match.group(4)
+
+    return README_BLOCK.sub(replace, text)
 
 
-if __name__ == "__main__":  # python docs/hooks/generated.py: refresh the README's table after a publish
+if __name__ == "__main__":  # python docs/hooks/generated.py: refresh the README's tables after a publish
     README.write_text(readme_with_current_tables(README.read_text()))
     print(f"updated {README}")

@@ -7,9 +7,14 @@ scores as JSON (default ``RUN_DIR/metrics.json``)::
     python -m disentangle.evaluate runs/quickstart --metrics mig,dci
     python -m disentangle.evaluate runs/x --metrics dci --set dci.booster=sklearn --set dci.num_train=2000
 
-The JSON holds ``{"run_dir", "seed", "metrics": {metric: {score: value}}, "seconds": {metric: s}}``.
-An unknown metric name or setting is reported on stderr (with the valid names) and exits with
-status 2, before anything is loaded.
+The JSON holds ``{"run_dir", "seed", "metrics": {metric: {score: value}}, "metric_settings",
+"seconds": {metric: s}}``. When the output file already holds scores (a sweep's or an earlier
+evaluation's ``metrics.json``), the new scores are merged into it: the metrics computed now replace
+their old values and settings, every other metric and key (a sweep's ``run_id``, ``config``, ...) is
+kept. Scores of one file share one seed, so a ``--seed`` other than the file's is refused: write it
+elsewhere with ``--output``. An unknown metric name or setting is reported on stderr (with the
+valid names) and exits with status 2 before anything is loaded; such a seed, before anything is
+computed.
 """
 from __future__ import annotations
 
@@ -93,6 +98,53 @@ def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[
     return settings
 
 
+def existing_record(output: Path, seed: int) -> dict[str, Any] | None:
+    """The scores record already in ``output`` (None when there is none), checked to share ``seed``.
+
+    Raises ``ConfigError`` when the file holds scores computed with another seed, or is not a
+    scores record, before anything is computed: merging would mix seeds in one record, and
+    overwriting would lose the scores already there."""
+    from .results_table import read_json
+
+    if not output.exists():
+        return None
+    record = read_json(output)
+    if not isinstance(record, dict) or not isinstance(record.get("metrics", {}), dict):
+        raise ConfigError(
+            f"{output} exists and is not a metrics record (a JSON object with 'metrics'); evaluate would "
+            f"overwrite it. Move it away, or write the scores elsewhere with --output FILE."
+        )
+    recorded = record.get("seed")
+    if record.get("metrics") and recorded is not None and int(recorded) != seed:
+        raise ConfigError(
+            f"{output} holds scores computed with seed {recorded}, and this evaluation uses seed {seed}; one "
+            f"file's scores share one seed, so they are neither mixed nor overwritten. Write these scores "
+            f"elsewhere with --output FILE, or evaluate with --seed {recorded}."
+        )
+    return record
+
+
+def merged_record(previous: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` merged into ``previous``: the metrics of ``new`` replace their old scores, settings
+    and timings; every other metric and key of ``previous`` is kept (``total_seconds`` is the
+    latest evaluation's)."""
+    if not previous:
+        return new
+    merged = {**previous, **{k: v for k, v in new.items() if k not in ("metrics", "metric_settings", "seconds", "run_dir")}}
+    merged.setdefault("run_dir", new["run_dir"])
+    for key in ("metrics", "metric_settings", "seconds"):
+        old = previous.get(key)
+        merged[key] = {**(old if isinstance(old, dict) else {}), **new[key]}
+    # a record written before settings were recorded holds its other metrics at their defaults
+    if "metric_settings" not in previous:
+        from .results_table import recorded_settings
+
+        for metric in merged["metrics"]:
+            if metric not in new["metrics"]:
+                merged["metric_settings"][metric] = recorded_settings(previous, metric)
+    return merged
+
+
 def _type_hints(fn: Any) -> dict[str, Any]:
     import typing
 
@@ -128,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         names = resolve_metric_names(args.metrics, model)  # "all" now knows whether there is an encoder
         seed = args.seed if args.seed is not None else int(config.get("seed", 0) or 0)
         output = Path(args.output) if args.output else (run_dir if run_dir.is_dir() else run_dir.parent) / "metrics.json"
+        previous = existing_record(output, seed)
 
         seconds: dict[str, float] = {}
         bar = None
@@ -153,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if bar is not None:
                 bar.close()
-        record = {
+        record = merged_record(previous, {
             "run_dir": str(run_dir),
             "seed": seed,
             "metrics": results,
@@ -161,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             "metric_settings": {m: settings_identity(m, settings.get(m)) for m in results},
             "seconds": seconds,
             "total_seconds": round(time.perf_counter() - start, 3),
-        }
+        })
         atomic_write_text(output, json.dumps(record, indent=2) + "\n")
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)

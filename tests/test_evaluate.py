@@ -92,3 +92,55 @@ def test_module_entry_point_reports_unknown_metric_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "Unknown metric 'sap'" in proc.stderr
     assert "sap_score" in proc.stderr
+
+
+def test_evaluating_again_merges_into_the_metrics_file_and_keeps_the_rest(run_dir, tmp_path, capsys):
+    """A sweep's metrics.json holds seven metrics and its own keys: evaluating one metric again
+    (other settings) replaces that metric only; nothing else is lost."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    sweep_record = {
+        "run_id": "abc", "values": {"objective.beta": 4.0}, "seed": 0, "run_dir": "/sweep/runs/abc",
+        "metrics": {"sap_score": {"sap": 0.25}, "mig": {"mig": 0.5}},
+        "metric_settings": {"sap_score": {"num_train": 123}, "mig": {"num_train": 999}},
+        "seconds": {"sap_score": 1.0, "mig": 2.0},
+    }
+    (run / "metrics.json").write_text(json.dumps(sweep_record))
+    assert main([str(run), "-m", "mig", "--set", "mig.num_train=300", "--no-progress"]) == 0
+    record = json.loads((run / "metrics.json").read_text())
+    assert record["run_id"] == "abc" and record["values"] == {"objective.beta": 4.0}
+    assert record["run_dir"] == "/sweep/runs/abc"
+    assert record["metrics"]["sap_score"] == {"sap": 0.25}
+    assert record["metric_settings"]["sap_score"] == {"num_train": 123}
+    assert record["metric_settings"]["mig"]["num_train"] == 300
+    assert record["metrics"]["mig"]["mig"] != 0.5 and record["seconds"]["sap_score"] == 1.0
+    from disentangle.data import build_dataset
+    from disentangle.metrics import mig
+
+    model = disentangle.load(run)
+    assert record["metrics"]["mig"] == pytest.approx(mig(build_dataset(model.config["data"]), model, num_train=300, seed=0), rel=1e-12)
+
+
+def test_a_seed_other_than_the_files_is_refused_before_computing(run_dir, tmp_path, capsys):
+    out = tmp_path / "m.json"
+    out.write_text(json.dumps({"seed": 0, "metrics": {"mig": {"mig": 0.5}}}))
+    assert main([str(run_dir), "-m", "mig", "--seed", "3", "--output", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "seed 0" in err and "--seed 0" in err and "--output" in err
+    assert json.loads(out.read_text()) == {"seed": 0, "metrics": {"mig": {"mig": 0.5}}}
+    out.write_text("[1, 2]")
+    assert main([str(run_dir), "-m", "mig", "--output", str(out), "--no-progress"]) == 2
+    assert "not a metrics record" in capsys.readouterr().err and out.read_text() == "[1, 2]"
+
+
+def test_a_record_without_settings_keeps_its_other_metrics_at_their_defaults():
+    from disentangle.evaluate import merged_record
+    from disentangle.results_table import settings_identity
+
+    merged = merged_record({"seed": 0, "metrics": {"sap_score": {"sap": 0.1}}},
+                           {"run_dir": "r", "seed": 0, "metrics": {"mig": {"mig": 0.2}},
+                            "metric_settings": {"mig": {"num_train": 5}}, "seconds": {"mig": 1.0}})
+    assert merged["metric_settings"] == {"sap_score": settings_identity("sap_score", {}), "mig": {"num_train": 5}}
+    assert merged["metrics"] == {"sap_score": {"sap": 0.1}, "mig": {"mig": 0.2}} and merged["run_dir"] == "r"

@@ -85,7 +85,7 @@ def _strength(objective: dict) -> str:
         return ""
     value = objective[key]
     value = int(value) if isinstance(value, float) and value.is_integer() else value
-    return f"{key} {value}"
+    return f"{key.rstrip('_')} {value}"  # lambda_ (a Python keyword dodged) reads as lambda
 
 
 def first_step_reaching(curve: list[tuple[int, float]], level: float) -> int | None:
@@ -128,28 +128,53 @@ def table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def recipe_strength(objective_name: str) -> str | None:
+    """The strength of the shipped sprites recipe of an objective (``configs/sprites/NAME.yaml`` or
+    ``configs/weak/NAME_sprites.yaml``), in the table's ``"key value"`` form; None without a recipe."""
+    root = Path(__file__).resolve().parents[1] / "configs"
+    for path in (root / "sprites" / f"{objective_name}.yaml", root / "weak" / f"{objective_name}_sprites.yaml"):
+        if path.is_file():
+            return _strength(yaml.safe_load(path.read_text())["objective"])
+    return None
+
+
+def is_recipe_run(run: dict) -> bool:
+    """Seed 0, fp32, at the strength of the objective's shipped recipe: the run of a zoo model."""
+    return run["seed"] == 0 and run["precision"] == "fp32" and run["strength"] == recipe_strength(run["objective"])
+
+
 def plot(runs: list[dict], path: Path, title: str) -> None:
+    """Two panels: the recipe run of each objective, and every run of the objectives trained more
+    than once (other seeds thinner, other strengths dashed, bf16 dotted)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 5))
-    # one colour per objective (in order of first appearance), solid fp32 / dotted bf16, seeds > 0 thinner
     objectives = list(dict.fromkeys(r["objective"] for r in runs))
     colours = plt.get_cmap("tab10" if len(objectives) <= 10 else "tab20")
-    for r in runs:
-        steps, values = zip(*r["curve"])
-        seed = r.get("seed", 0)
-        label = f"{r['objective']} ({r['strength']}, {r['precision']}{f', seed {seed}' if seed else ''})"
-        ax.plot(steps, values, ":" if r["precision"] != "fp32" else "-", color=colours(objectives.index(r["objective"])),
-                marker="o", markersize=3, linewidth=1.0 if seed else 1.8, alpha=0.7 if seed else 1.0, label=label)
-    ax.set_xlabel("training step (batch 64)")
-    ax.set_ylabel("MIG")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    repeated = {o for o in objectives if sum(r["objective"] == o for r in runs) > 1}
+    panels = [("the zoo's recipes (seed 0, fp32)", [r for r in runs if is_recipe_run(r)]),
+              ("seeds, strengths and precision", [r for r in runs if r["objective"] in repeated])]
+    panels = [(name, chosen) for name, chosen in panels if chosen]
+    fig, axes = plt.subplots(1, len(panels), figsize=(8.5 * len(panels), 5.5), sharey=True, squeeze=False)
+    for ax, (name, chosen) in zip(axes[0], panels):
+        for r in chosen:
+            steps, values = zip(*r["curve"])
+            seed = r.get("seed", 0)
+            other_strength = r["strength"] != recipe_strength(r["objective"])
+            style = ":" if r["precision"] != "fp32" else "--" if other_strength else "-"
+            label = f"{r['objective']} ({r['strength']}, {r['precision']}{f', seed {seed}' if seed else ''})"
+            ax.plot(steps, values, style, color=colours(objectives.index(r["objective"])), marker="o", markersize=3,
+                    linewidth=1.0 if seed else 1.8, alpha=0.75 if seed else 1.0, label=label)
+        ax.set_xlabel("training step (batch 64)")
+        ax.grid(alpha=0.3)
+        ax.set_title(name, fontsize=10)
+        ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
+    axes[0][0].set_ylabel("MIG")
+    top = max(value for _, chosen in panels for r in chosen for _, value in r["curve"])
+    axes[0][0].set_ylim(0, top * 1.05)  # shared: set once every panel is drawn
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

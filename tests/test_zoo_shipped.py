@@ -35,6 +35,28 @@ def test_every_shipped_weight_file_matches_its_manifest(name):
         assert metric in record["metrics"], f"{name} lacks the recorded {metric}"
 
 
+@pytest.mark.parametrize("name", sorted(_shipped()) or [pytest.param(None, marks=pytest.mark.skip(reason="no shipped weights yet"))])
+def test_training_the_recipe_by_name_reproduces_the_shipped_run(name):
+    """``python -m disentangle.train --config RECIPE seed=S`` (plus the strength, for a model trained
+    at another grid strength than its recipe) is the shipped model's run: the same run id, so every
+    setting that defines a run (steps, lr, precision, ...) is the recipe's."""
+    from disentangle.config import load_config
+    from disentangle.sweep.ids import run_id
+    from disentangle.zoo.recipes import FAMILIES
+
+    record = _shipped()[name]
+    objective = record["config"]["objective"]
+    overrides = [f"seed={record['config']['seed']}"]
+    for family in FAMILIES:
+        key = family.parameter.get(objective["name"])
+        if key is not None:
+            overrides.append(f"objective.{key}={objective[key]}")
+            break
+    recipe = load_config(record["recipe"], overrides).to_dict()
+    assert recipe["objective"]["name"] == objective["name"]
+    assert run_id(recipe) == run_id(record["config"]), f"{record['recipe']} does not train {name}"
+
+
 def test_no_unlisted_weight_files_are_shipped():
     listed = {(zoo_manifest.SHIPPED_MANIFEST.parent / r["file"]).resolve() for r in _shipped().values()}
     present = set(p.resolve() for p in zoo_manifest.SHIPPED_WEIGHTS.glob("*.safetensors")) if zoo_manifest.SHIPPED_WEIGHTS.exists() else set()

@@ -1,5 +1,7 @@
-"""The benchmark reports the CPU features that decide bf16 speed (hardening item 14)."""
+"""Benchmark helpers: the CPU features that decide bf16 speed (hardening item 14); the AnnealedVAE gradient diagnosis."""
 from __future__ import annotations
+
+import pytest
 
 from disentangle.bench import cpu_capabilities
 
@@ -21,3 +23,67 @@ def test_cpu_capabilities_reads_bf16_flags(tmp_path):
     assert caps["torch_cpu_capability"]  # torch's own reading, e.g. AVX2 or AVX512
     missing = cpu_capabilities(str(tmp_path / "absent"))
     assert missing["cpu_model"] == "unknown" and missing["native_bf16"] == "no"
+
+
+def _load_benchmark(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_annealed_vae_gradients_reports_each_terms_gradient_and_adams_share(tmp_path, tiny_overrides, capsys, one_thread):
+    """The script's numbers against an independent computation on a tiny AnnealedVAE run: the rms
+    gradient of γ·|KL − C| on the mean head's bias, and Adam's v from the checkpoint."""
+    import re
+
+    import torch
+
+    import disentangle
+    from disentangle.config import load_config
+    from disentangle.data import build_dataset
+    from disentangle.trainer import train
+
+    run = tmp_path / "annealed"
+    train(load_config(None, tiny_overrides(run, steps=8, **{"objective.name": "annealed_vae", "objective.iteration_threshold": 4})))
+    script = _load_benchmark("annealed_vae_gradients")
+    assert script.main([str(run), "--batches", "2", "--batch-size", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "step 8, C = 25.00 nats" in out
+    row = next(line for line in out.splitlines() if line.startswith("| encoder.head.mean.bias |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+
+    model = disentangle.load(run)
+    model.train()
+    dataset = build_dataset(model.config["data"])
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    squares = []
+    for _ in range(2):
+        x = dataset.sample_batch(8, generator)
+        x = x.float() / 255 if x.dtype == torch.uint8 else x.float()
+        out_ = model(x)
+        kl = (0.5 * (out_.mu ** 2 + out_.logvar.exp() - out_.logvar - 1)).sum(1).mean()
+        (grad,) = torch.autograd.grad(1000.0 * (kl - 25.0).abs(), [model.encoder.head.mean.bias])
+        squares.append(grad.square())
+    expected = (sum(squares) / 2).mean().sqrt().item()
+    assert float(cells[2]) == pytest.approx(expected, rel=1e-2)  # printed with 3 significant digits
+    checkpoint = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=False)
+    names = [n for n, _ in model.named_parameters()]
+    v = checkpoint["optimizers"]["model"]["state"][names.index("encoder.head.mean.bias")]["exp_avg_sq"]
+    assert float(cells[4]) == pytest.approx(v.mean().sqrt().item(), rel=1e-2)
+    assert re.search(r"sign of KL − C per batch: [+-] [+-]$", out.splitlines()[0])
+
+
+def test_annealed_vae_gradients_refuses_another_objective(tmp_path, tiny_overrides, capsys, one_thread):
+    from disentangle.config import load_config
+    from disentangle.trainer import train
+
+    run = tmp_path / "beta"
+    train(load_config(None, tiny_overrides(run, steps=2)))
+    assert _load_benchmark("annealed_vae_gradients").main([str(run)]) == 2
+    assert "not annealed_vae" in capsys.readouterr().err

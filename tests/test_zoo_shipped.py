@@ -37,16 +37,17 @@ def test_every_shipped_weight_file_matches_its_manifest(name):
 
 @pytest.mark.parametrize("name", sorted(_shipped()) or [pytest.param(None, marks=pytest.mark.skip(reason="no shipped weights yet"))])
 def test_training_the_recipe_by_name_reproduces_the_shipped_run(name):
-    """``python -m disentangle.train --config RECIPE seed=S`` (plus the strength, for a model trained
-    at another grid strength than its recipe) is the shipped model's run: the same run id, so every
-    setting that defines a run (steps, lr, precision, ...) is the recipe's."""
+    """``python -m disentangle.train --config RECIPE seed=S`` (plus the strength and the step count,
+    for a model trained at another grid strength or for longer than its recipe) is the shipped
+    model's run: the same run id, so every other setting that defines a run (lr, batch, precision,
+    ...) is the recipe's."""
     from disentangle.config import load_config
     from disentangle.sweep.ids import run_id
     from disentangle.zoo.recipes import FAMILIES
 
     record = _shipped()[name]
     objective = record["config"]["objective"]
-    overrides = [f"seed={record['config']['seed']}"]
+    overrides = [f"seed={record['config']['seed']}", f"train.steps={record['config']['train']['steps']}"]
     for family in FAMILIES:
         key = family.parameter.get(objective["name"])
         if key is not None:

@@ -1,6 +1,6 @@
 """Time to disentangle: MIG against training steps for each objective, from a sweep's logged curves.
 
-    python benchmarks/time_to_disentangle.py ~/zoo-campaign/cpu20k_fp32 ~/zoo-campaign/zoo_sprites_cpu20k
+    python benchmarks/time_to_disentangle.py ~/zoo-campaign/cpu20k_fp32 ~/zoo-campaign/zoo_sprites_cpu20k ~/zoo-campaign/extended
     python benchmarks/time_to_disentangle.py SWEEP_DIR [SWEEP_DIR ...] --out benchmarks/time_to_disentangle
 
 Reads every run folder of one or more sweeps (``SWEEP_DIR/runs/<id>/``) trained with ``train.eval_every`` and
@@ -88,6 +88,17 @@ def _strength(objective: dict) -> str:
     return f"{key.rstrip('_')} {value}"  # lambda_ (a Python keyword dodged) reads as lambda
 
 
+def drop_continued(runs: list[dict]) -> list[dict]:
+    """The runs without those continued elsewhere: a run whose curve is the start of a longer run's
+    (a copy resumed with more ``train.steps``) is shown once, as the longer run."""
+    def continued(short: dict, long: dict) -> bool:
+        return (short is not long and len(short["curve"]) < len(long["curve"])
+                and long["curve"][: len(short["curve"])] == short["curve"]
+                and all(short[k] == long[k] for k in ("objective", "strength", "seed", "precision")))
+
+    return [r for r in runs if not any(continued(r, other) for other in runs)]
+
+
 def first_step_reaching(curve: list[tuple[int, float]], level: float) -> int | None:
     """The first logged step whose MIG is at least ``level`` (None if never)."""
     return next((step for step, value in curve if value >= level), None)
@@ -108,9 +119,10 @@ def cpu_description() -> str:
 
 
 def table(runs: list[dict]) -> str:
+    at_steps = [2000, 10000, 20000] + ([40000] if any(40000 in dict(r["curve"]) for r in runs) else [])
     header = ("| objective | strength | seed | precision | steps done | steps/s (1 thread) | wall time | "
-              "MIG@2k | MIG@10k | MIG@20k | first step with MIG ≥ 0.1 | final MIG |")
-    lines = [header, "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              + "".join(f"MIG@{s // 1000}k | " for s in at_steps) + "first step with MIG ≥ 0.1 | final MIG |")
+    lines = [header, "|---|---|---:|---|---:|---:|---:|" + "---:|" * len(at_steps) + "---:|---:|"]
     for r in runs:
         at = dict(r["curve"])
 
@@ -122,8 +134,8 @@ def table(runs: list[dict]) -> str:
         final_text = f"{r['final_mig']:.3f}" if r["final_mig"] is not None else "–"
         lines.append(
             f"| {r['objective']} | {r['strength']} | {r['seed']} | {r['precision']} | {r['last_step']:,} | "
-            f"{r['steps_per_s']:.1f} | {r['wall_time_s'] / 60:.0f} min | {cell(2000)} | {cell(10000)} | {cell(20000)} | "
-            f"{reach_text} | {final_text} |"
+            f"{r['steps_per_s']:.1f} | {r['wall_time_s'] / 60:.0f} min | " + "".join(f"{cell(s)} | " for s in at_steps)
+            + f"{reach_text} | {final_text} |"
         )
     return "\n".join(lines)
 
@@ -202,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         print("no run of these sweeps logged MIG during training (train.eval_metrics: [mig]).", file=sys.stderr)
         return 2
+    runs = drop_continued(runs)
     runs.sort(key=lambda r: -(r["curve"][-1][1]))
     cpu = cpu_description()
     text = table(runs)

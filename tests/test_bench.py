@@ -87,3 +87,20 @@ def test_annealed_vae_gradients_refuses_another_objective(tmp_path, tiny_overrid
     train(load_config(None, tiny_overrides(run, steps=2)))
     assert _load_benchmark("annealed_vae_gradients").main([str(run)]) == 2
     assert "not annealed_vae" in capsys.readouterr().err
+
+
+def test_time_to_disentangle_shows_a_continued_run_once_and_its_40k_column():
+    script = _load_benchmark("time_to_disentangle")
+
+    def run(curve, seed=0, strength="beta 4"):
+        return {"run": "r", "objective": "beta_vae", "strength": strength, "seed": seed, "precision": "fp32",
+                "curve": curve, "final_mig": None, "steps_per_s": 10.0, "wall_time_s": 600.0, "last_step": curve[-1][0]}
+
+    first = [(2000, 0.1), (20000, 0.2)]
+    short, longer = run(first), run(first + [(40000, 0.3)])
+    other_seed, other_curve = run(first, seed=1), run([(2000, 0.1), (20000, 0.25)])
+    kept = script.drop_continued([short, longer, other_seed, other_curve])
+    assert kept == [longer, other_seed, other_curve]
+    table = script.table(kept)
+    assert "MIG@40k" in table and "| 0.300 |" in table
+    assert "MIG@40k" not in script.table([short])

@@ -1,20 +1,22 @@
-"""Regenerate this report from its stored results table, without training anything.
+"""Regenerate this report from its stored tables, without the trained models.
 
     python examples/output/study/regenerate.py
 
-``results.csv`` is the mini study's results table (12 runs: β-VAE, FactorVAE and β-TCVAE at two
-strengths and two seeds on sprites, each with MIG, DCI, SAP, the unsupervised scores and UDR). The
-first report was written by ``python -m disentangle.study /work/mini_out/mini --out ... --udr``;
-those run folders were not kept, so the table was reconstructed from that report's own CSVs: each
-setting's two values of every score from ``summary.csv`` (with two runs, median ∓ (q75 − q25)), the
-UDR values and seeds from ``udr.csv``, and the pairing of each score's two values with the seeds
-from the only assignment that reproduces every entry of ``metric_rank_correlation.csv`` and
-``unsupervised_vs_supervised.csv`` (checked: it is unique). The UDR column is the first report's
-(computed before UDR zeroed the uninformative latents ahead of the Lasso, issue 18, item 2); it
-cannot be recomputed without the trained models.
+The report is the study analyses run over the zoo campaign's sweep folder (the pretrained models'
+own training runs, 20,000 steps each on the sprites: every objective at its recipe's strength,
+three seeds of β-VAE, β-TCVAE and FactorVAE, and β-VAE β = 16 / FactorVAE γ = 100):
+
+    python -m disentangle.study ~/zoo-campaign/cpu20k_fp32 --out examples/output/study --udr
+
+``results.csv`` is that folder's results table and ``udr.csv`` the UDR the command computed from
+the run folders (each run compared with the other seeds of its setting). The run folders are not
+in the repository, so this script recomputes every analysis from ``results.csv`` and takes UDR from
+``udr.csv`` (``data.name``, constant, is a column here rather than read from the run folders);
+every table it writes equals the command's.
 """
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 from disentangle.study.analysis import _compute
@@ -27,17 +29,12 @@ HERE = Path(__file__).resolve().parent
 def main() -> None:
     table = read_table(HERE / "results.csv")
     table.source = "examples/output/study/results.csv"
-    table.notes.append(
-        "The mini study's results table: its run folders were not kept, so it was reconstructed from the first "
-        "report's CSVs (regenerate.py says how) and this report regenerated from it with the current analyses."
-    )
-    table.notes.append(
-        "The UDR values are the first report's, computed before UDR zeroed the uninformative latents ahead of the "
-        "Lasso (issue 18, item 2); recomputing them needs the trained models."
-    )
-    result = _compute(infer_design(table))
-    # UDR came from the run folders (udr.csv and its note, as in the first report); not recomputed here
-    result.udr = {str(r["run_id"]): {"udr": float(r["udr.udr"]), "udr_models": 2.0} for r in table.rows}
+    with open(HERE / "udr.csv", newline="") as handle:  # a run alone in its setting has no UDR (empty)
+        udr = {row["run_id"]: {"udr": float(row["udr"] or "nan"), "udr_models": float(row["models_compared"])}
+               for row in csv.DictReader(handle)}
+    table = table.with_column("udr.udr", [udr[str(r["run_id"])]["udr"] for r in table.rows])
+    result = _compute(infer_design(table, scores="headline"))
+    result.udr = udr
     write_report(result, HERE, figures=True, progress=False)
 
 

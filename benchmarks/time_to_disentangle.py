@@ -17,6 +17,7 @@ run's seed): the final point equals ``metrics.json``'s MIG when both use the sam
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -140,6 +141,7 @@ def table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@functools.cache  # read each recipe once, not once per run and panel
 def recipe_strength(objective_name: str) -> str | None:
     """The strength of the shipped sprites recipe of an objective (``configs/sprites/NAME.yaml`` or
     ``configs/weak/NAME_sprites.yaml``), in the table's ``"key value"`` form; None without a recipe."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import statistics
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -109,13 +110,8 @@ def pretrained_scores(models: dict[str, dict[str, Any]] | None = None) -> str:
 
 _SEED_SUFFIX = re.compile(r"^(?P<recipe>.+)-s(?P<seed>\d+)$")
 
-#: the scores summarised over seeds: (metric, score, column title)
-SEED_COLUMNS = (
-    ("mig", "mig", "MIG"),
-    ("dci", "disentanglement", "DCI D"),
-    ("factor_vae_score", "eval_accuracy", "FactorVAE"),
-    ("beta_vae_score", "eval_accuracy", "BetaVAE"),
-)
+#: the scores summarised over seeds, in this order: columns of ``SCORE_COLUMNS``
+SEED_COLUMNS = tuple(next(c for c in SCORE_COLUMNS if c[2] == title) for title in ("MIG", "DCI D", "FactorVAE", "BetaVAE"))
 
 
 def seed_groups(models: dict[str, dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
@@ -131,10 +127,7 @@ def seed_groups(models: dict[str, dict[str, Any]]) -> dict[str, dict[int, dict[s
 
 def _mean_std(values: list[float]) -> str:
     """``mean ± std`` with the sample standard deviation (n − 1), as the papers report seeds."""
-    n = len(values)
-    mean = sum(values) / n
-    std = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
-    return f"{mean:.3f} ± {std:.3f}"
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
 def pretrained_seeds(models: dict[str, dict[str, Any]] | None = None) -> str:

@@ -18,6 +18,13 @@ LrScheduleName = Literal["constant", "linear", "cosine"]
 PrecisionName = Literal["fp32", "bf16", "fp16"]
 """``train.precision``: the autocast dtype (fp16 adds a GradScaler)."""
 
+InitName = Literal["reference", "pytorch"]
+"""``model.init``: disentanglement_lib's Glorot-uniform weights and zero biases, or PyTorch's defaults."""
+
 OPTIMIZER_NAMES: tuple[str, ...] = typing.get_args(OptimizerName)
 LR_SCHEDULES: tuple[str, ...] = typing.get_args(LrScheduleName)
 PRECISIONS: tuple[str, ...] = typing.get_args(PrecisionName)
+INITS: tuple[str, ...] = typing.get_args(InitName)
+DEFAULT_INIT: InitName = "reference"
+#: the value of ``model.init`` for configs written before the key existed (their runs used it)
+LEGACY_INIT: InitName = "pytorch"

@@ -30,10 +30,14 @@ from typing import Any, Literal, Union
 import yaml
 
 from . import checks
-from .choices import (  # the choices of train.optimizer, lr_schedule and precision (config.PRECISIONS etc.)
+from .choices import (  # the choices of train.optimizer, lr_schedule, precision and model.init
+    DEFAULT_INIT,
+    INITS,
+    LEGACY_INIT,
     LR_SCHEDULES,
     OPTIMIZER_NAMES,
     PRECISIONS,
+    InitName,
     LrScheduleName,
     OptimizerName,
     PrecisionName,
@@ -58,6 +62,9 @@ class ModelConfig:
 
     backbone: str = "conv64"
     latent_dim: int = 10
+    #: layer initialisation: ``reference`` (disentanglement_lib's Glorot-uniform weights, zero
+    #: biases) or ``pytorch`` (PyTorch's defaults; runs from before this key existed)
+    init: InitName = DEFAULT_INIT
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -117,7 +124,10 @@ class Config:
         return {
             "seed": self.seed,
             "data": {"name": self.data.name, **_plain(self.data.params)},
-            "model": {"backbone": self.model.backbone, "latent_dim": self.model.latent_dim, **_plain(self.model.params)},
+            "model": {
+                "backbone": self.model.backbone, "latent_dim": self.model.latent_dim, "init": self.model.init,
+                **_plain(self.model.params),
+            },
             "objective": {"name": self.objective.name, **_plain(self.objective.params)},
             "train": _plain({f.name: getattr(self.train, f.name) for f in dataclasses.fields(self.train)}),
         }
@@ -226,6 +236,24 @@ def read_config_source(source: str | Path) -> dict[str, Any]:
     return read_yaml_config(path)
 
 
+#: keys added to the config after runs were saved without them, with the value those runs used
+#: (not the new default): ``model.init`` was PyTorch's initialisation before the key existed.
+LEGACY_VALUES: dict[str, Any] = {"model.init": LEGACY_INIT}
+
+
+def upgrade_saved_config(raw: dict[str, Any]) -> dict[str, Any]:
+    """A saved config dict (a run folder's ``config.yaml``, a checkpoint's config, a zoo manifest's)
+    with every key of :data:`LEGACY_VALUES` that it lacks set to the value its run used. A copy;
+    the one place where the config of an older run is brought up to date."""
+    raw = copy.deepcopy(raw)
+    for key, value in LEGACY_VALUES.items():
+        section, _, name = key.partition(".")
+        node = raw.setdefault(section, {})
+        if isinstance(node, dict):
+            node.setdefault(name, value)
+    return raw
+
+
 # ---------------------------------------------------------------------- loading
 def load_config(source: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Read a config, apply dotted overrides such as ``train.steps=1000`` and validate it.
@@ -294,8 +322,10 @@ def _from_dict(raw: dict[str, Any], *, resolve: bool) -> Config:
     model_cfg = ModelConfig(
         backbone=_check_value("model.backbone", model.pop("backbone", ModelConfig.backbone), str),
         latent_dim=_check_value("model.latent_dim", model.pop("latent_dim", ModelConfig.latent_dim), int),
+        init=_check_value("model.init", model.pop("init", ModelConfig.init), str),
         params=model,
     )
+    checks.choice("model.init", model_cfg.init, INITS)
     if model_cfg.latent_dim < 1:
         raise ConfigError(f"model.latent_dim must be a positive integer, got {model_cfg.latent_dim}.")
     objective = sections["objective"]

@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import CheckpointNotFoundError, load_checkpoint, load_latest
-from .config import ZOO_PREFIX
+from .config import ZOO_PREFIX, upgrade_saved_config
 from .model import VAE
 
 
@@ -44,11 +44,8 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> VAE:
 
 def model_from_checkpoint(ckpt: dict, map_location: str | torch.device = "cpu") -> VAE:
     """The :class:`VAE` described by a checkpoint dict (its config's model section), in eval mode."""
-    config = ckpt["config"]
-    model_cfg = dict(config["model"])
-    backbone = model_cfg.pop("backbone")
-    latent_dim = model_cfg.pop("latent_dim")
-    model = VAE.from_backbone(backbone, image_shape=tuple(ckpt["image_shape"]), latent_dim=latent_dim, **model_cfg)
+    config = upgrade_saved_config(ckpt["config"])
+    model = VAE.for_weights(config["model"], ckpt["image_shape"])
     model.load_state_dict(ckpt["model"])
     model.config = config
     model.trained_steps = int(ckpt["step"])

@@ -16,6 +16,7 @@ from torch import nn
 
 from . import distributed
 from .backbones import BACKBONES
+from .backbones.init import DEFAULT_INIT, initialize
 
 
 def reparameterize(
@@ -62,10 +63,23 @@ class VAE(nn.Module):
         self.config: dict[str, Any] | None = None
 
     @classmethod
-    def from_backbone(cls, backbone: str, *, image_shape: tuple[int, ...], latent_dim: int, **params: Any) -> VAE:
-        """A VAE from a registered backbone (``model.backbone``) and its parameters."""
+    def from_backbone(
+        cls, backbone: str, *, image_shape: tuple[int, ...], latent_dim: int, init: str = DEFAULT_INIT, **params: Any
+    ) -> VAE:
+        """A VAE from a registered backbone (``model.backbone``) and its parameters, its layers
+        initialised by ``init`` (``model.init``: ``reference``, disentanglement_lib's Glorot-uniform
+        weights and zero biases, or ``pytorch``; :mod:`disentangle.backbones.init`)."""
         encoder, decoder = BACKBONES.build(backbone, image_shape=tuple(image_shape), latent_dim=latent_dim, **params)
-        return cls(encoder, decoder, latent_dim, image_shape)
+        return initialize(cls(encoder, decoder, latent_dim, image_shape), init)
+
+    @classmethod
+    def for_weights(cls, model_section: dict[str, Any], image_shape: tuple[int, ...]) -> VAE:
+        """The VAE that a saved config's ``model`` section describes, to load trained weights into:
+        its layers are left as constructed (``model.init`` only matters for training)."""
+        params = dict(model_section)
+        backbone, latent_dim = params.pop("backbone"), params.pop("latent_dim")
+        params.pop("init", None)
+        return cls.from_backbone(backbone, image_shape=tuple(image_shape), latent_dim=latent_dim, init="pytorch", **params)
 
     @property
     def device(self) -> torch.device:

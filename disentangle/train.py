@@ -43,7 +43,7 @@ def _print(message: str, file=None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from .config import load_config
+    from .config import Config, apply_overrides, load_config, read_yaml_config, upgrade_saved_config
     from .trainer import NonFiniteLossError, train
 
     try:
@@ -58,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
             overrides.append(f"train.out_dir={run_dir}")
         if config_path is None:
             raise ConfigError("No config given. Use --config CONFIG.yaml (e.g. configs/quickstart.yaml).")
-        config = load_config(config_path, overrides)
+        if isinstance(args.resume, str) and args.config is None:
+            # the run's own saved config: keys added since it was written take the values it used
+            raw = upgrade_saved_config(read_yaml_config(config_path))
+            config = Config.from_dict(apply_overrides(raw, overrides))
+        else:
+            config = load_config(config_path, overrides)
         result = train(config, resume=bool(args.resume))
     except (ConfigError, NonFiniteLossError) as err:
         _print(f"error: {err}", file=sys.stderr)

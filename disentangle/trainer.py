@@ -55,6 +55,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import distributed
+from .backbones.init import initialize
 from .checkpoint import (
     CHECKPOINT_NAME,
     FORMAT_VERSION,
@@ -64,7 +65,7 @@ from .checkpoint import (
     restore_rng_state,
     save_rotating,
 )
-from .config import Config
+from .config import Config, upgrade_saved_config
 from .data import build_dataset
 from .interrupt import DeferredInterrupt
 from .model import VAE
@@ -154,10 +155,12 @@ class Trainer:
         # seeded after the dataset, so a prebuilt dataset gives the same weights
         seed_everything(cfg.seed)
         self.model = VAE.from_backbone(
-            cfg.model.backbone, image_shape=self.dataset.image_shape, latent_dim=cfg.model.latent_dim, **cfg.model.params
+            cfg.model.backbone, image_shape=self.dataset.image_shape, latent_dim=cfg.model.latent_dim,
+            init=cfg.model.init, **cfg.model.params,
         ).to(self.device)
         self.objective = OBJECTIVES.build(cfg.objective.name, **cfg.objective.params).to(self.device)
         self.objective.setup(model=self.model, dataset_size=len(self.dataset))
+        initialize(self.objective, cfg.model.init)  # its discriminators, built by setup
         check_dataset = getattr(self.objective, "check_dataset", None)
         if check_dataset is not None:  # e.g. pair objectives: k vs the number of factors
             check_dataset(self.dataset)
@@ -320,6 +323,7 @@ class Trainer:
                     f"Cannot resume: no checkpoint at '{self.checkpoint_path}'. Start a new run without --resume."
                 )
             ckpt = self._on_main(lambda: load_latest(self.out_dir)[0])
+            ckpt["config"] = upgrade_saved_config(ckpt["config"])
             check_resume_config(ckpt["config"], self.config, self.out_dir)
         self._build()
         if ckpt is not None:

@@ -23,6 +23,10 @@ A key is dropped only where the section has it: datasets without the key (the pr
 ``sprites`` has no ``download`` or ``cache_dir``) hash exactly as before it was excluded, so adding a
 key to :data:`EXCLUDED_KEYS` changes no id of a run that does not set it.
 
+A key added to the config later, at the value that reproduces the runs from before it existed
+(:data:`disentangle.config.LEGACY_VALUES`: ``model.init: pytorch``), is dropped too, so those runs
+keep their ids; any other value of it (``model.init: reference``, the default) counts.
+
 Everything else counts, including ``train.precision`` and ``data.path`` (which file is read: a
 user's own copy may differ from the published one). A new config key added by
 a later version of the library, or a changed default, changes the ids of the runs it affects: the
@@ -34,6 +38,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
+
+from ..config import LEGACY_VALUES
 
 #: dotted config keys left out of the run id (see the module docstring for why)
 EXCLUDED_KEYS: tuple[str, ...] = (
@@ -72,6 +78,10 @@ def identity(config: Mapping[str, Any]) -> dict[str, Any]:
         section, _, name = key.partition(".")
         if isinstance(out.get(section), dict):
             out[section].pop(name, None)
+    for key, value in LEGACY_VALUES.items():  # a key at the value runs used before it existed
+        section, _, name = key.partition(".")
+        if isinstance(out.get(section), dict) and out[section].get(name) == value:
+            out[section].pop(name)
     return out
 
 

@@ -123,13 +123,11 @@ def read_verified(path: str | Path, sha256: str) -> tuple[dict[str, torch.Tensor
 def build_model(tensors: dict[str, torch.Tensor], metadata: dict[str, Any], map_location: str | torch.device = "cpu"):
     """The :class:`~disentangle.model.VAE` of decoded weights, in eval mode, with ``config``,
     ``trained_steps`` and ``zoo_metadata`` attributes."""
+    from ..config import upgrade_saved_config
     from ..model import VAE
 
-    config = metadata["config"]
-    model_cfg = dict(config["model"])
-    backbone = model_cfg.pop("backbone")
-    latent_dim = model_cfg.pop("latent_dim")
-    model = VAE.from_backbone(backbone, image_shape=tuple(metadata["image_shape"]), latent_dim=latent_dim, **model_cfg)
+    config = upgrade_saved_config(metadata["config"])
+    model = VAE.for_weights(config["model"], metadata["image_shape"])
     try:
         model.load_state_dict(tensors)
     except RuntimeError as err:

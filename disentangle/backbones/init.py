@@ -1,0 +1,59 @@
+"""How the layers of a model are initialised (``model.init``).
+
+* ``reference`` (the default): disentanglement_lib's initialisation, i.e. TensorFlow 1's defaults for
+  ``tf.layers.conv2d``, ``conv2d_transpose`` and ``dense``: Glorot-uniform weights,
+  ``W ~ U(−a, a)`` with ``a = √(6 / (fan_in + fan_out))`` (Glorot & Bengio 2010), and **zero**
+  biases, on every convolution, transposed convolution and linear layer: encoder, decoder, heads and
+  the objectives' discriminators.
+* ``pytorch``: PyTorch's own defaults, weights *and biases* from ``U(±1/√fan_in)`` (Kaiming-uniform
+  with ``a = √5``). The layers are left as constructed. Runs trained before ``model.init`` existed
+  used it, and resume and reproduce with it.
+
+With ``pytorch`` the encoder's posterior means start as a constant offset much larger than their
+spread across images (the random biases add up through the layers); with ``reference`` they start
+centred. The AnnealedVAE's capacity target is met by that offset alone under ``pytorch``
+(``benchmarks/RESULTS-annealed-vae.md``).
+
+For PyTorch's transposed-convolution weight ``(in, out, k, k)`` and TensorFlow's ``(k, k, out, in)``
+the Glorot bound is the same, since it depends on ``fan_in + fan_out`` only.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..choices import DEFAULT_INIT, INITS
+
+#: the layer types that carry an initialiser of their own
+INITIALISED_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+
+
+@torch.no_grad()
+def initialize(module: nn.Module, scheme: str = DEFAULT_INIT, generator: torch.Generator | None = None) -> nn.Module:
+    """Initialise every linear and (transposed) convolutional layer of ``module`` in place by
+    ``scheme`` (``reference`` or ``pytorch``; see the module docstring) and return ``module``.
+
+    Weights are drawn from ``generator`` when given, else from torch's global RNG, layer by layer in
+    the order of ``module.modules()``. ``pytorch`` leaves the module unchanged.
+    """
+    if scheme not in INITS:
+        from ..registry import ConfigError
+
+        raise ConfigError(f"model.init is '{scheme}'. Valid choices: {', '.join(INITS)}.")
+    if scheme == "pytorch":
+        return module
+    for layer in module.modules():
+        if isinstance(layer, INITIALISED_LAYERS):
+            bound = glorot_bound(layer.weight)
+            layer.weight.uniform_(-bound, bound, generator=generator)
+            if layer.bias is not None:
+                layer.bias.zero_()
+    return module
+
+
+def glorot_bound(weight: torch.Tensor) -> float:
+    """``√(6 / (fan_in + fan_out))`` of a weight of shape ``(out, in, *kernel)`` (or a transposed
+    convolution's ``(in, out, *kernel)``: the sum is the same)."""
+    receptive = weight[0, 0].numel() if weight.dim() > 2 else 1
+    fan_sum = (weight.shape[0] + weight.shape[1]) * receptive
+    return (6.0 / fan_sum) ** 0.5

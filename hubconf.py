@@ -11,7 +11,7 @@ dependencies = ["torch", "safetensors", "yaml"]
 
 
 def zoo_model(name: str, map_location: str = "cpu"):
-    """The pretrained zoo model ``name`` (a :class:`disentangle.model.VAE` in eval mode)."""
+    """The pretrained zoo model ``name`` (a :class:`disentangle.models.vae.VAE` in eval mode)."""
     from disentangle import zoo
 
     return zoo.load(name, map_location=map_location)

@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from disentangle.config import TrainConfig
 from disentangle.data import IndexedImageDataset
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.objectives import OBJECTIVES
-from disentangle.precision import Precision
-from disentangle.trainer import build_optimizers
+from disentangle.training.optim import build_optimizers
+from disentangle.training.precision import Precision
 
 DATASET_SIZE = 737_280  # dSprites' N, for β-TCVAE's estimators
 

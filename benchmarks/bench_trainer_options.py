@@ -62,7 +62,7 @@ def main() -> None:
     if unknown or "default" not in names:
         parser.error(f"--options must include default and name only {', '.join(OPTIONS)}; got {args.options!r}")
 
-    from disentangle.bench import cpu_capabilities
+    from disentangle.training.bench import cpu_capabilities
 
     print(cpu_capabilities())
     rates: dict[str, list[float]] = {n: [] for n in names}

@@ -34,7 +34,7 @@ import disentangle
 from disentangle.config import load_config
 from disentangle.data import build_dataset
 from disentangle.metrics import mig
-from disentangle.trainer import train
+from disentangle.training.trainer import fit
 
 WEAK = ("ada_gvae", "ada_ml_vae", "gvae", "ml_vae")
 
@@ -62,7 +62,7 @@ def _overrides(args: argparse.Namespace, objective: list[str], batch_size: int, 
 def _train_and_score(overrides: list[str], dataset, seed: int, mig_points: int) -> tuple[float, float]:
     cfg = load_config(None, overrides)
     start = time.perf_counter()
-    train(cfg)
+    fit(cfg)
     seconds = time.perf_counter() - start
     model = disentangle.load(cfg.train.out_dir)
     score = mig(dataset, model, seed=seed, num_train=mig_points)["mig"]

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from . import _compat  # noqa: E402
 from . import config as _config  # noqa: E402
+from ._core.registry import Registry  # noqa: E402
+from .errors import ConfigError, DisentangleError, UnknownNameError  # noqa: E402
 from .loading import load  # noqa: E402
-from .registry import ConfigError, DisentangleError, Registry, UnknownNameError  # noqa: E402
+
+_compat.install()  # the import paths of 0.1 (disentangle.trainer, ...), with a DeprecationWarning
 
 
 def _zoo_config(name: str) -> dict:
@@ -23,14 +27,14 @@ __all__ = ["ConfigError", "DisentangleError", "Registry", "UnknownNameError", "l
 #: subpackages reachable as attributes after a plain ``import disentangle`` (imported on first use,
 #: so ``import disentangle`` stays light): ``disentangle.zoo.names()``, ``disentangle.metrics.mig``...
 _LAZY_SUBMODULES = (
-    "backbones", "checks", "config", "data", "metrics", "objectives", "study", "sweep", "trainer",
-    "visualize", "zoo",
+    "backbones", "config", "data", "errors", "evaluate", "metrics", "models", "objectives", "study", "sweep",
+    "training", "visualize", "zoo",
 )
 
 
 def __getattr__(name: str):
-    if name in _LAZY_SUBMODULES:
-        import importlib
+    import importlib
 
+    if name in _LAZY_SUBMODULES or f"{__name__}.{name}" in _compat.MOVED_MODULES:  # the latter warn
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'disentangle' has no attribute '{name}'")

@@ -29,11 +29,11 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from . import checks
-from .choices import (  # the choices of train.optimizer, lr_schedule, precision and model.init
+from ._core import checks
+from ._core.choices import (
     DEFAULT_INIT,
     INITS,
-    LEGACY_INIT,
+    LEGACY_VALUES,
     LR_SCHEDULES,
     OPTIMIZER_NAMES,
     PRECISIONS,
@@ -42,7 +42,8 @@ from .choices import (  # the choices of train.optimizer, lr_schedule, precision
     OptimizerName,
     PrecisionName,
 )
-from .registry import ConfigError, Registry, UnknownNameError, did_you_mean
+from ._core.registry import Registry, did_you_mean
+from .errors import ConfigError, UnknownNameError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 ZOO_PREFIX = "zoo:"  #: the prefix of zoo names wherever a config or a model is named (zoo:NAME)
@@ -234,11 +235,6 @@ def read_config_source(source: str | Path) -> dict[str, Any]:
                     hint += f" YAML files in {path.parent}/: {', '.join(options)}."
             raise ConfigError(f"Config file '{path}' does not exist.{hint}")
     return read_yaml_config(path)
-
-
-#: keys added to the config after runs were saved without them, with the value those runs used
-#: (not the new default): ``model.init`` was PyTorch's initialisation before the key existed.
-LEGACY_VALUES: dict[str, Any] = {"model.init": LEGACY_INIT}
 
 
 def upgrade_saved_config(raw: dict[str, Any]) -> dict[str, Any]:

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_write_text
-from .registry import ConfigError, DisentangleError
+from ._core.atomic import atomic_write_text
+from .errors import ConfigError, DisentangleError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,10 +57,10 @@ def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[
 
     import yaml
 
-    from .checks import ParameterError
+    from ._core.registry import did_you_mean
     from .config import _check_value
+    from .errors import ParameterError
     from .metrics import METRICS, validate_settings
-    from .registry import did_you_mean
 
     settings: dict[str, dict[str, Any]] = {}
     for item in items:
@@ -104,7 +104,7 @@ def existing_record(output: Path, seed: int) -> dict[str, Any] | None:
     Raises ``ConfigError`` when the file holds scores computed with another seed, or is not a
     scores record, before anything is computed: merging would mix seeds in one record, and
     overwriting would lose the scores already there."""
-    from .results_table import read_json
+    from .metrics.results import read_json
 
     if not output.exists():
         return None
@@ -137,7 +137,7 @@ def merged_record(previous: dict[str, Any] | None, new: dict[str, Any]) -> dict[
         merged[key] = {**(old if isinstance(old, dict) else {}), **new[key]}
     # a record written before settings were recorded holds its other metrics at their defaults
     if "metric_settings" not in previous:
-        from .results_table import recorded_settings
+        from .metrics.results import recorded_settings
 
         for metric in merged["metrics"]:
             if metric not in new["metrics"]:
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         from .metrics import evaluate_metrics, resolve_metric_names
-        from .results_table import settings_identity
+        from .metrics.results import settings_identity
 
         names = resolve_metric_names(args.metrics)  # fails fast on a typo, before loading anything
         settings = parse_settings(args.settings, names)
@@ -238,6 +238,6 @@ def _table(results: dict[str, dict[str, float]]) -> str:
 
 
 if __name__ == "__main__":
-    from disentangle._cli import run_main
+    from disentangle._core.cli import run_main
 
     run_main(main)

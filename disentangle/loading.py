@@ -5,9 +5,10 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import CheckpointNotFoundError, load_checkpoint, load_latest
 from .config import ZOO_PREFIX, upgrade_saved_config
-from .model import VAE
+from .errors import CheckpointNotFoundError
+from .models.vae import VAE
+from .training.checkpoint import load_checkpoint, load_latest
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> VAE:
@@ -17,7 +18,7 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> VAE:
     ``checkpoint.prev.pt`` with a warning when the newest is unreadable), a checkpoint file, or
     ``"zoo:NAME"`` for a pretrained zoo model (see :mod:`disentangle.zoo`). The model's ``config``
     attribute holds the run's resolved config as a nested dict and ``trained_steps`` its step count.
-    A missing or unreadable file raises :class:`~disentangle.checkpoint.CheckpointError` (a
+    A missing or unreadable file raises :class:`~disentangle.training.checkpoint.CheckpointError` (a
     :class:`~disentangle.DisentangleError`) naming it.
 
     >>> model = disentangle.load("runs/quickstart")      # doctest: +SKIP

@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from .registry import ConfigError, DisentangleError
+from .errors import ConfigError, DisentangleError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +44,8 @@ def _print(message: str, file=None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from .config import Config, apply_overrides, load_config, read_yaml_config, upgrade_saved_config
-    from .trainer import NonFiniteLossError, train
+    from .errors import NonFiniteLossError
+    from .training.trainer import fit
 
     try:
         config_path = args.config
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             config = Config.from_dict(apply_overrides(raw, overrides))
         else:
             config = load_config(config_path, overrides)
-        result = train(config, resume=bool(args.resume))
+        result = fit(config, resume=bool(args.resume))
     except (ConfigError, NonFiniteLossError) as err:
         _print(f"error: {err}", file=sys.stderr)
         return 2 if isinstance(err, ConfigError) else 1
@@ -79,6 +80,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from disentangle._cli import run_main
+    from disentangle._core.cli import run_main
 
     run_main(main)

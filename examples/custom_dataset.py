@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from disentangle.config import load_config  # noqa: E402
 from disentangle.data import DATASETS, sample_with_fixed_factor  # noqa: E402
 from disentangle.data.custom import from_arrays  # noqa: E402
-from disentangle.trainer import train  # noqa: E402
+from disentangle.training.trainer import fit  # noqa: E402
 
 NAMES = ("orientation", "thickness", "position", "brightness")
 SIZES = (2, 3, 8, 4)
@@ -99,9 +99,9 @@ def main(argv=None) -> None:
     print(f"training from {config} (the same as: python -m disentangle.train --config {config})")
     run = out / "run"
     if (run / "checkpoint.pt").exists():
-        result = train(load_config(config), resume=True)
+        result = fit(load_config(config), resume=True)
     else:
-        result = train(load_config(config))
+        result = fit(load_config(config))
     print(f"trained {result.step} steps; run folder {result.out_dir} (traversals.png inside)")
 
     # 3. The registered builder works in configs as data.name: my_bars ------------------------

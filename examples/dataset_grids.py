@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from disentangle.data import DATASETS, IndexedImageDataset  # noqa: E402
 from disentangle.data.download import cache_path  # noqa: E402
 from disentangle.data.variants import SCREAM_FILE, ColorSprites, NoisySprites, ScreamSprites  # noqa: E402
-from disentangle.registry import DisentangleError  # noqa: E402
+from disentangle.errors import DisentangleError  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "output"
 

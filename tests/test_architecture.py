@@ -10,6 +10,7 @@ adds no edge (Python has already imported that package before the module).
 from __future__ import annotations
 
 import ast
+import importlib
 import typing
 from pathlib import Path
 
@@ -155,7 +156,7 @@ def _in(module: str, part: str) -> bool:
 # ---------------------------------------------------------------------- the graph reader itself
 def test_the_graph_reader_resolves_imports_as_python_does(tmp_path, monkeypatch):
     graph = import_graph()
-    assert "disentangle.checks" in graph["disentangle.config"]  # from . import checks: the module
+    assert "disentangle._core.checks" in graph["disentangle.config"]  # from . import checks: the module
     assert "disentangle.objectives" in graph["disentangle.config"]  # function-level, a package's __init__
     assert "disentangle.metrics.mig" in graph["disentangle.metrics"]  # from .mig import mig
     assert "disentangle" not in graph["disentangle.config"]  # no edge to a package the module is in
@@ -188,13 +189,56 @@ def test_no_import_cycle():
     assert not cycles, f"modules that import each other (directly or around a loop): {cycles}"
 
 
-#: (layer, layers it must not import, directly or through other modules)
+#: The layers of the package, lowest first, as folders (and the few root modules): a module may
+#: import its own layer and those below it, never one above, directly or through other modules.
+#: A package's ``__main__`` (its command line) belongs to the top layer, whatever its folder.
+LAYER_ORDER: list[tuple[str, tuple[str, ...]]] = [
+    ("core", ("errors", "_compat", "_core")),
+    ("components", ("backbones", "data", "models", "objectives", "metrics", "visualize")),
+    ("config", ("config",)),
+    ("training", ("training",)),
+    ("experiments", ("zoo", "sweep", "study", "evaluate", "loading")),
+    ("interface", ("train",)),
+]
+
+
+def layer_of(module: str) -> str:
+    """The layer of a package module (``interface`` for the root package and every ``__main__``)."""
+    if module == NAME or module.endswith(".__main__"):
+        return "interface"
+    for layer, parts in LAYER_ORDER:
+        if any(_in(module, part) for part in parts):
+            return layer
+    raise AssertionError(f"{module} is in no layer: add its folder to LAYER_ORDER")
+
+
+def test_every_module_is_in_a_layer_and_the_root_is_small():
+    """The tree shows the architecture: every module sits in a layer's folder, and the package root
+    holds at most ten modules beside its folders."""
+    for module in import_graph():
+        layer_of(module)
+    root_modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root_modules) <= 10, root_modules
+
+
+def test_imports_never_go_up_a_layer():
+    graph = import_graph()
+    rank = {layer: i for i, (layer, _) in enumerate(LAYER_ORDER)} | {"interface": len(LAYER_ORDER)}
+    up = {
+        module: sorted(t for t in targets if rank[layer_of(t)] > rank[layer_of(module)])
+        for module, targets in graph.items()
+    }
+    up = {m: t for m, t in up.items() if t}
+    assert not up, f"imports against the layers (a lower layer importing a higher one): {up}"
+
+
+#: within a layer: (part, parts it must not import, directly or through other modules)
 LAYERS = [
-    ("data", ("trainer", "sweep", "model", "objectives")),
-    ("model", ("trainer", "sweep", "objectives")),
-    ("metrics", ("trainer", "sweep", "objectives")),
-    ("study", ("trainer", "sweep")),
-    ("objectives", ("trainer", "sweep")),
+    ("data", ("training", "sweep", "models", "objectives")),
+    ("models", ("training", "sweep", "objectives")),
+    ("metrics", ("training", "sweep", "objectives")),
+    ("study", ("training", "sweep")),
+    ("objectives", ("training", "sweep")),
     ("zoo", ("sweep", "study")),
 ]
 
@@ -222,15 +266,19 @@ def test_imports_flow_one_way_between_layers(layer, forbidden):
 
 # ---------------------------------------------------------------------- one list, one place
 def test_each_choice_list_is_written_once():
-    """The train choices are the Literals of disentangle.choices; every other list is derived."""
-    from disentangle import choices, config, optim, precision, trainer
+    """The train choices are the Literals of disentangle._core.choices; every other list is derived."""
+    from disentangle import config
+    from disentangle._core import choices
+    from disentangle.training import optim, precision
 
     hints = typing.get_type_hints(config.TrainConfig)
     assert hints["optimizer"] is choices.OptimizerName
     assert hints["lr_schedule"] is choices.LrScheduleName
     assert hints["precision"] is choices.PrecisionName
     assert tuple(optim.OPTIMIZERS) == typing.get_args(choices.OptimizerName)
-    assert optim.LR_SCHEDULES is trainer.LR_SCHEDULES is config.LR_SCHEDULES is choices.LR_SCHEDULES
+    with pytest.warns(DeprecationWarning, match="disentangle.trainer.LR_SCHEDULES moved"):
+        old_path = importlib.import_module("disentangle.trainer").LR_SCHEDULES  # the 0.1 path
+    assert optim.LR_SCHEDULES is old_path is config.LR_SCHEDULES is choices.LR_SCHEDULES
     assert precision.PRECISIONS is config.PRECISIONS is choices.PRECISIONS
 
 
@@ -238,12 +286,13 @@ def test_metric_names_are_written_once_in_a_light_module():
     import subprocess
     import sys
 
-    from disentangle import metric_names, metrics, zoo
+    from disentangle import metrics, zoo
+    from disentangle.metrics import names as metric_names
 
     assert metrics.LOCATELLO_METRICS is metric_names.LOCATELLO_METRICS
     assert zoo.DEFAULT_METRICS is metric_names.PUBLISHED_METRICS
-    assert not import_graph()["disentangle.metric_names"]  # imports nothing of the package
-    code = "import sys, disentangle.metric_names; print(sorted({'torch', 'sklearn', 'numpy'} & set(sys.modules)))"
+    assert not import_graph()["disentangle.metrics.names"]  # imports nothing of the package
+    code = "import sys, disentangle.metrics.names; print(sorted({'torch', 'sklearn', 'numpy'} & set(sys.modules)))"
     heavy = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     # the package root imports torch; the metric names add neither scikit-learn nor the metrics
     assert "sklearn" not in heavy
@@ -253,7 +302,7 @@ def test_metric_names_are_written_once_in_a_light_module():
 def test_shard_means_a_slice_of_a_batch_and_rank_info_a_process():
     """``distributed.RankInfo`` is a process's place in the run and ``data.base.BatchShard`` the rows
     it renders; the old names stay as aliases of the new ones."""
-    from disentangle import distributed
+    from disentangle._core import distributed
 
     assert distributed.Shard is distributed.RankInfo and distributed.shard is distributed.rank_info
     assert distributed.rank_info() == distributed.RankInfo(rank=0, world_size=1, local_rank=0)

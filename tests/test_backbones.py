@@ -3,7 +3,7 @@ import torch
 from torch import nn
 
 from disentangle.backbones import BACKBONES
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 
 
 @pytest.mark.parametrize("channels", [1, 3])
@@ -76,7 +76,7 @@ def test_representation_is_chunked_posterior_mean():
 
 def test_user_backbone_can_be_registered_and_trained(tmp_path, tiny_overrides):
     from disentangle.config import load_config
-    from disentangle.trainer import train
+    from disentangle.training.trainer import fit
 
     class TinyEncoder(nn.Module):
         def __init__(self, d):
@@ -93,5 +93,5 @@ def test_user_backbone_can_be_registered_and_trained(tmp_path, tiny_overrides):
     overrides = [o for o in tiny_overrides(tmp_path / "run", steps=4) if not o.startswith("model.")]
     config = load_config(None, overrides + ["model.backbone=_test_user_backbone", "model.width=4", "model.latent_dim=2"])
     assert config.model.params == {"width": 4}
-    result = train(config)
+    result = fit(config)
     assert result.step == 4

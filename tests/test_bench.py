@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from disentangle.bench import cpu_capabilities
+from disentangle.training.bench import cpu_capabilities
 
 
 def test_cpu_capabilities_reads_bf16_flags(tmp_path):
@@ -46,10 +46,10 @@ def test_annealed_vae_gradients_reports_each_terms_gradient_and_adams_share(tmp_
     import disentangle
     from disentangle.config import load_config
     from disentangle.data import build_dataset
-    from disentangle.trainer import train
+    from disentangle.training.trainer import fit
 
     run = tmp_path / "annealed"
-    train(load_config(None, tiny_overrides(run, steps=8, **{"objective.name": "annealed_vae", "objective.iteration_threshold": 4})))
+    fit(load_config(None, tiny_overrides(run, steps=8, **{"objective.name": "annealed_vae", "objective.iteration_threshold": 4})))
     script = _load_benchmark("annealed_vae_gradients")
     assert script.main([str(run), "--batches", "2", "--batch-size", "8"]) == 0
     out = capsys.readouterr().out
@@ -81,10 +81,10 @@ def test_annealed_vae_gradients_reports_each_terms_gradient_and_adams_share(tmp_
 
 def test_annealed_vae_gradients_refuses_another_objective(tmp_path, tiny_overrides, capsys, one_thread):
     from disentangle.config import load_config
-    from disentangle.trainer import train
+    from disentangle.training.trainer import fit
 
     run = tmp_path / "beta"
-    train(load_config(None, tiny_overrides(run, steps=2)))
+    fit(load_config(None, tiny_overrides(run, steps=2)))
     assert _load_benchmark("annealed_vae_gradients").main([str(run)]) == 2
     assert "not annealed_vae" in capsys.readouterr().err
 

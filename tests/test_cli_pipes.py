@@ -1,4 +1,4 @@
-"""Every command line of the package goes through disentangle._cli.run_main, so that piping its
+"""Every command line of the package goes through disentangle._core.cli.run_main, so that piping its
 output into ``head`` ends quietly (the behaviour itself is tested in test_zoo_cli.py)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ PACKAGE = Path(disentangle.__file__).parent
 #: the modules users run with python -m
 CLI_MODULES = sorted(
     [p for p in PACKAGE.rglob("__main__.py")]
-    + [PACKAGE / "train.py", PACKAGE / "evaluate.py", PACKAGE / "bench.py"]
+    + [PACKAGE / "train.py", PACKAGE / "evaluate.py", PACKAGE / "training" / "bench.py"]
 )
 
 

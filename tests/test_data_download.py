@@ -8,16 +8,18 @@ import numpy as np
 import pytest
 
 from disentangle.data.download import (
-    ChecksumMismatchError,
-    CorruptDataFileError,
-    DataFileNotFoundError,
-    OversizeDownloadError,
     RemoteFile,
     default_cache_dir,
     download_url,
     fetch,
     load_npz_array,
     verify_checksum,
+)
+from disentangle.errors import (
+    ChecksumMismatchError,
+    CorruptDataFileError,
+    DataFileNotFoundError,
+    OversizeDownloadError,
 )
 
 

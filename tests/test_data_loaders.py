@@ -15,11 +15,11 @@ import torch
 from disentangle.data import DATASETS, GroundTruthDataset, factor_strides, sample_with_fixed_factor
 from disentangle.data.cars3d import Cars3D
 from disentangle.data.custom import from_arrays
-from disentangle.data.download import CorruptDataFileError, DataFileNotFoundError
 from disentangle.data.dsprites import DSprites
 from disentangle.data.mpi3d import MPI3D
 from disentangle.data.shapes3d import Shapes3D
 from disentangle.data.smallnorb import SmallNORB, read_binary_matrix
+from disentangle.errors import CorruptDataFileError, DataFileNotFoundError
 
 # ---------------------------------------------------------------------- tiny file writers
 DSPRITES_TINY = (3, 2, 4, 3, 2)  # shape, scale, orientation, x, y
@@ -430,7 +430,7 @@ DETERMINISTIC = {"dsprites", "sprites", "shapes3d", "cars3d", "mpi3d", "npz"}
 @pytest.mark.parametrize("name", sorted(n for n in DATASETS.names() if not n.startswith("_")))
 def test_evaluate_metrics_runs_on_every_registered_dataset(name, tiny_builds):
     from disentangle.metrics import evaluate_metrics, supports_code_table
-    from disentangle.model import VAE
+    from disentangle.models.vae import VAE
 
     assert name in tiny_builds, f"add tiny files for the new dataset '{name}' to the tiny_builds fixture"
     dataset = DATASETS.build(name, **tiny_builds[name])

@@ -13,7 +13,7 @@ from test_data_loaders import MPI_TAIL, write_cars3d, write_dsprites, write_mpi3
 
 from disentangle.config import load_config
 from disentangle.data import DATASETS
-from disentangle.trainer import train
+from disentangle.training.trainer import fit
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "datasets"
 
@@ -62,7 +62,7 @@ def test_training_runs_from_yaml(config, tmp_path):
         "train.traversals": "false",
     }
     cfg = load_config(CONFIGS / f"{config}.yaml", [f"{k}={v}" for k, v in overrides.items()])
-    result = train(cfg)
+    result = fit(cfg)
     assert result.step == 2
     records = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2] and all(np.isfinite(r["loss"]) for r in records)

@@ -8,7 +8,6 @@ import torch
 from PIL import Image
 
 from disentangle.data import DATASETS, GroundTruthDataset, IndexedImageDataset
-from disentangle.data.download import CorruptDataFileError, DataFileNotFoundError
 from disentangle.data.variants import (
     BACKGROUND_BOX,
     ColorSprites,
@@ -16,6 +15,7 @@ from disentangle.data.variants import (
     ScreamSprites,
     load_background,
 )
+from disentangle.errors import CorruptDataFileError, DataFileNotFoundError
 
 SIZES = (2, 3, 4)
 
@@ -151,7 +151,7 @@ def test_sprites_variant_builders_take_the_renderer_parameters(monkeypatch, back
     """The <variant>_sprites entries expose the ``sprites`` builder's parameters (checked here
     against a stand-in renderer, so this runs whether or not sprites.py exists)."""
     from disentangle.config import load_config
-    from disentangle.registry import ConfigError
+    from disentangle.errors import ConfigError
 
     def fake_sprites(size: int = 64, device: str = "cpu") -> IndexedImageDataset:
         images = torch.zeros(24, 1, size, size, dtype=torch.uint8)

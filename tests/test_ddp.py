@@ -28,12 +28,12 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from disentangle import distributed
+from disentangle._core import distributed
 from disentangle.config import load_config
 from disentangle.data import DATASETS, IndexedImageDataset
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.beta_vae import BetaVAE
-from disentangle.trainer import train
+from disentangle.training.trainer import fit
 
 TINY = "_tiny_ddp"  # registered on import, so in the spawned workers too
 
@@ -107,8 +107,8 @@ SPRITE_RUNS: dict[str, dict[str, object]] = {
 SPRITE_STEPS = 6
 #: rank 0's own work made to fail (on rank 0 only): (patched target, the exception)
 INJECTED = {
-    "checkpoint_error": ("disentangle.trainer.save_rotating", OSError("injected: the disk is full")),
-    "eval_error": ("disentangle.trainer.Trainer._evaluate", RuntimeError("injected: a metric failed")),
+    "checkpoint_error": ("disentangle.training.trainer.save_rotating", OSError("injected: the disk is full")),
+    "eval_error": ("disentangle.training.trainer.Trainer._evaluate", RuntimeError("injected: a metric failed")),
 }
 #: jobs that end in an exception on purpose (recorded by the workers)
 FAILING = ("nan", "mismatch", *INJECTED)
@@ -230,11 +230,11 @@ def _worker(rank: int, world: int, port: int, root: str) -> None:
             target, error = INJECTED.get(name, (None, None))
             inject = mock.patch(target, side_effect=error) if target and rank == 0 else contextlib.nullcontext()
             if name == "sum_then_divide":
-                inject = mock.patch("disentangle.distributed._average_op", return_value=None)
+                inject = mock.patch("disentangle._core.distributed._average_op", return_value=None)
             start = time.perf_counter()
             try:
                 with inject:
-                    train(load_config(None, overrides), resume=resume)
+                    fit(load_config(None, overrides), resume=resume)
             except Exception as err:
                 if name not in FAILING:
                     raise
@@ -259,7 +259,7 @@ def ddp_root(tmp_path_factory) -> Path:
     torch.set_num_threads(1)
     for attempt in range(2):
         root = tmp_path_factory.mktemp("ddp")
-        train(load_config(None, _overrides(root / "single_then_ddp", "factor_vae", steps=10)))
+        fit(load_config(None, _overrides(root / "single_then_ddp", "factor_vae", steps=10)))
         try:
             mp.spawn(_worker, args=(2, _free_port(), str(root)), nprocs=2, join=True)
             break
@@ -281,9 +281,9 @@ def single_root(tmp_path_factory) -> Path:
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("single")
     for name in OBJECTIVE_SETTINGS:
-        train(load_config(None, _overrides(root / name, name)))
+        fit(load_config(None, _overrides(root / name, name)))
     for name, extra in SPRITE_RUNS.items():
-        train(load_config(None, _overrides(root / name, "beta_vae", steps=SPRITE_STEPS, **extra)))
+        fit(load_config(None, _overrides(root / name, "beta_vae", steps=SPRITE_STEPS, **extra)))
     torch.set_num_threads(threads)
     return root
 
@@ -353,7 +353,7 @@ def test_two_process_checkpoint_resumes_in_one_process(ddp_root, single_root, tm
     assert ckpt["step"] == 10
     assert not any(k.startswith("module.") for k in ckpt["model"])
     torch.set_num_threads(1)
-    train(load_config(None, _overrides(run, "beta_tcvae")), resume=True)
+    fit(load_config(None, _overrides(run, "beta_tcvae")), resume=True)
     _assert_close(_terms(_records(run)), _terms(_records(single_root / "beta_tcvae")), "ddp -> single")
 
 

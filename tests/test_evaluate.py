@@ -12,7 +12,7 @@ import disentangle
 from disentangle.config import load_config
 from disentangle.evaluate import main
 from disentangle.metrics import resolve_metric_names
-from disentangle.trainer import train
+from disentangle.training.trainer import fit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, tiny_overrides):
     run = tmp_path_factory.mktemp("evaluate") / "run"
-    train(load_config(None, tiny_overrides(run, steps=4)))
+    fit(load_config(None, tiny_overrides(run, steps=4)))
     return run
 
 
@@ -137,7 +137,7 @@ def test_a_seed_other_than_the_files_is_refused_before_computing(run_dir, tmp_pa
 
 def test_a_record_without_settings_keeps_its_other_metrics_at_their_defaults():
     from disentangle.evaluate import merged_record
-    from disentangle.results_table import settings_identity
+    from disentangle.metrics.results import settings_identity
 
     merged = merged_record({"seed": 0, "metrics": {"sap_score": {"sap": 0.1}}},
                            {"run_dir": "r", "seed": 0, "metrics": {"mig": {"mig": 0.2}},

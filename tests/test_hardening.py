@@ -14,11 +14,11 @@ import pytest
 import torch
 
 import disentangle
-from disentangle.checkpoint import CheckpointError, load_checkpoint, save_rotating
 from disentangle.config import load_config, shipped_config_names, shipped_config_path
+from disentangle.errors import CheckpointError, ConfigError
 from disentangle.objectives import Objective
-from disentangle.registry import ConfigError
-from disentangle.trainer import Trainer, train
+from disentangle.training.checkpoint import load_checkpoint, save_rotating
+from disentangle.training.trainer import Trainer, fit
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -169,7 +169,7 @@ def test_corrupt_newest_checkpoint_falls_back_to_previous_and_stays_exact(tmp_pa
     straight = Trainer(load_config(None, tiny_overrides(tmp_path / "straight", steps=12)))
     straight.fit()
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=8)))  # checkpoints at 4 and 8
+    fit(load_config(None, tiny_overrides(run, steps=8)))  # checkpoints at 4 and 8
     assert load_checkpoint(run / "checkpoint.prev.pt")["step"] == 4
     _truncate(run / "checkpoint.pt")
     with pytest.raises(CheckpointError, match="checkpoint.pt"):
@@ -184,7 +184,7 @@ def test_corrupt_newest_checkpoint_falls_back_to_previous_and_stays_exact(tmp_pa
 
 def test_crash_between_renames_leaves_a_usable_previous_checkpoint(tmp_path, tiny_overrides):
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=8)))
+    fit(load_config(None, tiny_overrides(run, steps=8)))
     # the state after os.replace(newest -> previous) and before the new file took its name
     (run / "checkpoint.pt").unlink()
     with pytest.warns(UserWarning, match="Falling back"):
@@ -204,7 +204,7 @@ def test_save_rotating_keeps_exactly_two(tmp_path):
 def test_no_readable_checkpoint_is_one_paragraph_everywhere(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     # a registered dataset, so that the CLIs (other processes) can read the run's config
-    train(load_config(None, tiny_overrides(run, steps=8, **{"data.name": "sprites", "model.hidden_sizes": "[8]"})))
+    fit(load_config(None, tiny_overrides(run, steps=8, **{"data.name": "sprites", "model.hidden_sizes": "[8]"})))
     _truncate(run / "checkpoint.pt")
     _truncate(run / "checkpoint.prev.pt")
     with pytest.raises(disentangle.DisentangleError) as err:

@@ -43,12 +43,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 import disentangle
-from disentangle import distributed
+from disentangle._core import distributed
 from disentangle.config import load_config
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.beta_vae import BetaVAE
-from disentangle.precision import Precision
-from disentangle.trainer import Trainer, build_optimizers
+from disentangle.training.optim import build_optimizers
+from disentangle.training.precision import Precision
+from disentangle.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -3,7 +3,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.losses import kl_normal_per_dim, reconstruction_loss
 

@@ -13,7 +13,7 @@ from disentangle.metrics import (
     evaluate_metrics,
     supports_code_table,
 )
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 
 SMALL = {
     "beta_vae_score": {"num_train": 60, "num_eval": 30, "batch_size": 8},

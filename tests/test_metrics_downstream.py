@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from test_metrics_common import Noise, dataset, perfect
 
+from disentangle.errors import ConfigError, UnknownNameError
 from disentangle.metrics import (
     LOCATELLO_METRICS,
     METRICS,
@@ -12,7 +13,6 @@ from disentangle.metrics import (
     downstream_task,
     evaluate_metrics,
 )
-from disentangle.registry import ConfigError, UnknownNameError
 
 ALL = {
     "beta_vae_score", "factor_vae_score", "mig", "modularity_explicitness", "dci", "sap_score",

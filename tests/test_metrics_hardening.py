@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from disentangle.checks import ParameterError
+from disentangle.errors import ConfigError, ParameterError
 from disentangle.metrics import (
     METRICS,
     beta_vae_score,
@@ -24,7 +24,6 @@ from disentangle.metrics import (
     sap_score,
 )
 from disentangle.metrics.synthetic import FactorObservationDataset
-from disentangle.registry import ConfigError
 
 SIZES = (3, 4, 5)
 NAMES = ("a", "b", "c")
@@ -280,7 +279,7 @@ def test_downstream_task_reports_only_the_chosen_factors():
 # ------------------------------------------------------------------ item 7: code table
 def test_the_code_table_is_not_used_for_a_stochastic_callable():
     from disentangle.data import DATASETS
-    from disentangle.model import VAE
+    from disentangle.models.vae import VAE
 
     dataset = DATASETS.build("_tiny_test")  # 24 grid points, deterministic observations
     settings = {"mig": {"num_train": 300}}

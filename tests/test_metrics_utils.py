@@ -9,9 +9,9 @@ import torch
 from sklearn.metrics import mutual_info_score
 from test_metrics_common import GaussianEncoder, dataset, perfect
 
+from disentangle.errors import ConfigError
 from disentangle.metrics import _utils as U
 from disentangle.metrics import evaluate_metrics, mig, sap_score
-from disentangle.registry import ConfigError
 
 
 def _reference_discretize(codes, num_bins):

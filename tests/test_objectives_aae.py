@@ -10,11 +10,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from disentangle.config import TrainConfig, load_config
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.aae import AAE
-from disentangle.precision import Precision
-from disentangle.trainer import build_optimizers, train
+from disentangle.training.optim import build_optimizers
+from disentangle.training.precision import Precision
+from disentangle.training.trainer import fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -149,7 +150,7 @@ def test_generator_step_lowers_the_generator_loss():
 
 def test_trainer_runs_and_logs_all_terms(tmp_path, tiny_overrides):
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=4, **{"objective.name": "aae", "objective.discriminator_hidden": 16})))
+    fit(load_config(None, tiny_overrides(run, steps=4, **{"objective.name": "aae", "objective.discriminator_hidden": 16})))
     rec = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
     assert set(rec) >= {"loss", "recon", "generator_loss", "discriminator_loss", "discriminator_accuracy"}
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)

@@ -9,10 +9,10 @@ import torch
 import torch.nn.functional as F
 
 from disentangle.config import load_config
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.annealed_vae import AnnealedVAE, linear_capacity
-from disentangle.trainer import train
+from disentangle.training.trainer import fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -63,7 +63,7 @@ def test_validation():
 def test_trainer_advances_capacity_once_per_training_step(tmp_path, tiny_overrides):
     run = tmp_path / "run"
     overrides = tiny_overrides(run, steps=8, **{"objective.name": "annealed_vae", "objective.c_max": 4.0, "objective.iteration_threshold": 4})
-    train(load_config(None, overrides))
+    fit(load_config(None, overrides))
     records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
     # a record at step s holds the terms of the step that ran with step = s − 1 (0-based)
     assert [(r["step"], r["capacity"]) for r in records] == [(2, 1.0), (4, 3.0), (6, 4.0), (8, 4.0)]

@@ -8,11 +8,11 @@ import torch
 import torch.nn.functional as F
 
 from disentangle.config import load_config
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.beta_tcvae import BetaTCVAE
 from disentangle.objectives.estimators import decompose_kl
-from disentangle.trainer import Trainer
+from disentangle.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from disentangle.config import TrainConfig, load_config
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.objectives import OBJECTIVES
-from disentangle.precision import Precision
 from disentangle.train import main
-from disentangle.trainer import build_optimizers
+from disentangle.training.optim import build_optimizers
+from disentangle.training.precision import Precision
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ("annealed_vae", "factor_vae", "beta_tcvae", "dip_vae_i", "dip_vae_ii", "info_vae", "aae")

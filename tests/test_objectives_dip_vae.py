@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.dip_vae import DIPVAEI, DIPVAEII, dip_regularizer
 

@@ -11,11 +11,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from disentangle.config import TrainConfig, load_config
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.factor_vae import FactorVAE
-from disentangle.precision import Precision
-from disentangle.trainer import Trainer, build_optimizers, train
+from disentangle.training.optim import build_optimizers
+from disentangle.training.precision import Precision
+from disentangle.training.trainer import Trainer, fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -173,9 +174,9 @@ def test_discriminator_learns_the_tc_of_correlated_codes():
 def test_trainer_logs_all_terms_and_resume_is_bit_exact(tmp_path, tiny_overrides):
     extra = {"objective.name": "factor_vae", "objective.discriminator_hidden": 16, "objective.discriminator_layers": 2}
     straight, split = tmp_path / "straight", tmp_path / "split"
-    train(load_config(None, tiny_overrides(straight, steps=12, **extra)))
-    train(load_config(None, tiny_overrides(split, steps=8, **extra)))
-    train(load_config(None, tiny_overrides(split, steps=12, **extra)), resume=True)
+    fit(load_config(None, tiny_overrides(straight, steps=12, **extra)))
+    fit(load_config(None, tiny_overrides(split, steps=8, **extra)))
+    fit(load_config(None, tiny_overrides(split, steps=12, **extra)), resume=True)
 
     def records(path):
         return [{k: v for k, v in json.loads(l).items() if k not in ("steps_per_s", "wall_time_s")} for l in (path / "log.jsonl").read_text().splitlines()]

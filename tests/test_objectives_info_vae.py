@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.estimators import mmd
 from disentangle.objectives.info_vae import InfoVAE

@@ -11,7 +11,7 @@ import torch
 import yaml
 from scipy.stats import spearmanr
 
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.study import analyze, similarity_matrix, udr_pair, udr_scores
 from disentangle.study.udr import gaussian_kl_per_latent
 

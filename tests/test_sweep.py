@@ -219,7 +219,7 @@ def test_run_id_is_a_hash_of_the_canonical_resolved_config(tmp_path):
 
 
 def test_excluded_keys_are_the_resumable_ones_but_steps():
-    from disentangle.trainer import RESUMABLE_KEYS
+    from disentangle.training.resume import RESUMABLE_KEYS
 
     excluded = {k.split(".", 1)[1] for k in EXCLUDED_KEYS if k.startswith("train.")}
     assert excluded == set(RESUMABLE_KEYS) - {"steps"}  # a rerun changing one of them resumes the run
@@ -260,13 +260,7 @@ def test_the_zoo_campaign_run_ids_are_unchanged():
 
 def test_run_id_is_the_same_in_another_process(tmp_path):
     config = study_from_dict(tiny_study_dict(tmp_path), source="s", folder=tmp_path).runs[1].config
-    # ids.py needs only the standard library: load it alone so the check is quick
-    code = (
-        "import importlib.util, json, sys; "
-        f"spec = importlib.util.spec_from_file_location('ids', {str(REPO / 'disentangle' / 'sweep' / 'ids.py')!r}); "
-        "ids = importlib.util.module_from_spec(spec); spec.loader.exec_module(ids); "
-        "print(ids.run_id(json.loads(sys.stdin.read())))"
-    )
+    code = "import json, sys; from disentangle.sweep import ids; print(ids.run_id(json.loads(sys.stdin.read())))"
     for hash_seed in ("1", "2"):
         # keys shuffled: the id must not depend on dict order or on str hashing
         shuffled = {k: config[k] for k in reversed(list(config))}

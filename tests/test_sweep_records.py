@@ -18,7 +18,7 @@ MIG_200 = {"mig": {"num_train": 200}}
 
 
 def settings_identity(metric, settings):
-    from disentangle.results_table import settings_identity
+    from disentangle.metrics.results import settings_identity
 
     return settings_identity(metric, settings)
 

@@ -13,7 +13,7 @@ import torch
 import disentangle
 from disentangle import config as config_module
 from disentangle.config import load_config
-from disentangle.trainer import train
+from disentangle.training.trainer import fit
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 Image = pytest.importorskip("PIL.Image")
@@ -33,7 +33,7 @@ def test_training_writes_terms_metrics_and_images_to_tensorboard(tmp_path, tiny_
         "train.tensorboard": "true", "train.image_every": 2, "train.eval_every": 4, "train.eval_metrics": "[mig]",
         "model.latent_dim": 3,
     }
-    train(load_config(None, tiny_overrides(run, steps=4, **extra)))
+    fit(load_config(None, tiny_overrides(run, steps=4, **extra)))
     acc = _accumulator(run)
     tags = acc.Tags()
     records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
@@ -74,7 +74,7 @@ def test_training_writes_terms_metrics_and_images_to_tensorboard(tmp_path, tiny_
 
 def test_jsonl_stays_the_default_and_no_event_file_is_written(tmp_path, tiny_overrides):
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=2)))
+    fit(load_config(None, tiny_overrides(run, steps=2)))
     assert not list(run.glob("events.out.tfevents.*"))
 
 

@@ -7,9 +7,10 @@ import yaml
 
 import disentangle
 from disentangle.config import load_config
+from disentangle.errors import NonFiniteLossError, RunExistsError
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.beta_vae import BetaVAE
-from disentangle.trainer import NonFiniteLossError, RunExistsError, train
+from disentangle.training.trainer import fit
 
 
 def _records(path):
@@ -22,10 +23,10 @@ def _loss_fields(records):
 
 def test_resume_is_bit_exact(tmp_path, tiny_overrides):
     straight, split = tmp_path / "straight", tmp_path / "split"
-    train(load_config(None, tiny_overrides(straight, steps=12)))
+    fit(load_config(None, tiny_overrides(straight, steps=12)))
     # an interrupted run: stop at step 8 (a checkpoint step), then resume up to 12
-    train(load_config(None, tiny_overrides(split, steps=8)))
-    train(load_config(None, tiny_overrides(split, steps=12)), resume=True)
+    fit(load_config(None, tiny_overrides(split, steps=8)))
+    fit(load_config(None, tiny_overrides(split, steps=12)), resume=True)
     a, b = _records(straight), _records(split)
     assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(2, 13, 2))
     assert _loss_fields(a) == _loss_fields(b)  # exact float equality of every logged term
@@ -40,17 +41,17 @@ def test_resume_is_bit_exact(tmp_path, tiny_overrides):
 
 def test_resume_drops_log_records_written_after_the_checkpoint(tmp_path, tiny_overrides):
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=8)))
+    fit(load_config(None, tiny_overrides(run, steps=8)))
     with (run / "log.jsonl").open("a") as f:  # what a crash after step 8 would have left
         f.write(json.dumps({"step": 10, "loss": 1.0}) + "\n" + '{"step": 12, "lo')
-    train(load_config(None, tiny_overrides(run, steps=10)), resume=True)
+    fit(load_config(None, tiny_overrides(run, steps=10)), resume=True)
     steps = [r["step"] for r in _records(run)]
     assert steps == [2, 4, 6, 8, 10]
 
 
 def test_outputs_and_checkpoint_contents(tmp_path, tiny_overrides):
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=6, **{"train.traversals": "true", "data.size": 64, "model.latent_dim": 3})))
+    fit(load_config(None, tiny_overrides(run, steps=6, **{"train.traversals": "true", "data.size": 64, "model.latent_dim": 3})))
     # steps=6 with checkpoint_every=4: checkpoints at 4 and 6, so the previous one is kept too
     assert {p.name for p in run.iterdir()} == {
         "config.yaml", "checkpoint.pt", "checkpoint.prev.pt", "log.jsonl", "traversals.png", "reconstructions.png"
@@ -72,20 +73,20 @@ def test_outputs_and_checkpoint_contents(tmp_path, tiny_overrides):
 
 def test_refuses_to_overwrite_an_existing_run(tmp_path, tiny_overrides):
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=4)))
+    fit(load_config(None, tiny_overrides(run, steps=4)))
     before = (run / "checkpoint.pt").read_bytes()
     with pytest.raises(RunExistsError, match="already holds a run"):
-        train(load_config(None, tiny_overrides(run, steps=8)))
+        fit(load_config(None, tiny_overrides(run, steps=8)))
     assert (run / "checkpoint.pt").read_bytes() == before
 
 
 def test_resume_without_checkpoint_and_with_changed_config(tmp_path, tiny_overrides):
     with pytest.raises(RunExistsError, match="no checkpoint"):
-        train(load_config(None, tiny_overrides(tmp_path / "none")), resume=True)
+        fit(load_config(None, tiny_overrides(tmp_path / "none")), resume=True)
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=4)))
+    fit(load_config(None, tiny_overrides(run, steps=4)))
     with pytest.raises(disentangle.ConfigError, match="objective.beta"):
-        train(load_config(None, tiny_overrides(run, steps=8, **{"objective.beta": 3})), resume=True)
+        fit(load_config(None, tiny_overrides(run, steps=8, **{"objective.beta": 3})), resume=True)
 
 
 class _ExplodingVAE(BetaVAE):
@@ -103,7 +104,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, tiny_overrides)
     run = tmp_path / "run"
     config = load_config(None, tiny_overrides(run, steps=12, **{"objective.name": "_exploding"}))
     with pytest.raises(NonFiniteLossError, match="NaN or infinite"):
-        train(config)
+        fit(config)
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
     assert ckpt["step"] == 4  # the checkpoint at step 4 survives; nothing non-finite was saved
     assert all(torch.isfinite(v).all() for v in ckpt["model"].values())
@@ -111,7 +112,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, tiny_overrides)
 
 def test_load_gives_eval_model_with_public_api(tmp_path, tiny_overrides):
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=4)))
+    fit(load_config(None, tiny_overrides(run, steps=4)))
     for target in (run, run / "checkpoint.pt"):
         model = disentangle.load(target)
         assert not model.training
@@ -127,14 +128,14 @@ def test_load_gives_eval_model_with_public_api(tmp_path, tiny_overrides):
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_runs_on_cpu(tmp_path, precision, tiny_overrides):
-    result = train(load_config(None, tiny_overrides(tmp_path / precision, steps=4, **{"train.precision": precision})))
+    result = fit(load_config(None, tiny_overrides(tmp_path / precision, steps=4, **{"train.precision": precision})))
     assert math.isfinite(result.last_terms["loss"])
 
 
 def test_metrics_during_training_are_logged_and_do_not_perturb_training(tmp_path, tiny_overrides):
     plain, evaluated = tmp_path / "plain", tmp_path / "eval"
-    train(load_config(None, tiny_overrides(plain, steps=8)))
-    train(load_config(None, tiny_overrides(evaluated, steps=8, **{"train.eval_every": 4, "train.eval_metrics": "[mig]"})))
+    fit(load_config(None, tiny_overrides(plain, steps=8)))
+    fit(load_config(None, tiny_overrides(evaluated, steps=8, **{"train.eval_every": 4, "train.eval_metrics": "[mig]"})))
     records = _records(evaluated)
     metric_records = [r for r in records if "metrics" in r]
     assert [r["step"] for r in metric_records] == [4, 8]
@@ -149,9 +150,10 @@ def test_unknown_eval_metric_is_a_config_error(tmp_path, tiny_overrides):
 
 
 # ---------------------------------------------------------------------- optimizers and schedules
-from disentangle.checkpoint import atomic_save  # noqa: E402
 from disentangle.config import TrainConfig  # noqa: E402
-from disentangle.trainer import Trainer, build_optimizers, lr_factor  # noqa: E402
+from disentangle.training.checkpoint import atomic_save  # noqa: E402
+from disentangle.training.optim import build_optimizers, lr_factor  # noqa: E402
+from disentangle.training.trainer import Trainer  # noqa: E402
 
 
 def test_lr_factor_values():
@@ -166,7 +168,7 @@ def test_lr_factor_values():
 
 
 def test_the_trainer_builds_the_model_optimizer_and_objectives_only_their_own(tmp_path):
-    from disentangle.model import VAE
+    from disentangle.models.vae import VAE
 
     model = VAE.from_backbone("mlp", image_shape=(1, 8, 8), latent_dim=3, hidden_sizes=[8])
     aae = OBJECTIVES.build("aae", discriminator_hidden=8, discriminator_lr=3e-4)
@@ -209,14 +211,14 @@ SCHEDULED = {"train.optimizer": "adamw", "train.weight_decay": 0.01, "train.lr_s
 
 def test_resume_with_a_schedule_and_adamw_is_bit_exact(tmp_path, tiny_overrides):
     straight, split = tmp_path / "straight", tmp_path / "split"
-    train(load_config(None, tiny_overrides(straight, steps=12, **SCHEDULED)))
+    fit(load_config(None, tiny_overrides(straight, steps=12, **SCHEDULED)))
     # the same run killed after its step-8 checkpoint: its previous checkpoint and its whole log
     split.mkdir()
     for name in ("config.yaml", "log.jsonl"):
         (split / name).write_bytes((straight / name).read_bytes())
     (split / "checkpoint.pt").write_bytes((straight / "checkpoint.prev.pt").read_bytes())
     assert torch.load(split / "checkpoint.pt", weights_only=True)["step"] == 8
-    train(load_config(None, tiny_overrides(split, steps=12, **SCHEDULED)), resume=True)
+    fit(load_config(None, tiny_overrides(split, steps=12, **SCHEDULED)), resume=True)
     assert _loss_fields(_records(straight)) == _loss_fields(_records(split))
     ca = torch.load(straight / "checkpoint.pt", weights_only=True)
     cb = torch.load(split / "checkpoint.pt", weights_only=True)
@@ -225,21 +227,21 @@ def test_resume_with_a_schedule_and_adamw_is_bit_exact(tmp_path, tiny_overrides)
     assert ca["optimizers"]["model"]["param_groups"][0]["lr"] == cb["optimizers"]["model"]["param_groups"][0]["lr"]
     # a constant schedule is not a run of a scheduled config
     plain = tmp_path / "plain"
-    train(load_config(None, tiny_overrides(plain, steps=12)))
+    fit(load_config(None, tiny_overrides(plain, steps=12)))
     assert _loss_fields(_records(plain)) != _loss_fields(_records(straight))
 
 
 def test_a_scheduled_run_cannot_change_its_length_on_resume(tmp_path, tiny_overrides):
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=4, **SCHEDULED)))
+    fit(load_config(None, tiny_overrides(run, steps=4, **SCHEDULED)))
     with pytest.raises(disentangle.ConfigError, match="train.lr_schedule=cosine decays"):
-        train(load_config(None, tiny_overrides(run, steps=8, **SCHEDULED)), resume=True)
+        fit(load_config(None, tiny_overrides(run, steps=8, **SCHEDULED)), resume=True)
 
 
 def test_a_checkpoint_from_before_the_trainer_owned_the_optimizer_resumes(tmp_path, tiny_overrides):
     """Format-1 checkpoints without schedulers, noise generator or the new train keys still load."""
     run = tmp_path / "run"
-    train(load_config(None, tiny_overrides(run, steps=8)))
+    fit(load_config(None, tiny_overrides(run, steps=8)))
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
     del ckpt["schedulers"]
     del ckpt["rng"]["generators"]["noise"]
@@ -247,7 +249,7 @@ def test_a_checkpoint_from_before_the_trainer_owned_the_optimizer_resumes(tmp_pa
                 "tensorboard", "image_every"):
         del ckpt["config"]["train"][key]
     atomic_save(ckpt, run / "checkpoint.pt")
-    result = train(load_config(None, tiny_overrides(run, steps=12)), resume=True)
+    result = fit(load_config(None, tiny_overrides(run, steps=12)), resume=True)
     assert result.step == 12 and math.isfinite(result.last_terms["loss"])
     assert [r["step"] for r in _records(run)] == [2, 4, 6, 8, 10, 12]
 
@@ -257,9 +259,9 @@ def test_compiled_and_eager_steps_give_the_same_losses(tmp_path, tiny_overrides)
     torch.set_num_threads(1)
     eager, compiled = tmp_path / "eager", tmp_path / "compiled"
     extra = {"objective.name": "beta_tcvae", "train.log_every": 1}
-    train(load_config(None, tiny_overrides(eager, steps=3, **extra)))
+    fit(load_config(None, tiny_overrides(eager, steps=3, **extra)))
     torch._dynamo.reset()
-    train(load_config(None, tiny_overrides(compiled, steps=3, **{**extra, "train.compile": "true"})))
+    fit(load_config(None, tiny_overrides(compiled, steps=3, **{**extra, "train.compile": "true"})))
     a, b = _loss_fields(_records(eager)), _loss_fields(_records(compiled))
     assert [r["step"] for r in a] == [r["step"] for r in b] == [1, 2, 3]
     for ra, rb in zip(a, b):
@@ -272,7 +274,7 @@ def test_compiled_and_eager_steps_give_the_same_losses(tmp_path, tiny_overrides)
 # ---------------------------------------------------------------------------- train.tf32 (issue 22)
 def test_tf32_unset_leaves_pytorchs_defaults_and_true_or_false_set_both():
     from disentangle.config import TrainConfig
-    from disentangle.trainer import configure_cuda_backends
+    from disentangle.training.runtime import configure_cuda_backends
 
     flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
     try:
@@ -299,10 +301,10 @@ def test_tf32_is_tri_state_in_configs(value, tiny_overrides, tmp_path):
 def test_a_run_written_with_tf32_false_resumes_with_tf32_unset(tmp_path, tiny_overrides):
     """Configs and checkpoints of earlier versions say tf32: false; the key may change on resume."""
     straight, split = tmp_path / "straight", tmp_path / "split"
-    train(load_config(None, tiny_overrides(straight, steps=8)))
-    train(load_config(None, tiny_overrides(split, steps=4, **{"train.tf32": "false"})))
+    fit(load_config(None, tiny_overrides(straight, steps=8)))
+    fit(load_config(None, tiny_overrides(split, steps=4, **{"train.tf32": "false"})))
     assert yaml.safe_load((split / "config.yaml").read_text())["train"]["tf32"] is False
-    train(load_config(None, tiny_overrides(split, steps=8)), resume=True)
+    fit(load_config(None, tiny_overrides(split, steps=8)), resume=True)
     assert _loss_fields(_records(split)) == _loss_fields(_records(straight))
 
 
@@ -317,10 +319,10 @@ def _conv_overrides(out_dir, steps, **extra):
 
 
 def test_channels_last_changes_only_the_rounding_and_resumes_bit_exact(tmp_path, one_thread):
-    from disentangle.trainer import Trainer
+    from disentangle.training.trainer import Trainer
 
     default, last, split = tmp_path / "default", tmp_path / "last", tmp_path / "split"
-    train(load_config(None, _conv_overrides(default, 6)))
+    fit(load_config(None, _conv_overrides(default, 6)))
     trainer = Trainer(load_config(None, _conv_overrides(last, 6, **{"train.channels_last": "true"})))
     trainer.fit()
     convs = [p for p in trainer.model.parameters() if p.dim() == 4]
@@ -332,8 +334,8 @@ def test_channels_last_changes_only_the_rounding_and_resumes_bit_exact(tmp_path,
         for key in ("loss", "recon", "kl"):
             assert math.isclose(ra[key], rb[key], rel_tol=1e-4), (key, ra[key], rb[key])
     # interrupted at a checkpoint step and resumed: the same bits as the straight channels-last run
-    train(load_config(None, _conv_overrides(split, 4, **{"train.channels_last": "true"})))
-    train(load_config(None, _conv_overrides(split, 6, **{"train.channels_last": "true"})), resume=True)
+    fit(load_config(None, _conv_overrides(split, 4, **{"train.channels_last": "true"})))
+    fit(load_config(None, _conv_overrides(split, 6, **{"train.channels_last": "true"})), resume=True)
     assert _loss_fields(_records(split)) == b
     ca = torch.load(last / "checkpoint.pt", weights_only=True)["model"]
     cb = torch.load(split / "checkpoint.pt", weights_only=True)["model"]

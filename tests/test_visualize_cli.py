@@ -14,7 +14,7 @@ from test_visualize_helpers import BlockFactors, BlockVAE
 import disentangle
 from disentangle.config import load_config
 from disentangle.data import build_dataset
-from disentangle.trainer import train
+from disentangle.training.trainer import fit
 from disentangle.visualize import (
     PICTURES,
     kl_per_dim,
@@ -31,7 +31,7 @@ pytest.importorskip("matplotlib")
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, tiny_overrides):
     run = tmp_path_factory.mktemp("vis") / "run"
-    train(load_config(None, tiny_overrides(run, steps=4)))
+    fit(load_config(None, tiny_overrides(run, steps=4)))
     return run
 
 

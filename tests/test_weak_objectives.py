@@ -16,11 +16,12 @@ from disentangle import ConfigError
 from disentangle.config import TrainConfig, load_config
 from disentangle.data import DATASETS
 from disentangle.data.pairs import PairBatch
-from disentangle.model import VAE
+from disentangle.models.vae import VAE
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.estimators import aggregate_pair, pair_kl
-from disentangle.precision import Precision
-from disentangle.trainer import build_optimizers, train
+from disentangle.training.optim import build_optimizers
+from disentangle.training.precision import Precision
+from disentangle.training.trainer import fit
 
 ROOT = Path(__file__).resolve().parents[1]
 WEAK = ("ada_gvae", "ada_ml_vae", "gvae", "ml_vae")
@@ -201,7 +202,7 @@ def test_every_config_trains_on_the_sprites(tmp_path, path):
         "train.steps=2", "train.batch_size=4", "train.log_every=1", "train.device=cpu",
         "train.progress=false", "train.traversals=false", "train.eval_every=0", f"train.out_dir={run}",
     ]
-    result = train(load_config(path, overrides))
+    result = fit(load_config(path, overrides))
     assert result.step == 2
     records = _records(run)
     assert [r["step"] for r in records] == [1, 2]
@@ -215,9 +216,9 @@ def test_every_config_trains_on_the_sprites(tmp_path, path):
 def test_resume_is_bit_exact_for_pair_objectives(tmp_path, name, k, tiny_overrides):
     extra = {"objective.name": name, "objective.k": k}
     straight, split = tmp_path / "straight", tmp_path / "split"
-    train(load_config(None, tiny_overrides(straight, steps=12, **extra)))
-    train(load_config(None, tiny_overrides(split, steps=8, **extra)))
-    train(load_config(None, tiny_overrides(split, steps=12, **extra)), resume=True)
+    fit(load_config(None, tiny_overrides(straight, steps=12, **extra)))
+    fit(load_config(None, tiny_overrides(split, steps=8, **extra)))
+    fit(load_config(None, tiny_overrides(split, steps=12, **extra)), resume=True)
     a = [{k: v for k, v in r.items() if k not in ("steps_per_s", "wall_time_s")} for r in _records(straight)]
     b = [{k: v for k, v in r.items() if k not in ("steps_per_s", "wall_time_s")} for r in _records(split)]
     assert [r["step"] for r in a] == list(range(2, 13, 2))
@@ -237,5 +238,5 @@ def test_trainer_gives_pairs_to_pair_objectives(tmp_path, monkeypatch, tiny_over
         return original(self, model, x, step=step)
 
     monkeypatch.setattr(OBJECTIVES.get("ada_gvae"), "forward", spy)
-    train(load_config(None, tiny_overrides(tmp_path / "run", steps=2, **{"objective.name": "ada_gvae"})))
+    fit(load_config(None, tiny_overrides(tmp_path / "run", steps=2, **{"objective.name": "ada_gvae"})))
     assert len(seen) == 2 and all(isinstance(x, PairBatch) and x.x1.shape == (8, 1, 16, 16) for x in seen)

@@ -181,7 +181,7 @@ def _closed_pipe(argv: list[str]) -> subprocess.CompletedProcess:
 
 
 def test_cli_output_into_a_closed_pipe_ends_quietly(tmp_path):
-    from disentangle._cli import BROKEN_PIPE_STATUS
+    from disentangle._core.cli import BROKEN_PIPE_STATUS
 
     result = _closed_pipe(["-m", "disentangle.zoo", "list", "--pretrained"])
     assert (result.returncode, result.stderr) == (BROKEN_PIPE_STATUS, "")

@@ -18,12 +18,13 @@ import disentangle.zoo as zoo
 from disentangle import ConfigError, UnknownNameError
 from disentangle.config import load_config
 from disentangle.data import build_dataset
+from disentangle.errors import HashMismatchError
 from disentangle.metrics import mig
-from disentangle.trainer import train
+from disentangle.training.trainer import fit
 from disentangle.zoo import manifest as zoo_manifest
 from disentangle.zoo.__main__ import main as zoo_main
 from disentangle.zoo.publish import wall_time_from_log
-from disentangle.zoo.weights import HashMismatchError, decode_weights, read_verified
+from disentangle.zoo.weights import decode_weights, read_verified
 
 NAME = "tiny-mlp-test-s0"
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +36,7 @@ def train_tiny(tiny_overrides):
     """``train_tiny(out_dir, steps=12, seed=0) -> out_dir``: a tiny run trained into ``out_dir``."""
 
     def train_tiny(out_dir: Path, steps: int = 12, seed: int = 0) -> Path:
-        train(load_config(None, tiny_overrides(out_dir, steps=steps) + [f"seed={seed}"]))
+        fit(load_config(None, tiny_overrides(out_dir, steps=steps) + [f"seed={seed}"]))
         return out_dir
 
     return train_tiny

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from disentangle.config import upgrade_saved_config
 from disentangle.zoo import manifest as zoo_manifest
 from disentangle.zoo.weights import decode_weights
 
@@ -29,7 +30,8 @@ def test_every_shipped_weight_file_matches_its_manifest(name):
     data = path.read_bytes()
     assert hashlib.sha256(data).hexdigest() == record["sha256"] and len(data) == record["size"]
     _, meta = decode_weights(data, str(path))
-    assert meta["name"] == name and meta["config"] == record["config"]
+    # files written before model.init existed: their config is upgraded as every saved config is
+    assert meta["name"] == name and upgrade_saved_config(meta["config"]) == record["config"]
     assert int(meta["trained_steps"]) == record["trained_steps"]
     for metric in ("beta_vae_score", "factor_vae_score", "mig", "modularity_explicitness", "dci", "sap_score", "unsupervised_scores"):
         assert metric in record["metrics"], f"{name} lacks the recorded {metric}"
@@ -37,8 +39,9 @@ def test_every_shipped_weight_file_matches_its_manifest(name):
 
 @pytest.mark.parametrize("name", sorted(_shipped()) or [pytest.param(None, marks=pytest.mark.skip(reason="no shipped weights yet"))])
 def test_training_the_recipe_by_name_reproduces_the_shipped_run(name):
-    """``python -m disentangle.train --config RECIPE seed=S`` (plus the strength and the step count,
-    for a model trained at another grid strength or for longer than its recipe) is the shipped
+    """``python -m disentangle.train --config RECIPE seed=S`` (plus the strength, the step count and
+    the layer initialisation, for a model trained at another grid strength, for longer than its
+    recipe or before the recipe's ``model.init: reference``) is the shipped
     model's run: the same run id, so every other setting that defines a run (lr, batch, precision,
     ...) is the recipe's."""
     from disentangle.config import load_config
@@ -47,7 +50,11 @@ def test_training_the_recipe_by_name_reproduces_the_shipped_run(name):
 
     record = _shipped()[name]
     objective = record["config"]["objective"]
-    overrides = [f"seed={record['config']['seed']}", f"train.steps={record['config']['train']['steps']}"]
+    overrides = [
+        f"seed={record['config']['seed']}", f"train.steps={record['config']['train']['steps']}",
+        # the models shipped before model.init existed were trained with PyTorch's initialisation
+        f"model.init={record['config']['model']['init']}",
+    ]
     for family in FAMILIES:
         key = family.parameter.get(objective["name"])
         if key is not None:

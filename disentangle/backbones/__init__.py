@@ -7,7 +7,7 @@ Register your own with ``@BACKBONES.register("name")``.
 """
 from __future__ import annotations
 
-from ..registry import Registry
+from .._core.registry import Registry
 
 BACKBONES: Registry = Registry("backbone")
 """The backbone registry: ``model.backbone`` names to builders ``(image_shape, latent_dim, **params)
@@ -15,6 +15,6 @@ BACKBONES: Registry = Registry("backbone")
 
 __all__ = ["BACKBONES"]
 
-from .._discovery import import_submodules  # noqa: E402
+from .._core.discovery import import_submodules  # noqa: E402
 
 import_submodules(__name__, __path__)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..registry import ConfigError
+from ..errors import ConfigError
 
 
 class GaussianHead(nn.Module):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..choices import DEFAULT_INIT, INITS
+from .._core.choices import DEFAULT_INIT, INITS
 
 #: the layer types that carry an initialiser of their own
 INITIALISED_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
@@ -37,7 +37,7 @@ def initialize(module: nn.Module, scheme: str = DEFAULT_INIT, generator: torch.G
     the order of ``module.modules()``. ``pytorch`` leaves the module unchanged.
     """
     if scheme not in INITS:
-        from ..registry import ConfigError
+        from ..errors import ConfigError
 
         raise ConfigError(f"model.init is '{scheme}'. Valid choices: {', '.join(INITS)}.")
     if scheme == "pytorch":

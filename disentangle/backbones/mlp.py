@@ -7,7 +7,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from .. import checks
+from .._core import checks
 from . import BACKBONES
 from ._heads import GaussianHead
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..registry import Registry
+from .._core.registry import Registry
 from .base import (
     GridDataset,
     GroundTruthDataset,
@@ -60,6 +60,6 @@ __all__ = [
     "torch_generator_from_numpy",
 ]
 
-from .._discovery import import_submodules  # noqa: E402
+from .._core.discovery import import_submodules  # noqa: E402
 
 import_submodules(__name__, __path__, skip=("base",))

@@ -105,7 +105,7 @@ class BatchShard:
 
         With ``groups`` > 1 the batch is that many equal blocks (the first and the second elements
         of pairs) and the shard's rows of every block are kept, block after block: the layout of
-        :func:`disentangle.distributed.normal`.
+        :func:`disentangle._core.distributed.normal`.
         """
         n = tensor.shape[0]
         if n % (groups * self.count):
@@ -128,7 +128,7 @@ def sampling_shard(shard: BatchShard | None) -> Iterator[None]:
     :func:`~disentangle.data.pairs.sample_pairs` draw the indices and the per-sample randomness
     of the whole batch, as without it, but render and return only ``shard``'s rows (for datasets
     whose :attr:`~GridDataset.shard_rendering` is true; others return the whole batch). ``None``:
-    the whole batch. The trainer enters it through :func:`disentangle.distributed.local_sampling`.
+    the whole batch. The trainer enters it through :func:`disentangle._core.distributed.local_sampling`.
     """
     token = _SAMPLING_SHARD.set(shard if shard is not None and shard.count > 1 else None)
     try:

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import CorruptDataFileError, DataFileNotFoundError
 from . import DATASETS
 from .base import to_nchw_uint8
 from .custom import resize_images
-from .download import CorruptDataFileError, DataFileNotFoundError, RemoteFile
+from .download import RemoteFile
 from .files import FileDataset, Grid, reading
 
 CARS3D_FILE = RemoteFile(

@@ -28,9 +28,10 @@ from typing import Literal
 import numpy as np
 import torch
 
+from ..errors import CorruptDataFileError
 from . import DATASETS
 from .base import IndexedImageDataset, factor_strides, to_nchw_uint8
-from .download import CorruptDataFileError, load_npz_array, npz_keys
+from .download import load_npz_array, npz_keys
 
 Layout = Literal["auto", "NHW", "NHWC", "NCHW"]
 

@@ -31,27 +31,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..registry import DisentangleError
+from ..errors import (
+    ChecksumMismatchError,
+    CorruptDataFileError,
+    DataFileNotFoundError,
+    OversizeDownloadError,
+)
 
 #: environment variable naming the cache folder
 CACHE_ENV = "DISENTANGLE_DATA"
 _USER_AGENT = "disentangle-data-loader/0.1 (python urllib; research dataset download)"
-
-
-class DataFileNotFoundError(DisentangleError, FileNotFoundError):
-    """A dataset file is missing and could not be downloaded; the message says how to get it."""
-
-
-class CorruptDataFileError(DisentangleError, ValueError):
-    """A dataset file exists but is not a valid file of the expected format."""
-
-
-class OversizeDownloadError(DisentangleError, ValueError):
-    """A download that announced or sent more bytes than allowed (``max_bytes``); it was stopped."""
-
-
-class ChecksumMismatchError(CorruptDataFileError):
-    """A downloaded (or checked) file does not have the published checksum."""
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import CorruptDataFileError
 from . import DATASETS
 from .base import to_nchw_uint8
-from .download import CorruptDataFileError, RemoteFile, load_npz_array
+from .download import RemoteFile, load_npz_array
 from .files import FileDataset, Grid, is_row_major_grid
 
 DSPRITES_FILE = RemoteFile(

@@ -16,8 +16,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..errors import CorruptDataFileError
 from .base import IndexedImageDataset, factor_strides
-from .download import CorruptDataFileError, RemoteFile, fetch
+from .download import RemoteFile, fetch
 
 
 class Grid(NamedTuple):

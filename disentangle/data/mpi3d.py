@@ -37,9 +37,10 @@ from typing import Literal
 
 import numpy as np
 
+from ..errors import CorruptDataFileError
 from . import DATASETS
 from .base import factor_strides, to_nchw_uint8
-from .download import CorruptDataFileError, RemoteFile, fetch, load_npz_array
+from .download import RemoteFile, fetch, load_npz_array
 from .files import FileDataset, Grid
 
 _URL = "https://storage.googleapis.com/disentanglement_dataset/Final_Dataset/mpi3d_{}.npz"

@@ -49,7 +49,8 @@ from typing import Literal, NamedTuple
 import numpy as np
 import torch
 
-from ..checks import ParameterError, integer
+from .._core.checks import integer
+from ..errors import ParameterError
 from .base import BatchShard, GridDataset, current_sampling_shard, factor_strides, rendering_shard
 
 #: ``k = "random"``: the number of factors to resample is drawn per pair (the reference's ``k = -1``)

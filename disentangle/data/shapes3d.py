@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import CorruptDataFileError
 from . import DATASETS
 from .base import to_nchw_uint8
-from .download import CorruptDataFileError, RemoteFile
+from .download import RemoteFile
 from .files import FileDataset, Grid, is_row_major_grid, reading
 
 SHAPES3D_FILE = RemoteFile(

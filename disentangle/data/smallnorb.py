@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import CorruptDataFileError, DataFileNotFoundError
 from . import DATASETS
 from .base import (
     GridDataset,
@@ -54,7 +55,7 @@ from .base import (
     torch_generator_from_numpy,
 )
 from .custom import resize_images
-from .download import CorruptDataFileError, DataFileNotFoundError, RemoteFile, fetch
+from .download import RemoteFile, fetch
 from .files import reading
 
 _BASE_URL = "https://cs.nyu.edu/~ylclab/data/norb-v1.0-small/"

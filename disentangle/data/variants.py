@@ -39,9 +39,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import CorruptDataFileError
 from . import DATASETS
 from .base import GridDataset, per_sample
-from .download import CorruptDataFileError, RemoteFile, fetch
+from .download import RemoteFile, fetch
 
 SCREAM_FILE = RemoteFile(
     url="https://upload.wikimedia.org/wikipedia/commons/f/f4/The_Scream.jpg",

@@ -14,7 +14,7 @@ dict[str, float]``:
 * every metric that scores factors takes ``factors=`` (names or indices; default: every factor
   with more than one value, so a single-valued factor never changes a score);
 * settings are checked before anything is sampled: a bad value raises
-  :class:`~disentangle.checks.ParameterError` (a :class:`~disentangle.ConfigError`), and
+  :class:`~disentangle._core.checks.ParameterError` (a :class:`~disentangle.ConfigError`), and
   :func:`validate_settings` runs the same checks without a run.
 
 ============================  =========================================================
@@ -40,9 +40,9 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from .. import checks
-from ..metric_names import LOCATELLO_METRICS  # the six supervised scores of the Locatello et al. study
-from ..registry import ConfigError, Registry, did_you_mean
+from .._core import checks
+from .._core.registry import Registry, did_you_mean
+from ..errors import ConfigError
 from ._utils import (
     RepresentationFunction,
     code_cache,
@@ -59,6 +59,7 @@ from .elbo_decomposition import elbo_decomposition
 from .factor_vae import factor_vae_score
 from .mig import mig
 from .modularity import modularity_explicitness
+from .names import LOCATELLO_METRICS  # the six supervised scores of the Locatello et al. study
 from .sap import sap_score
 from .synthetic import FactorObservationDataset
 from .unsupervised import unsupervised_scores
@@ -101,7 +102,7 @@ def available_metrics(representation: Any = None) -> tuple[str, ...]:
 def resolve_metric_names(names: str | Iterable[str], representation: Any = None) -> list[str]:
     """Validate metric names (a list, or a comma-separated string); ``"all"`` expands.
 
-    Raises :class:`disentangle.registry.UnknownNameError` (with a did-you-mean) for an unknown name.
+    Raises :class:`disentangle._core.registry.UnknownNameError` (with a did-you-mean) for an unknown name.
     """
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
@@ -122,7 +123,7 @@ def validate_settings(name: str, settings: Mapping[str, Any], dataset: Any = Non
 
     ``settings`` are keyword arguments of metric ``name`` (as the evaluate CLI's ``--set`` gives
     them). An unknown metric or setting raises :class:`~disentangle.ConfigError` with a
-    did-you-mean; a bad value raises :class:`~disentangle.checks.ParameterError` with the message
+    did-you-mean; a bad value raises :class:`~disentangle._core.checks.ParameterError` with the message
     the metric itself would give, checked together with the metric's defaults for the settings
     not given. ``factors`` names are checked against ``dataset`` when one is given (their form
     only, otherwise). Nothing is sampled or encoded.
@@ -178,7 +179,7 @@ def evaluate_metrics(
       representation that samples its codes would be scored on frozen noise.
 
     ``"auto"`` (default) uses the table when the dataset declares it and the representation is a
-    :class:`disentangle.model.VAE` (or its ``representation`` method), whose codes are the posterior
+    :class:`disentangle.models.vae.VAE` (or its ``representation`` method), whose codes are the posterior
     means. ``True`` states that the representation is deterministic (e.g. a plain function of the
     observation) and uses the table wherever the dataset allows it; ``False`` never does, and
     reproduces separate metric calls exactly. Metrics that need the model itself (the ELBO
@@ -220,9 +221,9 @@ def evaluate_metrics(
 
 def is_deterministic_representation(representation: Any) -> bool:
     """Whether ``representation`` is known to give the same code for the same observation:
-    a :class:`disentangle.model.VAE` (its codes are the posterior means) or its ``representation``
+    a :class:`disentangle.models.vae.VAE` (its codes are the posterior means) or its ``representation``
     method. Any other callable might sample its codes, so it is not assumed to be deterministic."""
-    from ..model import VAE
+    from ..models.vae import VAE
 
     if isinstance(representation, RepresentationFunction):
         representation = representation.target

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import ConfigError
 from . import _utils as U
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -16,7 +17,7 @@ def encoder_of(model: Any):
     """``model.encode`` (returning ``(mu, logvar)``), or a clear error where there is none."""
     encode = getattr(model, "encode", None)
     if not callable(encode):
-        raise U.ConfigError(
+        raise ConfigError(
             "this estimator needs a model with a Gaussian encoder, encode(x) -> (mu, logvar); "
             f"got {type(model).__name__}. Pass the trained model (disentangle.load(run_dir)), not "
             "a plain representation function."

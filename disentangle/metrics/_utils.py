@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import checks
-from ..registry import ConfigError, did_you_mean  # noqa: F401  (U.ConfigError is used by the metric modules)
+from .._core import checks
+from .._core.registry import did_you_mean
 
 #: observations per representation call unless a metric is told otherwise
 DEFAULT_REPRESENTATION_BATCH_SIZE = 1024
@@ -69,7 +69,7 @@ def select_factors(dataset: Any, factors: Any = None) -> np.ndarray:
     size 1 has zero entropy, so no code can carry information about it; scoring it would only
     dilute (or, for DCI, distort) the score. Otherwise ``factors`` lists names (``"scale"``) or
     indices (``1``); an unknown name, an index out of range, a repeated factor or a factor with a
-    single value is a :class:`~disentangle.checks.ParameterError`.
+    single value is a :class:`~disentangle._core.checks.ParameterError`.
     """
     sizes = check_dataset(dataset)
     names = factor_names(dataset)
@@ -106,7 +106,7 @@ class SettingsChecks:
     """The value checks of one metric's settings, run before anything is sampled or encoded.
 
     ``checks`` maps a keyword to a function of its value returning the validated value (or
-    raising :class:`~disentangle.checks.ParameterError`); ``together`` (optional) checks the
+    raising :class:`~disentangle._core.checks.ParameterError`); ``together`` (optional) checks the
     whole validated dict for conditions between settings. Calling the object with keyword
     arguments returns them validated. :func:`disentangle.metrics.validate_settings` runs the same
     checks on settings given by name (the evaluate CLI's ``--set``), so a bad value is reported

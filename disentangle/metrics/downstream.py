@@ -6,7 +6,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from .. import checks
+from .._core import checks
 from . import _utils as U
 
 Predictor = Literal["logistic_regression", "gradient_boosting", "hist_gradient_boosting"]

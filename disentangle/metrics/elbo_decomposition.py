@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import torch
 
-from .. import checks
+from .._core import checks
 from . import _gaussian as G
 from . import _utils as U
 

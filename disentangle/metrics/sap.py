@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import checks
+from .._core import checks
 from . import _utils as U
 
 CHECK_SETTINGS = U.SettingsChecks(

@@ -6,13 +6,13 @@ interface.
 """
 from __future__ import annotations
 
-from ..registry import Registry
+from .._core.registry import Registry
 from .base import Objective
 
 OBJECTIVES: Registry = Registry("objective")
 
 __all__ = ["OBJECTIVES", "Objective"]
 
-from .._discovery import import_submodules  # noqa: E402
+from .._core.discovery import import_submodules  # noqa: E402
 
 import_submodules(__name__, __path__, skip=("base", "losses"))

@@ -1,17 +1,20 @@
 """Adversarial autoencoder (Makhzani et al. 2015): match q(z) to the prior with a latent discriminator."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 import torch.nn.functional as F
 
-from .. import checks, distributed
-from ..precision import Precision
+from .._core import checks, distributed
+from ..models.vae import reparameterize
 from . import OBJECTIVES
 from .base import Objective, detached, minimize_terms
 from .discriminator import LatentDiscriminatorMixin, frozen
-from .losses import Reconstruction, check_reconstruction, reconstruction_loss, reparameterize
+from .losses import Reconstruction, check_reconstruction, reconstruction_loss
+
+if TYPE_CHECKING:  # the trainer passes it in; objectives only call its methods
+    from ..training.precision import Precision
 
 ENCODERS = ("deterministic", "gaussian")
 

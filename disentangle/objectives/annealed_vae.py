@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import checks
+from .._core import checks, distributed
 from . import OBJECTIVES
 from .base import Objective
 from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
@@ -62,10 +62,13 @@ class AnnealedVAE(Objective):
         recon = reconstruction_loss(out.logits, x, self.reconstruction)
         kl_per_dim = kl_normal_per_dim(out.mu, out.logvar)
         kl = kl_per_dim.sum()
+        # |KL − C| is not linear in the KL: it is the batch's KL that must meet C, so under torchrun
+        # it is the global batch's (the mean of |KL_rank − C| over ranks differs once C is reached)
+        global_kl = kl_normal_per_dim(distributed.gather(out.mu), distributed.gather(out.logvar)).sum()
         # a fill on the device (torch.tensor(float, device=...) would copy from the host each step)
         capacity = kl.new_full((), self.capacity(step))
         return {
-            "loss": recon + self.gamma * (kl - capacity).abs(),
+            "loss": recon + self.gamma * (global_kl - capacity).abs(),
             "recon": recon,
             "kl": kl,
             "kl_per_dim": kl_per_dim,

@@ -17,11 +17,11 @@ networks override :meth:`extra_optimizers` and :meth:`train_step` (see FactorVAE
 as phases of :func:`minimize_terms` (terms under autocast, one of them minimised with one
 optimizer) and returning the terms :func:`detached`.
 
-Multi-process runs (:mod:`disentangle.distributed`): ``train_step`` receives this process's rows
+Multi-process runs (:mod:`disentangle._core.distributed`): ``train_step`` receives this process's rows
 of the global batch. Every term must be a mean over these rows or a quantity of the whole batch
-computed on tensors gathered with :func:`disentangle.distributed.gather`, and random draws go
-through :func:`~disentangle.model.reparameterize`,
-:func:`disentangle.distributed.normal` or :func:`disentangle.distributed.global_generator`; then
+computed on tensors gathered with :func:`disentangle._core.distributed.gather`, and random draws go
+through :func:`~disentangle.models.vae.reparameterize`,
+:func:`disentangle._core.distributed.normal` or :func:`disentangle._core.distributed.global_generator`; then
 the run trains the single-process objective. Step optimizers through ``precision.minimize`` or
 ``precision.step`` (never ``optimizer.step()`` directly): that is where gradients are averaged
 over processes.
@@ -34,10 +34,9 @@ from typing import TYPE_CHECKING, TypeVar
 import torch
 from torch import nn
 
-from ..precision import Precision
-
 if TYPE_CHECKING:  # pragma: no cover
-    from ..model import VAE
+    from ..models.vae import VAE
+    from ..training.precision import Precision
 
 
 #: ``make_optimizer(params, *, lr=None, betas=None, eps=None, weight_decay=None) -> Optimizer``

@@ -5,7 +5,7 @@ from typing import Literal
 
 import torch
 
-from .. import checks, distributed
+from .._core import checks, distributed
 from . import OBJECTIVES
 from .base import Objective
 from .estimators import TC_METHODS, decompose_kl

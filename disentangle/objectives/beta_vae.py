@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import checks
+from .._core import checks
 from . import OBJECTIVES
 from .base import Objective
 from .losses import Reconstruction, beta_vae_terms, check_reconstruction

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import checks, distributed
+from .._core import checks, distributed
 from . import OBJECTIVES
 from .base import Objective
 from .estimators import dip_covariance

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from .. import checks
-from ..precision import Precision
+from .._core import checks
 from .base import detached, minimize_terms
+
+if TYPE_CHECKING:  # the trainer passes it in; objectives only call its methods
+    from ..training.precision import Precision
 
 ACTIVATIONS = ("leaky_relu", "relu")
 

@@ -1,16 +1,20 @@
 """FactorVAE (Kim & Mnih 2018): VAE + γ · TC, TC estimated by a discriminator (density-ratio trick)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 
-from .. import checks, distributed
-from ..precision import Precision
+from .._core import checks, distributed
 from . import OBJECTIVES
 from .base import Objective, detached, minimize_terms
 from .discriminator import LatentDiscriminatorMixin, frozen
 from .estimators import permute_dims
 from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
+
+if TYPE_CHECKING:  # the trainer passes it in; objectives only call its methods
+    from ..training.precision import Precision
 
 
 @OBJECTIVES.register("factor_vae")

@@ -10,10 +10,10 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from .. import checks
+from .. import _compat
+from .._core import checks
 
-# re-exported: the objectives and user code written before it moved to the model import it from here
-from ..model import reparameterize as reparameterize
+__getattr__ = _compat.module_getattr(__name__)  # reparameterize, now in disentangle.models.vae
 
 RECONSTRUCTIONS = ("bernoulli", "gaussian")
 #: the decoder likelihood of an objective's ``reconstruction`` parameter

@@ -33,13 +33,14 @@ from typing import Literal
 
 import torch
 
-from .. import checks
+from .._core import checks
 from ..data.pairs import PairBatch, PairK, check_k, sample_pairs
-from ..registry import ConfigError
+from ..errors import ConfigError
+from ..models.vae import reparameterize
 from . import OBJECTIVES
 from .base import Objective
 from .estimators import adaptive_shared_mask, aggregate_pair, pair_kl
-from .losses import Reconstruction, beta_vae_terms, check_reconstruction, reparameterize
+from .losses import Reconstruction, beta_vae_terms, check_reconstruction
 
 #: the ML-VAE aggregate: the paper's normalised product, or disentanglement_lib's (twice its variance)
 MLVAEAggregation = Literal["product", "disentanglement_lib"]

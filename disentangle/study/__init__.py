@@ -14,7 +14,7 @@ Modules: :mod:`~disentangle.study.columns` (:class:`StudyTable` and what each co
 :mod:`~disentangle.study.udr` (UDR, Duan et al. 2020), :mod:`~disentangle.study.result`
 (:class:`StudyResult`), :mod:`~disentangle.study.figures` (matplotlib, optional),
 :mod:`~disentangle.study.report` (the report folder) and :mod:`~disentangle.study.analysis`
-(``analyze``). A sweep's ``results.csv`` is read through :mod:`disentangle.results_table`; nothing
+(``analyze``). A sweep's ``results.csv`` is read through :mod:`disentangle.metrics.results`; nothing
 here imports the sweep or the trainer.
 """
 from __future__ import annotations

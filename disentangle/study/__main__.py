@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..registry import DisentangleError
+from ..errors import DisentangleError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,6 +70,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from disentangle._cli import run_main
+    from disentangle._core.cli import run_main
 
     run_main(main)

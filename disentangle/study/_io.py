@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_write_bytes, atomic_write_text  # noqa: F401  (used by the report writers)
+from .._core.atomic import atomic_write_bytes, atomic_write_text  # noqa: F401  (used by the report writers)
 
 
 def format_cell(value: Any) -> str:

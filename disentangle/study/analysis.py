@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import choice, positive_int
-from ..registry import DisentangleError
+from .._core.checks import choice, positive_int
+from ..errors import DisentangleError
 from .report import write_report
 from .result import StudyResult, variance_row
 from .statistics import Matrix, holm, quartiles, rank_correlation_matrix, variance_explained

@@ -1,7 +1,7 @@
 """What each column of a study table is, and :class:`StudyTable`, the rows the study analyses.
 
 A study table has one row per scored model; its columns are those of a sweep's ``results.csv``
-(:mod:`disentangle.results_table`: ``run_id``, ``status``, ``seed``, the config keys that vary,
+(:mod:`disentangle.metrics.results`: ``run_id``, ``status``, ``seed``, the config keys that vary,
 ``dlib_model_number``, one ``<metric>.<score>`` column per score), or the same columns read from a
 disentanglement_lib aggregated results JSON (:mod:`disentangle.study.dlib`, whose own config keys
 are kept under :data:`FOREIGN_CONFIG_PREFIXES`). Reading a table is :mod:`disentangle.study.table`'s,
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import results_table
-from ..metric_names import UNSUPERVISED_METRICS
-from ..results_table import CONFIG_SECTIONS, FINISHED_STATUS, META_COLUMNS  # noqa: F401  (the study's names for them)
+from ..metrics import results as results_table
+from ..metrics.names import UNSUPERVISED_METRICS
+from ..metrics.results import CONFIG_SECTIONS, FINISHED_STATUS, META_COLUMNS  # noqa: F401  (the study's names for them)
 
 #: prefixes of config columns that are not our sections (disentanglement_lib's gin keys)
 FOREIGN_CONFIG_PREFIXES = ("train_config", "postprocess_config", "evaluation_config")
@@ -93,7 +93,7 @@ def to_float(value: Any) -> float:
 
 def is_score_column(column: str) -> bool:
     """``<metric>.<score>`` where ``<metric>`` is not a config section
-    (:func:`disentangle.results_table.is_score_column`) nor disentanglement_lib's."""
+    (:func:`disentangle.metrics.results.is_score_column`) nor disentanglement_lib's."""
     return results_table.is_score_column(column) and column.partition(".")[0] not in FOREIGN_CONFIG_PREFIXES
 
 

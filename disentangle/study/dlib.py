@@ -69,8 +69,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..registry import ConfigError, DisentangleError
-from ..results_table import FINISHED_STATUS, FIXED_COLUMNS, META_COLUMNS, score_column
+from ..errors import ConfigError, DisentangleError
+from ..metrics.results import FINISHED_STATUS, FIXED_COLUMNS, META_COLUMNS, score_column
 from .columns import StudyTable, is_bookkeeping, to_float
 
 MODEL_NAMES = {"beta_tc_vae": "beta_tcvae"}

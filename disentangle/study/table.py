@@ -1,7 +1,7 @@
 """The study's results table: reading it and inferring what each column is.
 
 A study table has one row per scored model. Its columns are (the sweeps' ``results.csv``, whose
-columns, writer and reader are :mod:`disentangle.results_table`'s):
+columns, writer and reader are :mod:`disentangle.metrics.results`'s):
 
 * ``run_id``, ``status``, ``seed``;
 * one column per config key that varies across the study, dotted (``objective.name``,
@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ..registry import ConfigError, DisentangleError, did_you_mean
-from ..results_table import CONFIG_NAME, METRICS_NAME, RESULTS_NAME, RUNS_DIR, read_results, score_column
+from .._core.registry import did_you_mean
+from ..errors import ConfigError, DisentangleError
+from ..metrics.results import CONFIG_NAME, METRICS_NAME, RESULTS_NAME, RUNS_DIR, read_results, score_column
 from .columns import (  # noqa: F401  (BOOKKEEPING_KEYS ... is_score_column: imported by their former module too)
     BOOKKEEPING_KEYS,
     CONFIG_SECTIONS,

@@ -55,8 +55,8 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import choice, positive, positive_int
-from ..registry import DisentangleError
+from .._core.checks import choice, positive, positive_int
+from ..errors import DisentangleError
 
 CORRELATIONS = ("lasso", "spearman")
 AGGREGATIONS = ("paper", "dlib")

@@ -1,6 +1,6 @@
 """Sweeps: grids of training runs on a laptop (process pool), Ray or Slurm, kill-safe and idempotent.
 
-A study file (:mod:`disentangle.sweep.grid`, formerly ``disentangle.sweep.study``) names a base
+A study file (:mod:`disentangle.sweep.grid`, formerly ``disentangle.sweep.grid``) names a base
 config, overrides, a grid, seeds and metrics. Every run gets a stable id (:func:`~disentangle.sweep.ids.run_id`, a hash of its resolved
 config) and the folder ``DIR/runs/<id>``; ``metrics.json`` written last marks it finished, so a
 rerun skips finished runs, resumes partial ones from their checkpoints and starts the rest.
@@ -17,7 +17,7 @@ Modules: :mod:`~disentangle.sweep.grid` (a study file -> the grid of runs),
 files, :class:`~disentangle.sweep.files.RunState`, the locks, writing ``results.csv``),
 :mod:`~disentangle.sweep.runner` (one run: train, evaluate, record), :mod:`~disentangle.sweep.api`
 (``run``, ``status``, ``results``), :mod:`~disentangle.sweep.backends` (local, Ray, Slurm). The
-columns of ``results.csv``, its writer and its reader are :mod:`disentangle.results_table`'s.
+columns of ``results.csv``, its writer and its reader are :mod:`disentangle.metrics.results`'s.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import argparse
 import re
 import sys
 
-from ..registry import ConfigError, DisentangleError
+from ..errors import ConfigError, DisentangleError
 
 
 def parse_minutes(text: str) -> int:
@@ -134,6 +134,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from .._cli import run_main
+    from .._core.cli import run_main
 
     run_main(main)

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import checks
-from ..registry import ConfigError
+from .._core import checks
+from ..errors import ConfigError
 from .backends import BACKENDS, BackendOptions
 from .files import (
     FAILED_NAME,
@@ -98,7 +98,7 @@ def run_state(
     another process holds the run's lock; failed: ``failed.json``; partial: a checkpoint, or
     metrics still to compute; else not started.
     """
-    from ..checkpoint import has_checkpoint
+    from ..training.checkpoint import has_checkpoint
 
     if not run_dir.is_dir():
         return RunState.NOT_STARTED, ""

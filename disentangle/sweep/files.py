@@ -6,7 +6,7 @@ Layout of ``DIR``::
                            and, per study, its runs, metrics and metric settings
     .plan.lock             held (fcntl.flock) while sweep.json is read, changed and rewritten
     results.csv            one row per finished run (rewritten atomically after every finished run;
-                           its columns: :mod:`disentangle.results_table`)
+                           its columns: :mod:`disentangle.metrics.results`)
     .results.lock          held while results.csv is built and rewritten
     runs/<id>/             an ordinary run folder (config.yaml, checkpoint.pt, log.jsonl, ...) plus
         metrics.json       the scores and the settings each was computed with, written atomically
@@ -17,7 +17,7 @@ Layout of ``DIR``::
     slurm/                 submitit's job files (Slurm backend only)
 
 The names the results table reads (``sweep.json``, ``runs/``, ``metrics.json``, ``results.csv``)
-are :mod:`disentangle.results_table`'s, re-exported here with the sweep's own.
+are :mod:`disentangle.metrics.results`'s, re-exported here with the sweep's own.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_write_json, atomic_write_text  # noqa: F401  (re-exported for the sweep modules)
-from ..results_table import (  # noqa: F401  (re-exported for the sweep modules)
+from .._core.atomic import atomic_write_json, atomic_write_text  # noqa: F401  (re-exported for the sweep modules)
+from ..metrics.results import (  # noqa: F401  (re-exported for the sweep modules)
     METRICS_NAME,
     PLAN_NAME,
     RESULTS_NAME,
@@ -39,7 +39,7 @@ from ..results_table import (  # noqa: F401  (re-exported for the sweep modules)
     read_json,
     write_table,
 )
-from ..results_table import build_table as _build_table
+from ..metrics.results import build_table as _build_table
 from .ids import EXCLUDED_KEYS
 
 FAILED_NAME = "failed.json"
@@ -146,7 +146,7 @@ class FolderLock(RunLock):
 
     def __enter__(self) -> FolderLock:
         if not self.acquire(timeout=self.timeout, poll=0.05):
-            from ..registry import DisentangleError
+            from ..errors import DisentangleError
 
             holder = ""
             try:
@@ -182,7 +182,7 @@ def lock_holder(run_dir: str | Path) -> str | None:
 
 # ---------------------------------------------------------------------- results.csv
 def build_table(out_dir: str | Path) -> ResultsTable:
-    """The results table of a sweep folder (:func:`disentangle.results_table.build_table`; the
+    """The results table of a sweep folder (:func:`disentangle.metrics.results.build_table`; the
     config keys that do not change a run id, :data:`~disentangle.sweep.ids.EXCLUDED_KEYS`, are
     never columns)."""
     return _build_table(out_dir, ignore=EXCLUDED_KEYS)

@@ -39,8 +39,9 @@ from typing import Any
 
 import yaml
 
-from .. import results_table
-from ..registry import ConfigError, did_you_mean
+from .._core.registry import did_you_mean
+from ..errors import ConfigError
+from ..metrics import results as results_table
 from .ids import EXCLUDED_KEYS, run_id
 
 STUDY_KEYS = ("name", "description", "base", "set", "grid", "seeds", "metrics", "metric_settings", "imports")
@@ -431,7 +432,7 @@ def varying_keys(configs: list[dict[str, Any]], first: list[str] = (), swept: li
     as ``objective.beta`` of a FactorVAE, is not a value), plus the ``swept`` keys (given two or
     more values by the grid); the seed and :data:`~disentangle.sweep.ids.EXCLUDED_KEYS` are left
     out. ``first`` keys lead, in their order; the others follow sorted. The results table's config
-    columns (:func:`disentangle.results_table.varying_keys`) by the sweep's rule."""
+    columns (:func:`disentangle.metrics.results.varying_keys`) by the sweep's rule."""
     return results_table.varying_keys(configs, first=first, swept=swept, ignore=EXCLUDED_KEYS)
 
 

@@ -24,7 +24,7 @@ A key is dropped only where the section has it: datasets without the key (the pr
 key to :data:`EXCLUDED_KEYS` changes no id of a run that does not set it.
 
 A key added to the config later, at the value that reproduces the runs from before it existed
-(:data:`disentangle.config.LEGACY_VALUES`: ``model.init: pytorch``), is dropped too, so those runs
+(:data:`disentangle._core.choices.LEGACY_VALUES`: ``model.init: pytorch``), is dropped too, so those runs
 keep their ids; any other value of it (``model.init: reference``, the default) counts.
 
 Everything else counts, including ``train.precision`` and ``data.path`` (which file is read: a
@@ -39,7 +39,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..config import LEGACY_VALUES
+from .._core.choices import LEGACY_VALUES
 
 #: dotted config keys left out of the run id (see the module docstring for why)
 EXCLUDED_KEYS: tuple[str, ...] = (

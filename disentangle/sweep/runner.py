@@ -21,8 +21,8 @@
    ``KeyboardInterrupt`` / ``SystemExit`` are not caught (the trainer checkpoints on them).
 
 ``metrics.json`` records ``metric_settings``: ``{metric: settings}`` for every metric it holds,
-every setting the score depends on (:func:`~disentangle.results_table.settings_identity`: defaults
-filled in, :data:`~disentangle.results_table.EXECUTION_SETTINGS` left out; the results table
+every setting the score depends on (:func:`~disentangle.metrics.results.settings_identity`: defaults
+filled in, :data:`~disentangle.metrics.results.EXECUTION_SETTINGS` left out; the results table
 splits a metric's columns by them, and reads older files the same way).
 
 A worker process builds each dataset once and keeps the last one it built (keyed by the ``data``
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results_table import EXECUTION_SETTINGS, recorded_settings, settings_identity, stale_metrics  # noqa: F401  (EXECUTION_SETTINGS: kept here)
+from ..metrics.results import EXECUTION_SETTINGS, recorded_settings, settings_identity, stale_metrics  # noqa: F401  (EXECUTION_SETTINGS: kept here)
 from .files import (
     FAILED_NAME,
     LOCK_NAME,
@@ -182,9 +182,9 @@ def update_results(sweep_dir: str | Path) -> None:
 def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None) -> None:
     import copy
 
-    from ..checkpoint import has_checkpoint
     from ..config import Config
-    from ..trainer import Trainer, resolve_device
+    from ..training.checkpoint import has_checkpoint
+    from ..training.trainer import Trainer, resolve_device
 
     raw = copy.deepcopy(task.config)
     raw["train"]["out_dir"] = str(run_dir)

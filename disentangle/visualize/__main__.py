@@ -19,9 +19,9 @@ import re
 import sys
 from pathlib import Path
 
-from ..checks import positive, positive_int
+from .._core.checks import positive, positive_int
 from ..config import ZOO_PREFIX
-from ..registry import ConfigError, DisentangleError
+from ..errors import ConfigError, DisentangleError
 from .pictures import PICTURES, PLOTTED, resolve_pictures
 
 METRICS_FILE = "metrics.json"
@@ -153,6 +153,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from disentangle._cli import run_main
+    from disentangle._core.cli import run_main
 
     run_main(main)

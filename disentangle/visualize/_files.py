@@ -1,11 +1,11 @@
-"""Atomic file writes for pictures (see :mod:`disentangle.atomic`)."""
+"""Atomic file writes for pictures (see :mod:`disentangle._core.atomic`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from ..atomic import atomic_write as _atomic_write
+from .._core.atomic import atomic_write as _atomic_write
 
 
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks import choice, positive, positive_int
-from ..registry import ConfigError
+from .._core.checks import choice, positive, positive_int
+from ..errors import ConfigError
 from .grids import save_gif, save_png
 from .latents import ACTIVE_KL, kl_per_dim
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..registry import DisentangleError
+from ..errors import DisentangleError
 from ._files import atomic_write
 from .latents import ACTIVE_KL, latent_order
 from .responses import LatentResponses

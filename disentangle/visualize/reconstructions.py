@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks import positive_int
+from .._core.checks import positive_int
 from .grids import image_grid
 from .latents import model_device
 

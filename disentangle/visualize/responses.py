@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import positive_int
+from .._core.checks import positive_int
 
 
 @dataclass(frozen=True)

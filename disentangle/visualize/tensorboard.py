@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..registry import DisentangleError
+from ..errors import DisentangleError
 from .latents import kl_per_dim
 from .reconstructions import reconstruction_grid
 from .traversals import traversal_grid

@@ -11,7 +11,7 @@ per latent, all panels moving together), sweeping every active latent from ``−
 and back on a triangle wave.
 
 A model here is anything with ``encode(x) -> (mu, logvar)`` and ``decode_mean(z) -> images``
-(a :class:`~disentangle.model.VAE`).
+(a :class:`~disentangle.models.vae.VAE`).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks import positive, positive_int
+from .._core.checks import positive, positive_int
 from .grids import PADDING, add_row_labels, image_grid, labelled_panels, save_gif, save_png
 from .latents import ACTIVE_KL, active_latents, kl_per_dim, latent_order, model_device
 

@@ -28,12 +28,13 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ..registry import ConfigError, UnknownNameError, did_you_mean
+from .._core.registry import did_you_mean
+from ..errors import ConfigError, HashMismatchError, ManifestError, UnknownNameError, WeightsError, ZooFileError
 from . import catalog, locatello, recipes
-from .fetching import MIRROR_ENV, OFFLINE_ENV, Verification, ZooFileError, fetch_entry, verify_entry
-from .manifest import MANIFEST_ENV, Entry, ManifestError
+from .fetching import MIRROR_ENV, OFFLINE_ENV, Verification, fetch_entry, verify_entry
+from .manifest import MANIFEST_ENV, Entry
 from .publish import DEFAULT_METRICS, publish
-from .weights import HashMismatchError, WeightsError, build_model, read_verified
+from .weights import build_model, read_verified
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -144,7 +145,7 @@ def fetch(name: str, *, progress: bool = True) -> Path:
 
 
 def load(name: str, map_location: str = "cpu"):
-    """A pretrained model, in eval mode: a :class:`~disentangle.model.VAE` with ``config`` (the
+    """A pretrained model, in eval mode: a :class:`~disentangle.models.vae.VAE` with ``config`` (the
     resolved training config), ``trained_steps`` and ``zoo_metadata`` (the file's provenance)."""
     entry = _pretrained_entry(name)
     path = fetch_entry(entry)

@@ -11,7 +11,7 @@
 For example ``python -m disentangle.zoo info beta_tcvae-sprites-beta6-cpu20k-s0``. Bad input (an
 unknown name, method or dataset, a bad option) prints one paragraph on stderr and exits with status
 2; a file that cannot be fetched or verified exits with status 1; a closed output pipe (``... |
-head``) ends it quietly (:mod:`disentangle._cli`).
+head``) ends it quietly (:mod:`disentangle._core.cli`).
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ import json
 import sys
 from typing import Any
 
-from ..registry import ConfigError, DisentangleError, did_you_mean
+from .._core.registry import did_you_mean
+from ..errors import ConfigError, DisentangleError
 
 #: (column title, metric, score) of the pretrained table
 SCORE_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -224,6 +225,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from .._cli import run_main
+    from .._core.cli import run_main
 
     run_main(main)

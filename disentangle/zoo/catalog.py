@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..registry import ConfigError
+from ..errors import ConfigError
 from . import manifest, recipes
 
 Kind = Literal["pretrained", "shipped", "locatello2019", "extra", "weak2020"]

@@ -27,23 +27,14 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data.download import ChecksumMismatchError, default_cache_dir, download_url, file_hash
-from ..data.download import OversizeDownloadError as _DataOversizeError
-from ..registry import DisentangleError
+from ..data.download import default_cache_dir, download_url, file_hash
+from ..errors import ChecksumMismatchError, OversizeDownloadError, ZooFileError, ZooOversizeDownloadError
 from .manifest import Entry
 
 MIRROR_ENV = "DISENTANGLE_ZOO_URL"
 _USER_AGENT = "disentangle-zoo/0.1 (python urllib; pretrained weights download)"
 OFFLINE_ENV = "DISENTANGLE_OFFLINE"
 _TRUE = ("1", "true", "yes", "on")
-
-
-class ZooFileError(DisentangleError):
-    """A pretrained file that is unavailable (offline, no source, every download failed) or corrupt."""
-
-
-class OversizeDownloadError(ZooFileError, _DataOversizeError):
-    """A download that announced or sent more bytes than the manifest's ``size``; it was stopped."""
 
 
 def offline() -> bool:
@@ -76,7 +67,7 @@ def download_verified(
 
     With ``size`` (bytes), a response whose ``Content-Length`` exceeds it is refused before any byte
     is read, and the stream is cut off as soon as it passes ``size``
-    (:class:`OversizeDownloadError`); a shorter file fails the sha256 check
+    (:class:`ZooOversizeDownloadError`); a shorter file fails the sha256 check
     (:class:`~disentangle.data.download.ChecksumMismatchError`). The temporary file is removed on
     any failure.
     """
@@ -85,8 +76,8 @@ def download_verified(
             url, dest, f"sha256:{sha256.lower()}", max_bytes=size, size_label="manifest's size",
             progress=progress, timeout=timeout, user_agent=_USER_AGENT,
         )
-    except _DataOversizeError as err:
-        raise OversizeDownloadError(str(err)) from None
+    except OversizeDownloadError as err:
+        raise ZooOversizeDownloadError(str(err)) from None
 
 
 def _matches(path: Path, sha256: str) -> bool:
@@ -128,7 +119,7 @@ def fetch_entry(entry: Entry, *, progress: bool = True) -> Path:
     for url in urls:
         try:
             path = download_verified(url, target, entry.sha256, entry.size, progress=progress)
-        except (ChecksumMismatchError, OversizeDownloadError) as err:
+        except (ChecksumMismatchError, ZooOversizeDownloadError) as err:
             problems.append(str(err))
             continue
         except (urllib.error.URLError, OSError, ValueError) as err:

@@ -52,7 +52,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..registry import ConfigError, did_you_mean
+from .._core.registry import did_you_mean
+from ..errors import ConfigError
 
 __all__ = [
     "DATASETS",
@@ -96,7 +97,7 @@ DISLIB_DATASET_NAMES: dict[str, str] = {
 NUM_SEEDS = 50
 
 #: ``model`` section shared by every model of the study.
-MODEL_SETTINGS: dict[str, Any] = {"backbone": "conv64", "latent_dim": 10}
+MODEL_SETTINGS: dict[str, Any] = {"backbone": "conv64", "latent_dim": 10, "init": "reference"}
 
 #: ``train`` settings shared by every model of the study (shared.gin).
 TRAIN_SETTINGS: dict[str, Any] = {
@@ -344,7 +345,7 @@ def model_number_for_config(config: Any) -> int | None:
         return None
     if any(not _matches(model.get(k), v) for k, v in MODEL_SETTINGS.items()):
         return None
-    if set(model) - {"backbone", "latent_dim"}:
+    if set(model) - set(MODEL_SETTINGS):
         return None
     if any(not _matches(train.get(k), v) for k, v in TRAIN_SETTINGS.items()):
         return None

@@ -29,17 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_write_bytes
-from ..registry import DisentangleError
+from .._core.atomic import atomic_write_bytes
+from ..errors import ManifestError
 
 MANIFEST_ENV = "DISENTANGLE_ZOO_MANIFEST"
 FORMAT_VERSION = 1
 SHIPPED_MANIFEST = Path(__file__).resolve().parent / "manifest.json"
 SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights"
-
-
-class ManifestError(DisentangleError):
-    """A manifest that cannot be read or has an invalid entry."""
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_write_bytes
-from ..metric_names import PUBLISHED_METRICS
-from ..registry import ConfigError, DisentangleError
-from ..results_table import recorded_settings, settings_identity, stale_metrics
+from .._core.atomic import atomic_write_bytes
+from ..errors import ConfigError, DisentangleError
+from ..metrics.names import PUBLISHED_METRICS
+from ..metrics.results import recorded_settings, settings_identity, stale_metrics
 from . import manifest as _manifest
 from .weights import encode_weights, sha256_bytes
 
 #: the scores a published model records by default: the six metrics of the study + unsupervised
-#: (:data:`disentangle.metric_names.PUBLISHED_METRICS`, whose module imports neither the metrics
+#: (:data:`disentangle.metrics.names.PUBLISHED_METRICS`, whose module imports neither the metrics
 #: nor scikit-learn)
 DEFAULT_METRICS: tuple[str, ...] = PUBLISHED_METRICS
 
@@ -121,7 +121,7 @@ def wall_time_from_log(run_dir: Path) -> tuple[float | None, str]:
 def _read_metrics_json(run_dir: Path) -> dict[str, Any]:
     """The run's ``metrics.json`` record; empty if it is absent or older than the newest checkpoint
     (then it scored an earlier state of the run)."""
-    from ..checkpoint import CHECKPOINT_NAME
+    from ..training.checkpoint import CHECKPOINT_NAME
 
     path = run_dir / "metrics.json"
     checkpoint = run_dir / CHECKPOINT_NAME
@@ -175,7 +175,7 @@ def publish(
     """
     import disentangle
 
-    from ..checkpoint import CheckpointError
+    from ..errors import CheckpointError
     from ..metrics import evaluate_metrics, resolve_metric_names
     from .locatello import model_number_for_config
     from .recipes import name_of_model_number
@@ -297,7 +297,8 @@ def _same_content(a: bytes, b: bytes) -> bool:
     """Whether two zoo weight files hold equal tensors and equal metadata."""
     import torch
 
-    from .weights import WeightsError, decode_weights
+    from ..errors import WeightsError
+    from .weights import decode_weights
 
     try:
         (ta, ma), (tb, mb) = decode_weights(a), decode_weights(b)

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import config as config_module
-from ..registry import ConfigError, did_you_mean
+from .._core.registry import did_you_mean
+from ..errors import ConfigError
 from . import locatello
 
 #: the study's training settings, shared by every generated recipe

@@ -30,20 +30,12 @@ from typing import Any
 
 import torch
 
-from ..atomic import atomic_write_bytes
-from ..registry import DisentangleError
+from .._core.atomic import atomic_write_bytes
+from ..errors import HashMismatchError, WeightsError
 
 FORMAT = "disentangle-zoo/1"
 #: metadata keys whose values are JSON
 _JSON_KEYS = ("config", "image_shape", "machine")
-
-
-class WeightsError(DisentangleError):
-    """A weight file that cannot be used: unreadable, not a zoo file, or a hash mismatch."""
-
-
-class HashMismatchError(WeightsError):
-    """A file's sha256 is not the one its manifest records; it is never loaded."""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -121,10 +113,10 @@ def read_verified(path: str | Path, sha256: str) -> tuple[dict[str, torch.Tensor
 
 
 def build_model(tensors: dict[str, torch.Tensor], metadata: dict[str, Any], map_location: str | torch.device = "cpu"):
-    """The :class:`~disentangle.model.VAE` of decoded weights, in eval mode, with ``config``,
+    """The :class:`~disentangle.models.vae.VAE` of decoded weights, in eval mode, with ``config``,
     ``trained_steps`` and ``zoo_metadata`` attributes."""
     from ..config import upgrade_saved_config
-    from ..model import VAE
+    from ..models.vae import VAE
 
     config = upgrade_saved_config(metadata["config"])
     model = VAE.for_weights(config["model"], metadata["image_shape"])

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...registry import Registry
+from ..._core.registry import Registry
 
 BACKENDS: Registry = Registry("sweep backend")
 

@@ -13,7 +13,7 @@
 """
 from __future__ import annotations
 
-from ...registry import DisentangleError
+from ...errors import DisentangleError
 from ..files import RunState
 from ..runner import RunOutcome, RunTask, run_one
 

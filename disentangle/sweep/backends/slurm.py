@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ...registry import DisentangleError
+from ...errors import DisentangleError
 from ..files import RunState
 from ..runner import RunOutcome, RunTask, run_one
 
@@ -58,7 +58,7 @@ def check_available() -> None:
 
 def check_time_limit(options) -> None:
     """Refuse Slurm options without a time limit (module docstring)."""
-    from ...registry import ConfigError
+    from ...errors import ConfigError
 
     if options.time_min is None and "slurm_time" not in (options.slurm_params or {}):
         requeues = DEFAULT_MAX_REQUEUES if options.max_requeues is None else options.max_requeues

@@ -1,13 +1,14 @@
 """Where and how a run executes: the device, the seeds, the CUDA backend flags, the memory layout and ``torch.compile``."""
 from __future__ import annotations
 
+import enum
 import random
 
 import numpy as np
 import torch
 
-from .config import TrainConfig
-from .registry import ConfigError
+from ..config import TrainConfig
+from ..errors import ConfigError
 
 
 def _mps_available() -> bool:
@@ -27,6 +28,26 @@ def resolve_device(name: str) -> torch.device:
     if name == "mps" and not _mps_available():
         raise ConfigError("train.device is 'mps' but MPS is not available here. Use train.device=auto or cpu.")
     return torch.device(name)
+
+
+class Stream(enum.IntEnum):
+    """The random streams of a run, each seeded with ``config.seed + stream`` so that none of them
+    shifts another: drawing more pictures or evaluating more often never changes the training."""
+
+    WEIGHTS = 0
+    """The global RNGs at construction: the layers' initial weights (and the dataset's build)."""
+    DATA = 1
+    """The trainer's data generator: the batches' indices and per-sample draws."""
+    PICTURES = 2
+    """The images of TensorBoard's pictures (the same at every picture step)."""
+    NOISE = 3
+    """The trainer's per-step generator: the objectives' draws (reparameterisation noise, prior
+    samples, permutations), made for the global batch."""
+
+
+def stream_seed(seed: int, stream: Stream) -> int:
+    """The seed of ``stream`` in a run with ``config.seed = seed``."""
+    return int(seed) + int(stream)
 
 
 def seed_everything(seed: int) -> None:

@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
-from .choices import LR_SCHEDULES
-from .config import TrainConfig
-from .objectives.base import OptimizerFactory
-from .registry import DisentangleError
+from .._core.choices import LR_SCHEDULES
+from ..config import TrainConfig
+from ..errors import DisentangleError
+from ..objectives.base import OptimizerFactory
 
 #: ``train.optimizer`` -> class; every optimizer of a run (the model's and the objective's) is one.
-#: Its keys are the choices of :data:`disentangle.choices.OptimizerName` (tests/test_architecture.py
+#: Its keys are the choices of :data:`disentangle._core.choices.OptimizerName` (tests/test_architecture.py
 #: keeps them equal).
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
 

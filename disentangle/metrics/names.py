@@ -1,7 +1,8 @@
 """The names of metric groups, written once, in a module that imports nothing.
 
-:mod:`disentangle.metrics` (which imports scikit-learn), the zoo (which must not) and the study
-analysis all take their lists from here.
+:mod:`disentangle.metrics`, the zoo and the study analysis all take their lists from here
+(importing it imports :mod:`disentangle.metrics`' registry, not scikit-learn: the metrics import
+their heavy dependencies when they run).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Training-throughput benchmark: ``python -m disentangle.bench [--device auto] [--steps 60]``.
+"""Training-throughput benchmark: ``python -m disentangle.training.bench [--device auto] [--steps 60]``.
 
 Prints, measured in one run on the current device:
 
@@ -9,7 +9,7 @@ Prints, measured in one run on the current device:
    sampler, and in fp32 fed by the DataLoader, with the ratio;
 3. training steps/s of the step modes (``--modes``): ``eager`` (fp32), ``compiled``
    (``train.compile: true``), ``bf16`` (eager, bf16 autocast), ``compiled-bf16`` and, on CUDA,
-   ``tf32`` (eager fp32 with TF32 matmuls/convolutions). ``python -m disentangle.bench --device
+   ``tf32`` (eager fp32 with TF32 matmuls/convolutions). ``python -m disentangle.training.bench --device
    cuda`` is the GPU measurement; the compiled modes include nothing of the compile time (it is
    spent in the warm-up steps).
 
@@ -28,12 +28,13 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .config import TrainConfig
-from .data import DATASETS, IndexedImageDataset
-from .model import VAE
-from .objectives import OBJECTIVES
+from ..config import TrainConfig
+from ..data import DATASETS, IndexedImageDataset
+from ..models.vae import VAE
+from ..objectives import OBJECTIVES
+from .optim import build_optimizers
 from .precision import Precision
-from .trainer import build_optimizers, compile_networks, resolve_device
+from .runtime import compile_networks, resolve_device
 
 MODES = ("eager", "compiled", "bf16", "compiled-bf16", "tf32")
 
@@ -148,7 +149,7 @@ def step_mode_rates(next_batch, modes, steps: int, batch_size: int, device: torc
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m disentangle.bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m disentangle.training.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="auto")
     p.add_argument("--steps", type=int, default=60, help="timed training steps per setting")
     p.add_argument("--batch-size", type=int, default=64)
@@ -217,6 +218,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from disentangle._cli import run_main
+    from disentangle._core.cli import run_main
 
     run_main(main)

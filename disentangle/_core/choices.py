@@ -1,7 +1,7 @@
 """The choices of the ``train`` keys that name one of a few options, each written once.
 
 :class:`disentangle.config.TrainConfig` is annotated with these ``Literal`` types; the config's
-validation, :mod:`disentangle.optim` and :class:`disentangle.precision.Precision` take their
+validation, :mod:`disentangle.training.optim` and :class:`disentangle.training.precision.Precision` take their
 tuples from them (``typing.get_args``). This module imports nothing of the package, so that the
 low layers (``precision``, which the objectives use) can read the choices without importing
 :mod:`disentangle.config`, which imports the registries of those layers to resolve names.
@@ -28,3 +28,9 @@ INITS: tuple[str, ...] = typing.get_args(InitName)
 DEFAULT_INIT: InitName = "reference"
 #: the value of ``model.init`` for configs written before the key existed (their runs used it)
 LEGACY_INIT: InitName = "pytorch"
+
+#: keys added to the config after runs were saved without them, with the value those runs used
+#: (not the new default). :func:`disentangle.config.upgrade_saved_config` fills them into a saved
+#: config; :func:`disentangle.sweep.ids.identity` leaves them out of a run id at that value, so the
+#: runs from before the key keep their ids.
+LEGACY_VALUES: dict[str, str] = {"model.init": LEGACY_INIT}

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import distributed
-from .backbones import BACKBONES
-from .backbones.init import DEFAULT_INIT, initialize
+from .._core import distributed
+from ..backbones import BACKBONES
+from ..backbones.init import DEFAULT_INIT, initialize
 
 
 def reparameterize(
@@ -25,7 +25,7 @@ def reparameterize(
     """A sample ``z = μ + σ ε`` with ``ε ~ N(0, I)``, differentiable in μ and log σ².
 
     ``ε`` comes from ``generator`` when given; otherwise from the trainer's per-step generator
-    (:func:`disentangle.distributed.normal`: drawn for the global batch, this process's rows kept,
+    (:func:`disentangle._core.distributed.normal`: drawn for the global batch, this process's rows kept,
     so a multi-process run gets the single-process noise), or torch's global RNG outside training.
     ``groups``: the rows are that many equal blocks of the batch (2 for the two elements of pairs).
     """

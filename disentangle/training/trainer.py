@@ -25,28 +25,30 @@ Design choices:
   ``eps``, ``weight_decay``; fused on CUDA); objectives add theirs through
   ``Objective.extra_optimizers``. ``train.lr_schedule`` (after ``train.warmup_steps`` of linear
   warm-up) multiplies the learning rate of every optimizer; its state is checkpointed
-  (:mod:`disentangle.optim`).
+  (:mod:`disentangle.training.optim`).
 * Every random draw of a step's loss (reparameterisation noise, prior samples, permutations) comes
   from a second checkpointed generator, installed with
-  :func:`disentangle.distributed.random_source`, drawn for the global batch.
-* Under ``torchrun`` (:mod:`disentangle.distributed`) ``train.batch_size`` is the global batch;
+  :func:`disentangle._core.distributed.random_source`, drawn for the global batch.
+* Under ``torchrun`` (:mod:`disentangle._core.distributed`) ``train.batch_size`` is the global batch;
   each rank trains on its shard (drawn for the global batch, rendered for its rows) and the run
   computes the single-process losses; logged values are global-batch values; rank 0 writes the run
   folder and evaluates metrics, and an exception there is raised on every rank at once.
 * ``train.steps`` is the *total* step count: ``--resume`` continues from the checkpoint up to it;
-  only the keys of :data:`disentangle.resume.RESUMABLE_KEYS` may differ from the run's config.
+  only the keys of :data:`disentangle.training.resume.RESUMABLE_KEYS` may differ from the run's config.
 * Ctrl-C (SIGINT) never saves half a step: the handler only sets a flag; the step in progress
   (including FactorVAE's discriminator update) completes, its checkpoint is written, and then
   ``KeyboardInterrupt`` is raised. A second Ctrl-C stops at once without saving (the last
-  periodic checkpoint stays valid) (:mod:`disentangle.interrupt`).
+  periodic checkpoint stays valid) (:mod:`disentangle.training.interrupt`).
 
-The device, seeds, CUDA flags, the memory layout and ``torch.compile`` are set up by :mod:`disentangle.runtime`.
+The device, seeds, CUDA flags, the memory layout and ``torch.compile`` are set up by :mod:`disentangle.training.runtime`.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,8 +56,15 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from . import distributed
-from .backbones.init import initialize
+from .._core import distributed
+from ..backbones.init import initialize
+from ..config import Config
+from ..data import build_dataset
+from ..data.base import BatchShard, sampling_shard
+from ..errors import NonFiniteLossError, RunExistsError
+from ..models.vae import VAE
+from ..objectives import OBJECTIVES
+from .cadence import Cadence
 from .checkpoint import (
     CHECKPOINT_NAME,
     FORMAT_VERSION,
@@ -64,32 +73,35 @@ from .checkpoint import (
     load_latest,
     restore_rng_state,
     save_rotating,
+    upgrade_checkpoint,
 )
-from .config import Config, upgrade_saved_config
-from .data import build_dataset
 from .interrupt import DeferredInterrupt
-from .model import VAE
-from .objectives import OBJECTIVES
-
-# "X as X": names that moved to optim and resume, re-exported (from disentangle.trainer import X)
-from .optim import LR_SCHEDULES as LR_SCHEDULES
-from .optim import OPTIMIZERS as OPTIMIZERS
 from .optim import build_optimizers, build_schedulers
-from .optim import lr_factor as lr_factor
-from .optim import optimizer_factory as optimizer_factory
 from .precision import Precision
-from .registry import DisentangleError
-from .resume import RESUMABLE_KEYS as RESUMABLE_KEYS
 from .resume import check_resume_config
-from .runtime import compile_networks, configure_cuda_backends, resolve_device, seed_everything, to_channels_last
+from .runtime import (
+    Stream,
+    compile_networks,
+    configure_cuda_backends,
+    resolve_device,
+    seed_everything,
+    stream_seed,
+    to_channels_last,
+)
 
 
-class RunExistsError(DisentangleError):
-    """The output folder already holds a run and ``resume`` was not requested."""
-
-
-class NonFiniteLossError(DisentangleError):
-    """A loss became NaN or infinite; the last good checkpoint is kept."""
+@contextlib.contextmanager
+def local_sampling() -> Iterator[None]:
+    """Within the block, a dataset that can render a shard of a batch alone
+    (:attr:`~disentangle.data.base.GridDataset.shard_rendering`) draws the indices and per-sample
+    randomness of the whole global batch but renders only this rank's rows
+    (:func:`disentangle.data.base.sampling_shard`); pass what the sampler returns through
+    :func:`disentangle._core.distributed.local_batch`. Nothing changes in one process."""
+    if not distributed.is_distributed():
+        yield
+        return
+    with sampling_shard(BatchShard(distributed.rank_info().rank, distributed.rank_info().world_size)):
+        yield
 
 
 def _to_loggable(value: Any) -> Any:
@@ -127,7 +139,7 @@ class Trainer:
     >>> Trainer(load_config("configs/quickstart.yaml")).fit(resume=True)  # doctest: +SKIP
 
     Under ``torchrun`` every process runs this same code on its shard of the global batch
-    (:mod:`disentangle.distributed`); rank 0 alone writes the run folder.
+    (:mod:`disentangle._core.distributed`); rank 0 alone writes the run folder.
     """
 
     def __init__(self, config: Config, dataset: Any = None) -> None:
@@ -173,10 +185,10 @@ class Trainer:
             **{f"objective.{n}": p for n, p in self.objective.named_parameters()},
         })
         self.data_generator = torch.Generator(device=self.device)
-        self.data_generator.manual_seed(cfg.seed + 1)  # distinct stream from weight init / noise
+        self.data_generator.manual_seed(stream_seed(cfg.seed, Stream.DATA))
         # every per-step draw of the objectives (reparameterisation, prior samples, permutations)
         self.noise_generator = torch.Generator(device=self.device)
-        self.noise_generator.manual_seed(cfg.seed + 3)
+        self.noise_generator.manual_seed(stream_seed(cfg.seed, Stream.NOISE))
         if self.device.type == "cuda":
             configure_cuda_backends(cfg.train)
         self.step = 0
@@ -207,6 +219,7 @@ class Trainer:
         }
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
+        """Load a checkpoint brought to the current layout (:func:`upgrade_checkpoint`)."""
         self.model.load_state_dict(ckpt["model"])
         self.objective.load_state_dict(ckpt["objective"])
         missing = set(self.optimizers) ^ set(ckpt["optimizers"])
@@ -214,20 +227,20 @@ class Trainer:
             raise RuntimeError(f"Checkpoint optimizers {sorted(ckpt['optimizers'])} do not match {sorted(self.optimizers)}.")
         for name, opt in self.optimizers.items():
             opt.load_state_dict(ckpt["optimizers"][name])
-        # checkpoints written before schedules existed: constant lr, nothing to restore
-        for name, state in (ckpt.get("schedulers") or {}).items():
+        for name, state in ckpt["schedulers"].items():
             if name in self.schedulers:
                 self.schedulers[name].load_state_dict(state)
-        self.precision.load_state_dict(ckpt.get("precision", {}))
+        self.precision.load_state_dict(ckpt["precision"])
         self.step = int(ckpt["step"])
-        self._wall_time_before = float(ckpt.get("wall_time_s", 0.0))
+        self._wall_time_before = float(ckpt["wall_time_s"])
         rng = dict(ckpt["rng"])
         if "cuda" in rng and (not torch.cuda.is_available() or len(rng["cuda"]) != torch.cuda.device_count()):
             rng.pop("cuda")  # saved on another number of GPUs; training draws from its own generators
-        saved = rng.get("generators", {})
+        saved = rng["generators"]
         restore_rng_state(rng, {k: g for k, g in self._generators().items() if k in saved})
-        if "noise" not in saved:  # a checkpoint from before the per-step generator: a fresh stream
-            self.noise_generator.manual_seed(self.config.seed + 3 + self.step)
+        for name, generator in self._generators().items():
+            if name not in saved:  # a stream the checkpoint predates: a fresh one, moved on by the step
+                generator.manual_seed(stream_seed(self.config.seed, Stream[name.upper()]) + self.step)
 
     def save_checkpoint(self) -> None:
         """Rank 0 writes the checkpoint; its failure is raised on every rank (:meth:`_on_main`)."""
@@ -254,7 +267,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation and pictures
     def _evaluate(self) -> dict[str, Any]:
-        from .metrics import evaluate_metrics
+        from ..metrics import evaluate_metrics
 
         rng_state = capture_rng_state(self._generators())
         self.model.eval()
@@ -267,16 +280,16 @@ class Trainer:
     def _picture_generator(self) -> torch.Generator:
         """The same images at every TensorBoard image step (never the training streams)."""
         device = getattr(self.dataset, "device", self.device)
-        return torch.Generator(device=device).manual_seed(self.config.seed + 2)
+        return torch.Generator(device=device).manual_seed(stream_seed(self.config.seed, Stream.PICTURES))
 
     def _write_pictures(self) -> None:
-        from .visualize import write_training_pictures
+        from ..visualize import write_training_pictures
 
         write_training_pictures(self.model, self.dataset, self.out_dir, seed=self.config.seed)
 
     def _on_main(self, fn: Any) -> Any:
         """``fn()`` on rank 0, its result (or its exception) on every rank
-        (:func:`disentangle.distributed.run_on_main`): every piece of rank 0's own work goes
+        (:func:`disentangle._core.distributed.run_on_main`): every piece of rank 0's own work goes
         through here, so a failure there stops every rank at once."""
         return distributed.run_on_main(fn)
 
@@ -286,7 +299,7 @@ class Trainer:
         the objective's (per-rank) terms."""
         cfg = self.config.train
         with distributed.random_source(self.noise_generator):
-            with distributed.local_sampling():  # draws for the global batch, renders this rank's rows
+            with local_sampling():  # draws for the global batch, renders this rank's rows
                 batch = self.objective.sample_batch(self.dataset, cfg.batch_size, self.data_generator)
             batch = _to_device(distributed.local_batch(batch, cfg.batch_size), self.device)
             terms = self.objective.train_step(
@@ -309,7 +322,6 @@ class Trainer:
 
     def _fit(self, resume: bool) -> TrainResult:
         cfg = self.config.train
-        main = self.rank_info.is_main
         exists = self._on_main(lambda: has_checkpoint(self.out_dir))
         if exists and not resume:
             raise RunExistsError(
@@ -322,8 +334,7 @@ class Trainer:
                 raise RunExistsError(
                     f"Cannot resume: no checkpoint at '{self.checkpoint_path}'. Start a new run without --resume."
                 )
-            ckpt = self._on_main(lambda: load_latest(self.out_dir)[0])
-            ckpt["config"] = upgrade_saved_config(ckpt["config"])
+            ckpt = upgrade_checkpoint(self._on_main(lambda: load_latest(self.out_dir)[0]))
             check_resume_config(ckpt["config"], self.config, self.out_dir)
         self._build()
         if ckpt is not None:
@@ -334,114 +345,132 @@ class Trainer:
         if cfg.channels_last:
             to_channels_last(self.model, self.objective)
         compile_networks(self.model, self.objective, cfg.compile)
-        tensorboard = None
-
-        def open_run_folder() -> None:  # rank 0
-            nonlocal tensorboard
-            if ckpt is not None:
-                self._truncate_log(self.step)
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            self.config.save(self.out_dir / "config.yaml")
-            if cfg.tensorboard:
-                from .visualize import TensorBoardLogger
-
-                # on resume, events a crashed session wrote after the checkpoint are hidden
-                tensorboard = TensorBoardLogger(self.out_dir, purge_step=self.step if ckpt is not None else None)
-
-        self._on_main(open_run_folder)
-
-        model, objective = self.model, self.objective
-        model.train()
-        objective.train()
-        nonfinite = torch.zeros((), dtype=torch.bool, device=self.device)
-        last_good_step = self.step
-        last_terms: dict[str, Any] = {}
-        start_step, start_time = self.step, time.perf_counter()
-        self._session_start = start_time
-        bar = tqdm(
-            total=cfg.steps, initial=self.step, disable=not (cfg.progress and main), dynamic_ncols=True, desc="train"
-        )
-
-        def check_finite() -> None:
-            nonlocal last_good_step
-            distributed.check_gradients()  # a gradient missing on some ranks only (read here, not per step)
-            if distributed.any_over_ranks(nonfinite):  # every rank stops, with the same message
-                kept = (
-                    f"the last good checkpoint (step {self._checkpoint_step})"
-                    if self._checkpoint_step is not None else "no checkpoint"
-                )
-                raise NonFiniteLossError(
-                    f"The loss became NaN or infinite between steps {last_good_step} and {self.step}; "
-                    f"training stopped and {kept} is kept in '{self.out_dir}'. Lower train.lr, use "
-                    f"train.precision=fp32, or check the objective's parameters."
-                )
-            last_good_step = self.step
-
-        def write_step(log: bool, evaluate: bool, images: bool) -> None:  # rank 0's files of a step
-            if log:
-                elapsed = time.perf_counter() - start_time
-                speed = {
-                    "steps_per_s": (self.step - start_step) / max(elapsed, 1e-9),
-                    "wall_time_s": round(self.wall_time_s, 3),
-                }
-                self._log({"step": self.step, **last_terms, **speed})
-                bar.set_postfix({k: f"{v:.4g}" for k, v in last_terms.items() if isinstance(v, float)}, refresh=False)
-                if tensorboard is not None:
-                    tensorboard.log_terms(self.step, {**last_terms, **speed})
-            if evaluate:
-                scores = self._evaluate()
-                self._log({"step": self.step, "metrics": scores})
-                if tensorboard is not None:
-                    tensorboard.log_metrics(self.step, scores)
-            if images and tensorboard is not None:
-                tensorboard.log_images(self.step, model, self.dataset, self._picture_generator())
-
+        session = _Session(self.step, cfg.steps, cfg.progress and self.rank_info.is_main, self.device)
+        self._session_start = session.start_time
+        self._on_main(lambda: self._open_run_folder(session, resumed=ckpt is not None))
+        self.model.train()
+        self.objective.train()
+        cadence = Cadence.from_config(cfg)
         interrupt = DeferredInterrupt()
         try:
             interrupt.install()
             while self.step < cfg.steps:
                 terms = self.train_step()
-                nonfinite |= ~torch.isfinite(terms["loss"].detach())
+                session.nonfinite |= ~torch.isfinite(terms["loss"].detach())
                 self.step += 1
-                bar.update(1)
-                at_end = self.step == cfg.steps
-                at_log = self.step % cfg.log_every == 0 or at_end
-                at_checkpoint = self.step % cfg.checkpoint_every == 0 or at_end
-                at_eval = bool(cfg.eval_every and cfg.eval_metrics) and (self.step % cfg.eval_every == 0 or at_end)
-                at_images = bool(cfg.tensorboard and cfg.image_every) and self.step % cfg.image_every == 0
-                if at_log:
-                    check_finite()
+                session.bar.update(1)
+                due = cadence.due(self.step)
+                if "log" in due:
+                    self._check_finite(session)
                     # global-batch values: a rank's term is a mean over its rows or a whole-batch quantity
                     tensors = distributed.mean_over_ranks({k: v for k, v in terms.items() if isinstance(v, torch.Tensor)})
-                    last_terms = {k: _to_loggable(tensors.get(k, v)) for k, v in terms.items()}
-                if at_log or at_eval or at_images:
-                    # rank 0 writes and evaluates; an error there is raised on every rank
-                    self._on_main(functools.partial(write_step, at_log, at_eval, at_images))
-                if distributed.is_distributed():
-                    # ranks agree where they already meet, so a signal seen by one rank stops all
-                    stop = (at_log or at_checkpoint) and distributed.any_over_ranks(
-                        torch.full((), interrupt.requested, dtype=torch.bool, device=self.device)
-                    )
-                else:
-                    stop = interrupt.requested
-                if at_checkpoint or stop:
-                    check_finite()
+                    session.terms = {k: _to_loggable(tensors.get(k, v)) for k, v in terms.items()}
+                files = [event for event in due if event in self._file_handlers]
+                if files:  # rank 0 writes and evaluates; an error there is raised on every rank
+                    self._on_main(functools.partial(self._write_events, session, files))
+                stop = self._stop_requested(interrupt, due)
+                if "checkpoint" in due or stop:
+                    self._check_finite(session)
                     self.save_checkpoint()
                 if stop:
                     raise KeyboardInterrupt
         finally:
             interrupt.uninstall()
-            bar.close()
-            if tensorboard is not None:
-                tensorboard.close()
+            session.close()
         if cfg.traversals and self.step > 0:
             self._on_main(self._write_pictures)
         distributed.barrier()  # the run folder is complete when any rank returns
-        return TrainResult(self.out_dir, self.step, last_terms)
+        return TrainResult(self.out_dir, self.step, session.terms)
+
+    # ------------------------------------------------------------------ the events of a step
+    def _open_run_folder(self, session: _Session, resumed: bool) -> None:  # rank 0
+        if resumed:
+            self._truncate_log(self.step)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.config.save(self.out_dir / "config.yaml")
+        if self.config.train.tensorboard:
+            from ..visualize import TensorBoardLogger
+
+            # on resume, events a crashed session wrote after the checkpoint are hidden
+            session.tensorboard = TensorBoardLogger(self.out_dir, purge_step=self.step if resumed else None)
+
+    def _check_finite(self, session: _Session) -> None:
+        """Raise :class:`NonFiniteLossError` on every rank if any rank saw a non-finite loss since
+        the last check (read here, at log and checkpoint steps, never per step)."""
+        distributed.check_gradients()  # a gradient missing on some ranks only
+        if distributed.any_over_ranks(session.nonfinite):
+            kept = (
+                f"the last good checkpoint (step {self._checkpoint_step})"
+                if self._checkpoint_step is not None else "no checkpoint"
+            )
+            raise NonFiniteLossError(
+                f"The loss became NaN or infinite between steps {session.last_good_step} and {self.step}; "
+                f"training stopped and {kept} is kept in '{self.out_dir}'. Lower train.lr, use "
+                f"train.precision=fp32, or check the objective's parameters."
+            )
+        session.last_good_step = self.step
+
+    @property
+    def _file_handlers(self) -> dict[str, Any]:
+        """The events whose handlers write files (rank 0), by name."""
+        return {"log": self._on_log, "evaluate": self._on_evaluate, "pictures": self._on_pictures}
+
+    def _write_events(self, session: _Session, events: list[str]) -> None:  # rank 0
+        for event in events:
+            self._file_handlers[event](session)
+
+    def _on_log(self, session: _Session) -> None:
+        speed = {
+            "steps_per_s": (self.step - session.start_step) / max(time.perf_counter() - session.start_time, 1e-9),
+            "wall_time_s": round(self.wall_time_s, 3),
+        }
+        self._log({"step": self.step, **session.terms, **speed})
+        session.bar.set_postfix({k: f"{v:.4g}" for k, v in session.terms.items() if isinstance(v, float)}, refresh=False)
+        if session.tensorboard is not None:
+            session.tensorboard.log_terms(self.step, {**session.terms, **speed})
+
+    def _on_evaluate(self, session: _Session) -> None:
+        scores = self._evaluate()
+        self._log({"step": self.step, "metrics": scores})
+        if session.tensorboard is not None:
+            session.tensorboard.log_metrics(self.step, scores)
+
+    def _on_pictures(self, session: _Session) -> None:
+        if session.tensorboard is not None:
+            session.tensorboard.log_images(self.step, self.model, self.dataset, self._picture_generator())
+
+    def _stop_requested(self, interrupt: DeferredInterrupt, due: tuple[str, ...]) -> bool:
+        """Whether to stop after this step: Ctrl-C was pressed. Under torchrun the ranks agree
+        where they already meet (log and checkpoint steps), so a signal seen by one rank stops all."""
+        if not distributed.is_distributed():
+            return interrupt.requested
+        return ("log" in due or "checkpoint" in due) and distributed.any_over_ranks(
+            torch.full((), interrupt.requested, dtype=torch.bool, device=self.device)
+        )
 
 
-def train(config: Config, resume: bool = False, dataset: Any = None) -> TrainResult:
-    """Train from a validated config (see :func:`disentangle.config.load_config`).
+class _Session:
+    """What one call of :meth:`Trainer.fit` keeps between steps: the progress bar, the TensorBoard
+    writer, the last logged terms and the on-device non-finite flag."""
+
+    def __init__(self, step: int, steps: int, show_progress: bool, device: torch.device) -> None:
+        self.start_step, self.start_time = step, time.perf_counter()
+        self.last_good_step = step
+        self.terms: dict[str, Any] = {}
+        self.nonfinite = torch.zeros((), dtype=torch.bool, device=device)
+        self.tensorboard: Any = None
+        self.bar = tqdm(total=steps, initial=step, disable=not show_progress, dynamic_ncols=True, desc="train")
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+
+
+def fit(config: Config, resume: bool = False, dataset: Any = None) -> TrainResult:
+    """Train from a validated config (see :func:`disentangle.config.load_config`) and return the
+    run folder and last step; ``resume`` continues the run in ``train.out_dir`` from its checkpoint.
+    (``python -m disentangle.train`` is its command line.)
 
     ``dataset`` optionally supplies the already built dataset of ``config.data``.
     """

@@ -3,7 +3,7 @@
 One row per finished run, built from the runs' ``metrics.json`` records. The sweep writes it
 (:mod:`disentangle.sweep`, after every finished run and at the end of a sweep); the study reads it
 (:mod:`disentangle.study`). This module sits below both: it imports neither of them nor the
-trainer, only the standard library, :mod:`disentangle.atomic` and, for a metric's default
+trainer, only the standard library, :mod:`disentangle._core.atomic` and, for a metric's default
 settings, the metrics registry.
 
 Columns, in order: ``run_id``, ``status`` (``finished``), ``seed``, one column per config key that
@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_write_text
-from .registry import DisentangleError
+from .._core.atomic import atomic_write_text
+from ..errors import DisentangleError
 
 # ---------------------------------------------------------------------- the files of a sweep folder
 #: the plan of a sweep folder (``DIR/sweep.json``): its runs' order, varying keys and metrics
@@ -159,8 +159,8 @@ def settings_identity(metric: str, settings: dict[str, Any] | None) -> dict[str,
     not imported) keeps ``settings`` as given."""
     import inspect
 
-    from .metrics import METRICS
-    from .registry import UnknownNameError
+    from ..errors import UnknownNameError
+    from . import METRICS
 
     try:
         function = METRICS.get(metric)

@@ -17,17 +17,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .registry import ConfigError, did_you_mean
+from ..errors import ParameterError
+from .registry import did_you_mean
 
 T = TypeVar("T")
-
-
-class ParameterError(ConfigError):
-    """A bad parameter value; ``parameter`` names it so callers can add their section prefix."""
-
-    def __init__(self, parameter: str, message: str) -> None:
-        super().__init__(message)
-        self.parameter = parameter
 
 
 def _is_number(value: Any) -> bool:

@@ -1,6 +1,6 @@
 """What may change when a run is resumed: the config of the checkpoint against the config now.
 
-A run resumes from its checkpoint (:mod:`disentangle.checkpoint`) only with the config it was
+A run resumes from its checkpoint (:mod:`disentangle.training.checkpoint`) only with the config it was
 started with, except for the ``train`` keys of :data:`RESUMABLE_KEYS` (how long, how often to log,
 evaluate and checkpoint, where and how fast to run). :func:`check_resume_config` names every other
 difference in one :class:`~disentangle.ConfigError`.
@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import Config
-from .registry import ConfigError
+from ..config import Config
+from ..errors import ConfigError
 
 #: train keys that may differ between a checkpoint's config and the config used to resume it
 RESUMABLE_KEYS = (

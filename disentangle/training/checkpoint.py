@@ -13,6 +13,7 @@ readable.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import warnings
@@ -22,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .atomic import atomic_write, fsync_dir
-from .registry import DisentangleError
+from .._core.atomic import atomic_write, fsync_dir
+from ..errors import CheckpointError, CheckpointNotFoundError, ConfigError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 """The newest checkpoint of a run folder."""
@@ -33,22 +34,74 @@ FORMAT_VERSION = 1
 """The version of the checkpoint dict's layout."""
 
 
-class CheckpointError(DisentangleError):
-    """No readable checkpoint: the message names the file(s) and what was wrong with each."""
+def upgrade_checkpoint(ckpt: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint dict of any earlier layout brought to the current one, in place and returned:
+    the one place where what older checkpoints lack is given the value their run used.
+
+    * the config: keys added since (:func:`disentangle.config.upgrade_saved_config`, e.g.
+      ``model.init: pytorch``);
+    * ``schedulers``: none (checkpoints from before learning-rate schedules trained at a constant lr);
+    * ``precision``: no GradScaler state; ``wall_time_s``: 0;
+    * ``rng.generators``: the trainer's named generators it holds; one it lacks (``noise``, before the
+      per-step generator) starts a fresh stream (:meth:`~disentangle.training.trainer.Trainer._restore`).
+    """
+    from ..config import upgrade_saved_config
+
+    ckpt["config"] = upgrade_saved_config(ckpt["config"])
+    ckpt.setdefault("schedulers", {})
+    ckpt.setdefault("precision", {})
+    ckpt.setdefault("wall_time_s", 0.0)
+    ckpt["rng"] = {"generators": {}, **ckpt["rng"]}
+    return ckpt
 
 
-class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
-    """The checkpoint file (or run folder) does not exist."""
+DIGEST_KEY = "sha256"
+"""The checkpoint entry holding :func:`content_digest` of everything else in it."""
+
+
+def content_digest(obj: Any) -> str:
+    """sha256 of a checkpoint's content: every tensor's dtype, shape and bytes and every other
+    value's ``repr``, walked in sorted key order (so it does not depend on how ``torch.save``
+    lays the file out). Written into the checkpoint by :func:`atomic_save` and checked by
+    :func:`load_checkpoint`: a flipped byte in a weight is found, not resumed from."""
+    h = hashlib.sha256()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous().reshape(-1)
+            h.update(f"T{t.dtype}{tuple(value.shape)}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            h.update(b"{")
+            for key in sorted(value, key=repr):
+                h.update(repr(key).encode())
+                walk(value[key])
+            h.update(b"}")
+        elif isinstance(value, (list, tuple)):
+            h.update(b"[" if isinstance(value, list) else b"(")
+            for item in value:
+                walk(item)
+            h.update(b"]")
+        else:
+            h.update(f"{type(value).__name__}:{value!r};".encode())
+
+    walk({k: v for k, v in obj.items() if k != DIGEST_KEY} if isinstance(obj, dict) else obj)
+    return h.hexdigest()
 
 
 def atomic_save(obj: Any, path: str | Path) -> None:
     """``torch.save`` to a temporary file in the same folder, fsync, then rename over ``path``.
 
-    A crash at any point leaves either the old file or the new one, never a torn file.
+    A crash at any point leaves either the old file or the new one, never a torn file. A dict is
+    saved with its :func:`content_digest` under :data:`DIGEST_KEY`, in the same file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda f: torch.save(obj, f))
+    atomic_write(path, lambda f: torch.save(_with_digest(obj), f))
+
+
+def _with_digest(obj: Any) -> Any:
+    return {**obj, DIGEST_KEY: content_digest(obj)} if isinstance(obj, dict) else obj
 
 
 def save_rotating(obj: Any, path: str | Path) -> None:
@@ -62,7 +115,7 @@ def save_rotating(obj: Any, path: str | Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     previous = path.with_name(PREVIOUS_CHECKPOINT_NAME)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.next")
-    atomic_write(tmp, lambda f: torch.save(obj, f))  # complete and fsynced before anything moves
+    atomic_write(tmp, lambda f: torch.save(_with_digest(obj), f))  # complete and fsynced before anything moves
     try:
         if path.exists():
             os.replace(path, previous)
@@ -115,6 +168,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     Raises :class:`CheckpointNotFoundError` when it does not exist and :class:`CheckpointError`
     when it cannot be read (truncated, corrupt, or not a disentangle checkpoint).
     """
+    check_map_location(map_location)
     path = Path(path)
     if not path.is_file():
         raise CheckpointNotFoundError(f"No checkpoint file at '{path}'.")
@@ -128,7 +182,35 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         ) from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "config" not in ckpt:
         raise CheckpointError(f"'{path}' is not a disentangle checkpoint (it has no 'model' and 'config' entries).")
+    digest = ckpt.pop(DIGEST_KEY, None)  # checkpoints written before digests have none
+    if digest is not None and digest != content_digest(ckpt):
+        raise CheckpointError(
+            f"Checkpoint '{path}' is corrupt: its content does not match the sha256 digest written with "
+            f"it (a changed byte on disk or in transit)."
+        )
     return ckpt
+
+
+def check_map_location(map_location: Any) -> None:
+    """Raise :class:`~disentangle.ConfigError` before any file is read when ``map_location`` is not
+    a device of this machine (``"gpu"``, or ``"cuda"`` without CUDA): reading a good checkpoint onto
+    it would fail, and the failure must not read as a corrupt file."""
+    if callable(map_location) or isinstance(map_location, dict) or map_location is None:
+        return  # torch.load's other forms
+    try:
+        device = torch.device(map_location)
+    except (RuntimeError, TypeError):
+        raise ConfigError(
+            f"'{map_location}' is not a device. Use cpu, cuda, cuda:N or mps (e.g. map_location='cpu', "
+            f"--device cpu)."
+        ) from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            f"The device is '{map_location}', but CUDA is not available on this machine. Load onto the CPU "
+            f"(map_location='cpu', --device cpu); the checkpoint itself is not affected."
+        )
+    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError(f"The device is '{map_location}', but MPS is not available here. Use cpu.")
 
 
 def load_latest(run_dir: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path]:
@@ -139,6 +221,7 @@ def load_latest(run_dir: str | Path, map_location: str | torch.device = "cpu") -
     raises :class:`CheckpointError` (or :class:`CheckpointNotFoundError` when neither exists) with
     one paragraph naming each file and its problem.
     """
+    check_map_location(map_location)
     run_dir = Path(run_dir)
     problems: list[str] = []
     candidates = [run_dir / CHECKPOINT_NAME, run_dir / PREVIOUS_CHECKPOINT_NAME]

@@ -6,22 +6,9 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from ..errors import UnknownNameError
+
 T = TypeVar("T")
-
-
-class DisentangleError(Exception):
-    """Base of the errors whose message is meant for the user (the CLIs print it, no traceback)."""
-
-
-class ConfigError(DisentangleError, ValueError):
-    """A user-facing configuration problem. Its message says what is wrong and how to fix it."""
-
-
-class UnknownNameError(ConfigError, KeyError):
-    """Raised for a name that is not registered; the message lists the valid names."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message, quotes and all
-        return str(self.args[0]) if self.args else ""
 
 
 def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:

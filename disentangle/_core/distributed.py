@@ -10,7 +10,7 @@ How the single-process objective is kept:
 
 * **Every random draw of a step is made for the global batch** from generators that are identical
   on every rank, and each rank keeps its rows: the batch (``objective.sample_batch`` with the
-  global size inside :func:`local_sampling`: the indices and every per-sample draw of the
+  global size inside :func:`disentangle.training.trainer.local_sampling`: the indices and every per-sample draw of the
   dataset are made for the whole batch, and a dataset that can, e.g. the sprites and their
   variants, renders only this rank's rows; any other batch is rendered whole and sliced by
   :func:`local_batch`), the reparameterisation noise and the AAE's prior samples (:func:`normal`
@@ -29,7 +29,7 @@ How the single-process objective is kept:
   global-batch loss. This is what ``DistributedDataParallel`` does, done explicitly because
   objectives call ``model.encode`` and ``model.decode`` directly and take several backward passes
   per step (the AAE), which DDP's forward hook would not see. The trainer hands
-  :func:`sync_optimizer_gradients` to :class:`~disentangle.precision.Precision`, which calls it
+  :func:`sync_optimizer_gradients` to :class:`~disentangle.training.precision.Precision`, which calls it
   between the backward pass and the step: before the fp16 GradScaler looks for overflows, so that
   every rank takes the same decision. Parameters are broadcast from rank 0 at the start.
 * Logged values are averaged over ranks (:func:`mean_over_ranks`), the non-finite check is agreed
@@ -50,7 +50,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .registry import ConfigError, DisentangleError
+from ..errors import ConfigError, DisentangleError, GradientMismatchError
 
 #: how long a rank waits at a collective for the others (rank 0 evaluates metrics alone meanwhile)
 TIMEOUT = datetime.timedelta(minutes=60)
@@ -187,22 +187,6 @@ def local_rows(global_size: int) -> slice:
     return slice(s.rank * size, (s.rank + 1) * size)
 
 
-@contextlib.contextmanager
-def local_sampling() -> Iterator[None]:
-    """Within the block, a dataset that can render a shard of a batch alone
-    (:attr:`~disentangle.data.base.GridDataset.shard_rendering`) draws the indices and per-sample
-    randomness of the whole global batch but renders only this rank's rows
-    (:func:`disentangle.data.base.sampling_shard`); pass what the sampler returns through
-    :func:`local_batch`. Nothing changes in one process."""
-    if not is_distributed():
-        yield
-        return
-    from .data.base import BatchShard, sampling_shard  # data does not import this module
-
-    with sampling_shard(BatchShard(_STATE.rank_info.rank, _STATE.rank_info.world_size)):
-        yield
-
-
 def _batch_rows(batch: Any) -> int:
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0])
@@ -213,7 +197,7 @@ def _batch_rows(batch: Any) -> int:
 
 def local_batch(batch: Any, global_size: int) -> Any:
     """This rank's rows of a batch drawn for a global batch of ``global_size`` inside
-    :func:`local_sampling`: the batch itself if the sampler rendered only this rank's rows, else
+    :func:`disentangle.training.trainer.local_sampling`: the batch itself if the sampler rendered only this rank's rows, else
     (the whole batch) its rows by :func:`shard_batch`."""
     if not is_distributed():
         return batch
@@ -295,7 +279,7 @@ def global_generator() -> torch.Generator | None:
     """The per-step generator for draws on gathered (global) tensors; ``None`` outside a trainer's
     step, meaning torch's global RNG (then there must be one process)."""
     if _STATE.generator is None and is_distributed():
-        raise RuntimeError("a random draw outside disentangle.distributed.random_source in a multi-process run")
+        raise RuntimeError("a random draw outside disentangle._core.distributed.random_source in a multi-process run")
     return _STATE.generator
 
 
@@ -338,10 +322,6 @@ def global_normal(
 
 
 # ---------------------------------------------------------------------------- reductions
-class GradientMismatchError(DisentangleError):
-    """A parameter had a gradient on some ranks and none on others in the same step."""
-
-
 def _foreach_copy(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
     if not dst:
         return
@@ -579,7 +559,6 @@ __all__ = [
     "launched_world_size",
     "local_batch",
     "local_rows",
-    "local_sampling",
     "mean_over_ranks",
     "name_parameters",
     "normal",

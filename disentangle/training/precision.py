@@ -3,7 +3,7 @@
 One :class:`Precision` object is shared by every optimizer of a run (the trainer's and those an
 objective owns), because PyTorch's GradScaler must see all ``step`` calls of an iteration before
 its single ``update``. It knows nothing of processes: in a multi-process run the trainer gives it
-``sync_gradients`` (:func:`disentangle.distributed.sync_optimizer_gradients`, which averages an
+``sync_gradients`` (:func:`disentangle._core.distributed.sync_optimizer_gradients`, which averages an
 optimizer's gradients over the ranks), called between the backward pass and the step, before the
 fp16 scaler looks for overflows, so that every rank takes the same decision and the same step.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .choices import PRECISIONS  # train.precision's choices, written once (a Literal)
+from .._core.choices import PRECISIONS  # train.precision's choices, written once (a Literal)
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -32,7 +32,7 @@ class Precision:
     ) -> None:
         """``sync_gradients(optimizer)``, if given, runs after every backward and before the step
         and its overflow check (the trainer passes
-        :func:`disentangle.distributed.sync_optimizer_gradients` in a multi-process run)."""
+        :func:`disentangle._core.distributed.sync_optimizer_gradients` in a multi-process run)."""
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
         self.precision = precision

@@ -1,0 +1,101 @@
+"""Checkpoints carry a digest of their content (a flipped byte is found, not resumed from), and a
+device this machine lacks is reported as such, never as a corrupt checkpoint."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import disentangle
+from disentangle.config import load_config
+from disentangle.errors import CheckpointError, ConfigError
+from disentangle.training.checkpoint import (
+    CHECKPOINT_NAME,
+    DIGEST_KEY,
+    PREVIOUS_CHECKPOINT_NAME,
+    content_digest,
+    load_checkpoint,
+    load_latest,
+)
+from disentangle.training.trainer import fit
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, tiny_overrides):
+    out = tmp_path_factory.mktemp("integrity") / "run"
+    fit(load_config(None, tiny_overrides(out, steps=8)))  # checkpoints at 4 and 8: .prev.pt is step 4
+    return out
+
+
+def _flip_a_weight_byte(path) -> None:
+    """Flip one byte inside the stored bytes of the decoder's last weight (not in the zip's
+    bookkeeping, so ``torch.load`` still reads the file)."""
+    weights = torch.load(path, weights_only=True)["model"]
+    key = sorted(k for k in weights if k.endswith("weight"))[-1]
+    raw = weights[key].contiguous().view(torch.uint8).numpy().tobytes()
+    data = bytearray(path.read_bytes())
+    at = bytes(data).find(raw[:64])
+    assert at > 0 and bytes(data).count(raw[:64]) == 1
+    data[at + 33] ^= 0x40
+    path.write_bytes(bytes(data))
+    assert not torch.equal(torch.load(path, weights_only=True)["model"][key], weights[key])  # it loads, changed
+
+
+def test_the_digest_covers_every_value():
+    state = {"model": {"w": torch.arange(6.0).reshape(2, 3)}, "step": 3, "rng": {"g": [1, 2]}, "name": "a"}
+    digest = content_digest(state)
+    assert digest == content_digest({**state, DIGEST_KEY: "anything"})  # the digest entry itself is left out
+    changed = {**state, "model": {"w": torch.arange(6.0).reshape(2, 3).clone()}}
+    changed["model"]["w"][1, 2] = 5.0000005
+    assert content_digest(changed) != digest
+    assert content_digest({**state, "model": {"w": torch.arange(6.0).reshape(3, 2)}}) != digest  # shape
+    assert content_digest({**state, "step": 4}) != digest
+    assert content_digest({**state, "rng": {"g": [2, 1]}}) != digest
+
+
+def test_a_flipped_byte_is_found_and_the_previous_checkpoint_used(run_dir, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    assert DIGEST_KEY not in load_checkpoint(run / CHECKPOINT_NAME)  # checked, then dropped
+    _flip_a_weight_byte(run / CHECKPOINT_NAME)
+    with pytest.raises(CheckpointError, match="does not match the sha256 digest"):
+        load_checkpoint(run / CHECKPOINT_NAME)
+    with pytest.warns(UserWarning, match="Falling back to the previous checkpoint"):
+        ckpt, path = load_latest(run)
+    assert path.name == PREVIOUS_CHECKPOINT_NAME and ckpt["step"] == 4
+
+
+def test_a_checkpoint_without_a_digest_still_loads(run_dir, tmp_path):
+    """Checkpoints written before digests existed."""
+    ckpt = torch.load(run_dir / CHECKPOINT_NAME, weights_only=True)
+    del ckpt[DIGEST_KEY]
+    torch.save(ckpt, tmp_path / "old.pt")
+    assert load_checkpoint(tmp_path / "old.pt")["step"] == 8
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda", "cuda:0"])
+def test_a_device_this_machine_lacks_is_not_a_corrupt_checkpoint(run_dir, device):
+    if device.startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    with pytest.raises(ConfigError, match="not a device|CUDA is not available") as info:
+        disentangle.load(run_dir, map_location=device)
+    assert "corrupt" not in str(info.value) and "new folder" not in str(info.value)
+    assert disentangle.load(run_dir, map_location="cpu").trained_steps == 8
+
+
+def test_evaluate_on_a_missing_device_is_bad_input(run_dir):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    proc = subprocess.run(
+        [sys.executable, "-m", "disentangle.evaluate", str(run_dir), "--device", "cuda", "--metrics", "mig"],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "CUDA is not available" in proc.stderr and "corrupt" not in proc.stderr
+    assert "Traceback" not in proc.stderr

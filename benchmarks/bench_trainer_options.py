@@ -7,7 +7,7 @@ Trains the quickstart's conv64 β-VAE (sprites, batch 64, lr 1e-4) for ``--steps
 option set in turn (alternating rounds, each in a fresh process and run folder) and prints the
 median steps/s of each over the rounds and its ratio to ``default``: ratios from one run, since the
 machine's speed drifts between runs. The rate is read from ``log.jsonl`` as in
-``../shared/tools/train_vs_plain.py``: the steps after the first logged record (the warm-up left out).
+``benchmarks/train_vs_plain.py``: the steps after the first logged record (the warm-up left out).
 Prints the CPU first (model, torch capability, bf16 flags).
 """
 from __future__ import annotations

@@ -113,6 +113,13 @@ class TrainConfig:
 
 @dataclass
 class Config:
+    """A whole run: ``seed`` and the ``data``, ``model``, ``objective`` and ``train`` sections.
+
+    Built from YAML by :func:`load_config` (or :meth:`from_dict`), which checks every key and fills
+    in every default; :meth:`to_dict` gives the nested dict back (the layout of the YAML file and
+    of a run's ``config.yaml``), :meth:`save` writes it.
+    """
+
     seed: int = 0
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -185,7 +192,7 @@ def shipped_config_path(name: str) -> Path:
     clean = name[:-5] if name.endswith(".yaml") else name
     path = configs_root() / f"{clean}.yaml"
     if ".." in Path(clean).parts or not path.is_file():
-        options = shipped_config_names(include_studies=True)
+        options = shipped_config_names()  # the sweeps' study files are not training configs
         raise ConfigError(
             f"'{name}' is neither a config file nor a shipped config name.{did_you_mean(clean, options)} "
             f"Shipped configs: {', '.join(options)}. Pass a path to a YAML file, a shipped name, or "
@@ -204,9 +211,15 @@ def read_yaml_config(path: str | Path, what: str = "Config file") -> dict[str, A
     """The mapping of sections in a YAML config file (an empty file gives ``{}``)."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"{what} '{path}' is not valid YAML: {err}") from None
+    if raw is None:
+        raise ConfigError(
+            f"{what} '{path}' is empty. A config names at least what to train, e.g. configs/quickstart.yaml "
+            f"(python -m disentangle.train --config quickstart); every key left out takes its default "
+            f"(docs/guides/configs.md)."
+        )
     if not isinstance(raw, dict):
         raise ConfigError(f"{what} '{path}' must hold a mapping of sections, got {type(raw).__name__}.")
     return raw
@@ -220,6 +233,10 @@ def read_config_source(source: str | Path) -> dict[str, Any]:
         if prefix in CONFIG_SOURCES:
             return copy.deepcopy(CONFIG_SOURCES.get(prefix)(name))
     path = Path(source)
+    if path.is_dir():
+        options = sorted(p.name for p in path.glob("*.yaml"))
+        listing = f" YAML files in it: {', '.join(options)}." if options else " It holds no YAML file."
+        raise ConfigError(f"'{path}' is a folder, not a config file; pass one of its config files.{listing}")
     if not path.is_file():
         if path.suffix in ("", ".yaml") and not path.is_absolute() and not str(source).startswith("."):
             name = path.as_posix()
@@ -369,6 +386,11 @@ def _train_config(values: dict[str, Any]) -> TrainConfig:
     cfg.eps = checks.in_range("train.eps", cfg.eps, 0, None, low_open=True)
     cfg.betas = checks.adam_betas("train.betas", cfg.betas)
     checks.choice("train.precision", cfg.precision, PRECISIONS)
+    if Path(cfg.out_dir).exists() and not Path(cfg.out_dir).is_dir():
+        raise ConfigError(
+            f"train.out_dir is '{cfg.out_dir}', which is a file, not a folder. Name a folder for the run "
+            f"(train.out_dir=runs/NAME); nothing was written."
+        )
     base_device = cfg.device.split(":")[0]
     if base_device not in DEVICES or (":" in cfg.device and base_device != "cuda"):
         raise ConfigError(

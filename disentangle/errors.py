@@ -3,23 +3,53 @@
 Each message is meant for the user: what is wrong, the valid choices, how to fix it. The CLIs print
 it without a traceback. The kinds, by what went wrong:
 
-* **bad input** (:class:`ConfigError` and its subclasses, :class:`RunExistsError`): a config key,
-  a name, a value or a folder that cannot be used as given;
+* **bad input** (:class:`InputError`: :class:`ConfigError` and its subclasses,
+  :class:`RunExistsError`): a config key, a name, a value, a path or a folder that cannot be used
+  as given;
 * **bad data**, a file on disk (:class:`CheckpointError`, :class:`DataFileNotFoundError`,
   :class:`CorruptDataFileError`, :class:`WeightsError`, :class:`ZooFileError`,
   :class:`ManifestError`);
 * **a failed run** (:class:`NonFiniteLossError`, :class:`GradientMismatchError`).
+
+Every command line exits with the status of its kind (:data:`EXIT_CODES`, each class's
+``exit_code``): 0 done, 2 bad input, 3 bad data, 4 a failed run (or, for a sweep, some failed
+runs), 130 interrupted (Ctrl-C), 1 anything else (an unexpected error: a bug, printed with its
+traceback).
 """
 from __future__ import annotations
 
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_BAD_DATA = 3
+EXIT_RUN_FAILED = 4
+EXIT_INTERRUPTED = 130
+#: every exit status of the command lines, by meaning
+EXIT_CODES: dict[str, int] = {
+    "done": EXIT_OK, "internal error": EXIT_INTERNAL, "bad input": EXIT_BAD_INPUT, "bad data": EXIT_BAD_DATA,
+    "run failed": EXIT_RUN_FAILED, "interrupted": EXIT_INTERRUPTED,
+}
+
 
 class DisentangleError(Exception):
-    """Base of the errors whose message is meant for the user (the CLIs print it, no traceback)."""
+    """Base of the errors whose message is meant for the user (the CLIs print it, no traceback,
+    and exit with its class's ``exit_code``)."""
+
+    exit_code: int = EXIT_INTERNAL
 
 
 # ---------------------------------------------------------------------- bad input
-class ConfigError(DisentangleError, ValueError):
+class InputError(DisentangleError):
+    """Something the user gave cannot be used as given: a path that holds no run or table, a table
+    that cannot be analysed, a folder in the way. Its message says what to give instead."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class ConfigError(InputError, ValueError):
     """A user-facing configuration problem. Its message says what is wrong and how to fix it."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class UnknownNameError(ConfigError, KeyError):
@@ -37,25 +67,35 @@ class ParameterError(ConfigError):
         self.parameter = parameter
 
 
-class RunExistsError(DisentangleError):
+class RunExistsError(InputError):
     """The output folder already holds a run and ``resume`` was not requested."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 # ---------------------------------------------------------------------- bad data
 class CheckpointError(DisentangleError):
     """No readable checkpoint: the message names the file(s) and what was wrong with each."""
 
+    exit_code = EXIT_BAD_DATA
+
 
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
-    """The checkpoint file (or run folder) does not exist."""
+    """The checkpoint file (or run folder) does not exist (a path the user gave: bad input)."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class DataFileNotFoundError(DisentangleError, FileNotFoundError):
     """A dataset file is missing and could not be downloaded; the message says how to get it."""
 
+    exit_code = EXIT_BAD_DATA
+
 
 class CorruptDataFileError(DisentangleError, ValueError):
     """A dataset file exists but is not a valid file of the expected format."""
+
+    exit_code = EXIT_BAD_DATA
 
 
 class ChecksumMismatchError(CorruptDataFileError):
@@ -65,13 +105,19 @@ class ChecksumMismatchError(CorruptDataFileError):
 class OversizeDownloadError(DisentangleError, ValueError):
     """A download that announced or sent more bytes than allowed (``max_bytes``); it was stopped."""
 
+    exit_code = EXIT_BAD_DATA
+
 
 class ManifestError(DisentangleError):
     """A zoo manifest that cannot be read or has an invalid entry."""
 
+    exit_code = EXIT_BAD_DATA
+
 
 class WeightsError(DisentangleError):
     """A weight file that cannot be used: unreadable, not a zoo file, or a hash mismatch."""
+
+    exit_code = EXIT_BAD_DATA
 
 
 class HashMismatchError(WeightsError):
@@ -80,6 +126,8 @@ class HashMismatchError(WeightsError):
 
 class ZooFileError(DisentangleError):
     """A pretrained file that is unavailable (offline, no source, every download failed) or corrupt."""
+
+    exit_code = EXIT_BAD_DATA
 
 
 class ZooOversizeDownloadError(ZooFileError, OversizeDownloadError):
@@ -90,6 +138,10 @@ class ZooOversizeDownloadError(ZooFileError, OversizeDownloadError):
 class NonFiniteLossError(DisentangleError):
     """A loss became NaN or infinite; the last good checkpoint is kept."""
 
+    exit_code = EXIT_RUN_FAILED
+
 
 class GradientMismatchError(DisentangleError):
     """A parameter had a gradient on some ranks and none on others in the same step."""
+
+    exit_code = EXIT_RUN_FAILED

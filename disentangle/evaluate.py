@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from ._core.atomic import atomic_write_text
-from .errors import ConfigError, DisentangleError
+from ._core.cli import REPORTED, report
+from .errors import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -183,12 +184,26 @@ def main(argv: list[str] | None = None) -> int:
         previous = existing_record(output, seed)
 
         seconds: dict[str, float] = {}
-        bar = None
+        bar = grid_bar = None
         if not args.no_progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=len(names), desc="metrics", unit="metric", file=sys.stderr)
+            bar = tqdm(total=len(names), desc="metrics", unit="metric", file=sys.stderr, position=0)
             bar.set_postfix_str(names[0])
+
+        def encoded(count: int, grid_size: int) -> None:
+            # the code table: the first sampling metric encodes (most of) the factor grid, once
+            nonlocal grid_bar
+            if bar is None:
+                return
+            if grid_bar is None:
+                from tqdm.auto import tqdm
+
+                grid_bar = tqdm(
+                    total=grid_size, desc="encoding the factor grid (once, shared by every metric)", unit="img",
+                    unit_scale=True, file=sys.stderr, position=1, leave=False,
+                )
+            grid_bar.update(count)
 
         def done(name: str, scores: dict[str, float], secs: float) -> None:
             seconds[name] = round(secs, 3)
@@ -201,11 +216,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             results = evaluate_metrics(
                 dataset, model, names, seed=seed, settings=settings, callback=done,
-                code_table=False if args.no_code_table else "auto",
+                code_table=False if args.no_code_table else "auto", on_encode=encoded,
             )
         finally:
-            if bar is not None:
-                bar.close()
+            for b in (grid_bar, bar):
+                if b is not None:
+                    b.close()
         record = merged_record(previous, {
             "run_dir": str(run_dir),
             "seed": seed,
@@ -216,15 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             "total_seconds": round(time.perf_counter() - start, 3),
         })
         atomic_write_text(output, json.dumps(record, indent=2) + "\n")
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (DisentangleError, FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted: no metrics were written.", file=sys.stderr)
-        return 130
+    except (*REPORTED, ValueError, KeyboardInterrupt) as err:
+        return report(err, interrupted="interrupted: no metrics were written.")
     print(_table(results))
     print(f"wrote {output}")
     return 0

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-from .errors import ConfigError, DisentangleError
+from ._core.cli import REPORTED, report
+from .errors import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +44,6 @@ def _print(message: str, file=None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from .config import Config, apply_overrides, load_config, read_yaml_config, upgrade_saved_config
-    from .errors import NonFiniteLossError
     from .training.trainer import fit
 
     try:
@@ -66,15 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = load_config(config_path, overrides)
         result = fit(config, resume=bool(args.resume))
-    except (ConfigError, NonFiniteLossError) as err:
-        _print(f"error: {err}", file=sys.stderr)
-        return 2 if isinstance(err, ConfigError) else 1
-    except (DisentangleError, FileNotFoundError) as err:
-        _print(f"error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        _print("interrupted: the last completed step was checkpointed; continue with --resume.", file=sys.stderr)
-        return 130
+    except (*REPORTED, KeyboardInterrupt) as err:
+        return report(err, interrupted="interrupted: the last completed step was checkpointed; continue with --resume.")
     _print(f"done: {result.step} steps, run folder {result.out_dir}")
     return 0
 

@@ -2,7 +2,7 @@
 
     python examples/compare_sprites_reference.py [--reference PATH] [--png OUT.png]
 
-The reference is ``../shared/reference/dsprites.gif`` beside the project root: 320 real 64×64
+The reference is ``examples/reference/dsprites.gif`` (vendored, Apache-2.0): 320 real 64×64
 binary dSprites frames, traversals of the real dataset (for the heart, ellipse and square, the
 scale, the orientation and, for the heart, the x and y positions swept one at a time).
 
@@ -44,7 +44,7 @@ from disentangle.data.sprites import (
     render_sprites,
 )
 
-DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference" / "dsprites.gif"
+DEFAULT_REFERENCE = ROOT / "examples" / "reference" / "dsprites.gif"
 
 
 def load_frames(path: Path) -> np.ndarray:
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.reference.is_file():
         print(
             f"error: reference file not found: {args.reference}\n"
-            "It holds 320 real dSprites frames and lives in ../shared/reference/ beside the project "
+            "It holds 320 real dSprites frames and lives in examples/reference/ in the project "
             "root; pass its location with --reference PATH.",
             file=sys.stderr,
         )

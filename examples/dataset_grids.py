@@ -7,7 +7,7 @@ Look at them to check that the variants render as intended::
 
 * The procedural ``sprites`` and its Color/Noisy/Scream variants are always drawn (offline).
 * The Color/Noisy/Scream variants are also drawn on real dSprites frames: the dSprites file if it
-  is in the cache, else the 320 real frames of ``../shared/reference/dsprites.gif`` when present.
+  is in the cache, else the 320 real frames of ``examples/reference/dsprites.gif`` when present.
 * The file datasets (dsprites, shapes3d, smallnorb, cars3d, mpi3d) are drawn when their files are
   in the cache (``--download`` fetches them; they are large).
 
@@ -104,7 +104,7 @@ def main(argv=None) -> None:
         real = DATASETS.build("dsprites", download=args.download)
         source = "dsprites"
     except DisentangleError as err:
-        gif = ROOT.parent / "shared" / "reference" / "dsprites.gif"
+        gif = ROOT / "examples" / "reference" / "dsprites.gif"
         real, source = (gif_frames(gif), "dsprites_frames") if gif.is_file() else (None, None)
         print(f"dsprites file unavailable ({type(err).__name__}); variants drawn on {gif if real else 'nothing'}")
     if real is not None:

@@ -86,7 +86,7 @@ def test_cli_trains_resumes_and_refuses_overwrite(tmp_path):
     first = _run_cli("--config", str(ROOT / "configs/quickstart.yaml"), "train.steps=2", f"train.out_dir={run}", *common)
     assert first.returncode == 0, first.stderr
     again = _run_cli("--config", str(ROOT / "configs/quickstart.yaml"), "train.steps=2", f"train.out_dir={run}", *common)
-    assert again.returncode == 1 and "already holds a run" in again.stderr and "Traceback" not in again.stderr
+    assert again.returncode == 2 and "already holds a run" in again.stderr and "Traceback" not in again.stderr
     resumed = _run_cli("--resume", str(run), "train.steps=3")
     assert resumed.returncode == 0, resumed.stderr
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 3

@@ -163,13 +163,13 @@ def test_every_generated_marker_is_known_and_expands():
     hook = _hook()
     markers = {}
     for page in DOCS.rglob("*.md"):
-        for name in hook.MARKER.findall(page.read_text()):
+        for name, _ in hook.MARKER.findall(page.read_text()):
             markers[name] = page.relative_to(DOCS).as_posix()
     assert set(markers) <= set(hook.GENERATORS), set(markers) - set(hook.GENERATORS)
     # every generator is used somewhere, and the zoo and the registries' pages hold their blocks
     assert set(hook.GENERATORS) == set(markers), set(hook.GENERATORS) - set(markers)
     with pytest.raises(KeyError, match="unknown generated block"):
-        hook.expand("<!-- generated: no-such-block -->")
+        hook.expand("<!-- generated: no-such-block -->\n<!-- end generated -->")
 
 
 def test_every_generated_table_is_a_table():
@@ -195,7 +195,7 @@ def test_the_zoo_page_lists_every_pretrained_model_of_the_manifest():
     for name in models:
         assert f"`{name}`" in scores and f"`{name}`" in schedules and name in notes
     # a manifest that changes changes the page: nothing about the models is written by hand
-    guide = (DOCS / "guides" / "zoo.md").read_text()
+    guide = hook.MARKER.sub("", (DOCS / "guides" / "zoo.md").read_text())  # outside the generated blocks
     assert not any(name in guide for name in models), "the zoo guide names a pretrained model by hand"
     fake = {"m-s0": {"trained_steps": 5, "config": {}, "metrics": {"mig": {"mig": 0.5}}}}
     assert "`m-s0`" in hook.pretrained_scores(fake) and "0.500" in hook.pretrained_scores(fake)
@@ -211,7 +211,8 @@ def test_the_registered_names_pages_list_every_registered_name():
     for kind, registry in (("dataset", DATASETS), ("backbone", BACKBONES), ("objective", OBJECTIVES), ("metric", METRICS)):
         table = hook.registry_table(kind)
         for name in registry.names():
-            assert f"| `{name}` |" in table, (kind, name)
+            # private names (a leading underscore: the tests' own datasets) are left out
+            assert (f"| `{name}` |" in table) != name.startswith("_"), (kind, name)
 
 
 def test_the_shipped_configs_page_lists_every_shipped_config():
@@ -324,3 +325,28 @@ def test_the_readme_rejects_an_unknown_generated_block():
     text = "<!-- readme: pretrained_scores -->\nx\n<!-- end -->\n<!-- readme: nonsense -->\n<!-- end -->\n"
     with pytest.raises(KeyError, match="nonsense"):
         hook.readme_with_current_tables(text)
+
+
+@pytest.mark.parametrize("page", ["guides/zoo.md", "guides/benchmarks.md", "guides/pictures.md", "reference/configs.md", "reference/names.md"])
+def test_the_generated_blocks_of_the_sources_are_current(page):
+    """The pages read complete on GitHub: each generated block holds what the build would generate
+    (python docs/hooks/generated.py refreshes them)."""
+    hook = _hook()
+    path = hook.DOCS / page
+    text = path.read_text()
+    assert "<!-- generated:" in text and "<!-- end generated -->" in text
+    assert hook.expand(text, page, wrap=False) == text, "run: python docs/hooks/generated.py"
+    assert path in hook.pages_with_blocks()
+
+
+def test_the_sources_link_pictures_where_they_are_in_the_repository():
+    """No page links a file that only the build creates; the build points the links at its copies."""
+    hook = _hook()
+    for page in hook.DOCS.rglob("*.md"):
+        text = page.read_text()
+        assert "assets/examples/" not in text and "assets/benchmarks/" not in text, page
+        for target in re.findall(r"\]\(((?:\.\./)+(?:examples/output|benchmarks)/[^)\s]+)\)", text):
+            assert (page.parent / target).resolve().is_file(), (page, target)
+    linked = hook.site_links("![a](../../examples/output/visualize/x.png) ![b](../../benchmarks/t.png)", "guides/p.md")
+    assert linked == "![a](../assets/examples/visualize/x.png) ![b](../assets/benchmarks/t.png)"
+    assert hook.site_links("![a](../examples/output/v/x.png)", "index.md") == "![a](assets/examples/v/x.png)"

@@ -80,7 +80,7 @@ def test_usage_errors_exit_2_before_loading(args, message, tmp_path, capsys):
 def test_missing_run_exits_1(tmp_path, capsys):
     rc = main([str(tmp_path / "no_such_run"), "--metrics", "mig"])
     err = capsys.readouterr().err
-    assert rc == 1 and "Cannot load a model" in err and "Traceback" not in err
+    assert rc == 2 and "Cannot load a model" in err and "Traceback" not in err
 
 
 def test_module_entry_point_reports_unknown_metric_without_traceback(tmp_path):

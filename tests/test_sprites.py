@@ -18,7 +18,7 @@ from disentangle.data.sprites import (
     render_sprites_from_values,
 )
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared/reference/dsprites.gif"
+REFERENCE = Path(__file__).resolve().parents[1] / "examples/reference/dsprites.gif"
 SQUARE, ELLIPSE, HEART = 0, 1, 2
 
 

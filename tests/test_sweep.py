@@ -260,7 +260,19 @@ def test_the_zoo_campaign_run_ids_are_unchanged():
 
 def test_run_id_is_the_same_in_another_process(tmp_path):
     config = study_from_dict(tiny_study_dict(tmp_path), source="s", folder=tmp_path).runs[1].config
-    code = "import json, sys; from disentangle.sweep import ids; print(ids.run_id(json.loads(sys.stdin.read())))"
+    # ids.py needs only the standard library and disentangle/_core/choices.py (which imports nothing):
+    # load the two alone, under their package names, so the check is quick
+    pkg = REPO / "disentangle"
+    code = (
+        "import importlib.util, json, sys, types\n"
+        "for name in ('disentangle', 'disentangle._core', 'disentangle.sweep'):\n"
+        "    sys.modules[name] = types.ModuleType(name); sys.modules[name].__path__ = []\n"
+        f"for name, path in (('disentangle._core.choices', {str(pkg / '_core' / 'choices.py')!r}), "
+        f"('disentangle.sweep.ids', {str(pkg / 'sweep' / 'ids.py')!r})):\n"
+        "    spec = importlib.util.spec_from_file_location(name, path)\n"
+        "    sys.modules[name] = module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "print(sys.modules['disentangle.sweep.ids'].run_id(json.loads(sys.stdin.read())))"
+    )
     for hash_seed in ("1", "2"):
         # keys shuffled: the id must not depend on dict order or on str hashing
         shuffled = {k: config[k] for k in reversed(list(config))}

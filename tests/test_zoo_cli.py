@@ -91,7 +91,7 @@ def test_a_manifest_file_that_names_no_file_is_refused(tmp_path, monkeypatch, ca
         zoo_manifest.entries()
     assert "\n" not in str(err.value)
     code, _, err_text = cli(capsys, "verify")
-    assert code == 1 and err_text.startswith("error: ") and "Traceback" not in err_text
+    assert code == 3 and err_text.startswith("error: ") and "Traceback" not in err_text  # bad data
 
 
 def test_a_manifest_size_must_be_a_byte_count(tmp_path, monkeypatch):

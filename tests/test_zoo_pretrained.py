@@ -376,7 +376,7 @@ def test_cli_publish_into_a_user_zoo_and_verify_a_corrupt_file(tmp_path, publish
     assert_same_weights(zoo.load("mine-s0"), published[0])
     (weights / "mine-s0.safetensors").write_bytes(b"not the weights")
     code, out, err = cli(capsys, "verify", "mine-s0")
-    assert code == 1 and out.startswith("mismatch") and "error:" in err
+    assert code == 3 and out.startswith("mismatch") and "error:" in err  # bad data
 
 
 def test_torch_hub_lists_and_loads_pretrained_models(published, monkeypatch):
@@ -408,3 +408,27 @@ def test_published_files_are_world_readable(published):
     os.umask(umask)
     for path in (weight_file(published), published[1]):
         assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_verify_says_how_to_get_a_file_back_and_a_lost_one_is_an_error(tmp_path, published, monkeypatch, capsys):
+    """A model of your own manifest without a URL: deleting a corrupt file does not make it
+    fetchable, so verify says to publish it again, and a file that is gone is an error too."""
+    manifest, weights = tmp_path / "mine" / "manifest.json", tmp_path / "blobs"
+    code, _, err = cli(capsys, "publish", str(published[0]), "--name", "nourl-s0", "--manifest", str(manifest),
+                       "--weights-dir", str(weights), "--metrics", "mig")
+    assert code == 0, err
+    monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", str(manifest))
+    monkeypatch.delenv("DISENTANGLE_ZOO_URL", raising=False)
+    (weights / "nourl-s0.safetensors").write_bytes(b"not the weights")
+    code, out, err = cli(capsys, "verify", "nourl-s0")
+    assert code == 3 and "publish the model again" in err and "fetch it again" not in err
+    (weights / "nourl-s0.safetensors").unlink()
+    code, out, err = cli(capsys, "verify", "nourl-s0")
+    assert code == 3 and out.startswith("unavailable") and "publish the model again" in err
+
+
+def test_a_changed_shipped_file_is_restored_by_reinstalling():
+    from disentangle.zoo.fetching import remedy
+
+    entry = zoo.entry(zoo.names(pretrained=True)[0]).pretrained.entry
+    assert "reinstall the package" in remedy(entry)

@@ -7,22 +7,53 @@ again as "Exception ignored" while flushing ``sys.stdout`` at exit. :func:`run_m
 nowhere to fail) and exits with status 141 (128 + SIGPIPE), the status of a command killed by a
 closed pipe (``yes | head``): quietly, as the standard tools do.
 
-Each CLI module ends with the one line ``if __name__ == "__main__": run_main(main)``.
+Each CLI module ends with the one line ``if __name__ == "__main__": run_main(main)``, and reports
+the errors meant for the user with :func:`report` (one paragraph on stderr, the exit status of the
+error's kind: :data:`disentangle.errors.EXIT_CODES`).
 """
 from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from typing import NoReturn
+
+from ..errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, DisentangleError
 
 #: the exit status of a command whose output pipe was closed (128 + SIGPIPE)
 BROKEN_PIPE_STATUS = 141
 
+#: what :func:`report` catches: the package's own errors, and a path the user gave that does not exist
+REPORTED = (DisentangleError, FileNotFoundError)
+
+
+def exit_status(error: BaseException) -> int:
+    """The exit status of an error (:data:`disentangle.errors.EXIT_CODES`): its class's
+    ``exit_code``; a missing path is bad input; Ctrl-C is 130."""
+    if isinstance(error, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(error, DisentangleError):
+        return error.exit_code
+    if isinstance(error, FileNotFoundError):
+        return EXIT_BAD_INPUT
+    return EXIT_INTERNAL
+
+
+def report(error: BaseException, interrupted: str = "interrupted.") -> int:
+    """Print ``error`` for the user (``error: MESSAGE``, or ``interrupted`` for Ctrl-C) on stderr,
+    under torchrun on rank 0 only, and return its exit status."""
+    if os.environ.get("RANK", "0") == "0":
+        message = interrupted if isinstance(error, KeyboardInterrupt) else f"error: {error}"
+        print(message, file=sys.stderr)
+    return exit_status(error)
+
 
 def run_main(main: Callable[..., int | None], *args: object) -> NoReturn:
     """``sys.exit(main(*args))``, exiting quietly with :data:`BROKEN_PIPE_STATUS` when stdout's
-    reader went away (module docstring)."""
+    reader went away (module docstring). The package's own warnings (a checkpoint that fell back
+    to the previous one, ...) print as ``warning: MESSAGE``, without a file and line."""
+    warnings.formatwarning = _format_warning
     try:
         code = main(*args)
         sys.stdout.flush()  # the last buffered output fails here, not at interpreter exit
@@ -30,6 +61,15 @@ def run_main(main: Callable[..., int | None], *args: object) -> NoReturn:
         _silence_stdout()
         sys.exit(BROKEN_PIPE_STATUS)
     sys.exit(code)
+
+
+_PLAIN_FORMAT = warnings.formatwarning
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    if f"{os.sep}disentangle{os.sep}" in str(filename) and issubclass(category, UserWarning):
+        return f"warning: {message}\n"
+    return _PLAIN_FORMAT(message, category, filename, lineno, line)
 
 
 def _silence_stdout() -> None:

@@ -36,12 +36,12 @@ runs several at once, sharing the sampled codes between metrics that draw the sa
 """
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from .._core import checks
-from .._core.registry import Registry, did_you_mean
+from .._core.discovery import import_submodules
+from .._core.registry import did_you_mean
 from ..errors import ConfigError
 from ._utils import (
     RepresentationFunction,
@@ -60,29 +60,13 @@ from .factor_vae import factor_vae_score
 from .mig import mig
 from .modularity import modularity_explicitness
 from .names import LOCATELLO_METRICS  # the six supervised scores of the Locatello et al. study
+from .registration import METRICS, MetricSpec, metric_spec, register_metric
 from .sap import sap_score
 from .synthetic import FactorObservationDataset
 from .unsupervised import unsupervised_scores
 
-METRICS: Registry = Registry("metric")
-"""The metric registry: metric names (``train.eval_metrics``, ``python -m disentangle.evaluate
---metrics``) to the metric functions; their keyword-only parameters are the metric's settings."""
-
-for _fn in (
-    beta_vae_score,
-    factor_vae_score,
-    mig,
-    modularity_explicitness,
-    dci,
-    sap_score,
-    unsupervised_scores,
-    downstream_task,
-    elbo_decomposition,
-):
-    METRICS.register(_fn.__name__, _fn)
-
-elbo_decomposition.requires_encoder = True  # type: ignore[attr-defined]
-
+# every module of the package registers its metrics as it is imported (a new metric is one file)
+import_submodules(__name__, __path__)
 
 
 def available_metrics(representation: Any = None) -> tuple[str, ...]:
@@ -92,11 +76,7 @@ def available_metrics(representation: Any = None) -> tuple[str, ...]:
     ``encode`` method.
     """
     has_encoder = representation is None or callable(getattr(representation, "encode", None))
-    return tuple(
-        name
-        for name in METRICS.names()
-        if has_encoder or not getattr(METRICS.get(name), "requires_encoder", False)
-    )
+    return tuple(name for name in METRICS.names() if has_encoder or not metric_spec(name).requires_encoder)
 
 
 def resolve_metric_names(names: str | Iterable[str], representation: Any = None) -> list[str]:
@@ -128,22 +108,17 @@ def validate_settings(name: str, settings: Mapping[str, Any], dataset: Any = Non
     not given. ``factors`` names are checked against ``dataset`` when one is given (their form
     only, otherwise). Nothing is sampled or encoded.
     """
-    metric = METRICS.get(name)
-    parameters = {
-        p.name: p.default
-        for p in inspect.signature(metric).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    }
+    spec = metric_spec(name)
+    parameters = spec.defaults()
     for key in settings:
         if key not in parameters:
             raise ConfigError(
                 f"{name} has no setting '{key}'.{did_you_mean(key, list(parameters))} "
                 f"Its settings: {', '.join(parameters)}."
             )
-    check: Callable[..., dict[str, Any]] | None = getattr(metric, "check_settings", None)
-    if check is None:
+    if spec.check is None:
         return dict(settings)
-    checked = check(**{**parameters, **settings})
+    checked = spec.check(**{**parameters, **settings})
     if dataset is not None and checked.get("factors") is not None:
         select_factors(dataset, checked["factors"])
     return {key: checked[key] for key in settings}
@@ -158,6 +133,7 @@ def evaluate_metrics(
     settings: Mapping[str, Mapping[str, Any]] | None = None,
     callback: Callable[[str, dict[str, float], float], None] | None = None,
     code_table: bool | Literal["auto"] = "auto",
+    on_encode: Callable[[int, int], None] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Run several metrics on one representation: ``{metric name: {score name: value}}``.
 
@@ -185,7 +161,9 @@ def evaluate_metrics(
     reproduces separate metric calls exactly. Metrics that need the model itself (the ELBO
     decomposition, ``mig(estimator="chen")``) always get the model. With the table, the same
     points are drawn; an image's code may differ in the last bits when computed in another batch,
-    which can move a classifier score slightly.
+    which can move a classifier score slightly. ``on_encode(newly_encoded, grid_size)`` reports the
+    table's encoding as it goes (the first metric that samples heavily encodes most of the grid:
+    737,280 images for dSprites).
     """
     import time
 
@@ -205,12 +183,12 @@ def evaluate_metrics(
     use_table = supports_code_table(dataset) and (
         code_table is True or (code_table == "auto" and is_deterministic_representation(representation))
     )
-    table = CodeTable(dataset, representation) if use_table else None
+    table = CodeTable(dataset, representation, on_encode=on_encode) if use_table else None
     with code_cache():
         for name in resolved:
             metric, metric_settings = METRICS.get(name), dict(settings.get(name, {}))
             start = time.perf_counter()
-            if table is None or _needs_model(metric, metric_settings):
+            if table is None or metric_spec(name).needs_model(metric_settings):
                 results[name] = metric(dataset, representation, seed=seed, **metric_settings)
             else:
                 results[name] = metric(table, table.identity, seed=seed, **metric_settings)
@@ -233,14 +211,10 @@ def is_deterministic_representation(representation: Any) -> bool:
     return isinstance(owner, VAE) and getattr(representation, "__func__", None) is VAE.representation
 
 
-def _needs_model(metric: Callable, settings: Mapping[str, Any]) -> bool:
-    """Whether a metric needs the model's ``encode``, not only codes of observations."""
-    return bool(getattr(metric, "requires_encoder", False)) or settings.get("estimator") == "chen"
-
-
 __all__ = [
     "LOCATELLO_METRICS",
     "METRICS",
+    "MetricSpec",
     "CodeTable",
     "supports_code_table",
     "FactorObservationDataset",
@@ -255,8 +229,10 @@ __all__ = [
     "factor_vae_score",
     "histogram_discretize",
     "is_deterministic_representation",
+    "metric_spec",
     "mig",
     "modularity_explicitness",
+    "register_metric",
     "resolve_metric_names",
     "sap_score",
     "select_factors",

@@ -33,11 +33,12 @@ def model_device(model: Any) -> torch.device:
 
 
 def encode_factors(
-    dataset: Any, model: Any, factors: np.ndarray, rng: np.random.Generator, batch_size: int
+    dataset: Any, model: Any, factors: np.ndarray, rng: np.random.Generator, batch_size: int | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Posterior ``(mu, logvar)`` (float64, on the model's device) for observations of ``factors``."""
     encode = encoder_of(model)
     device = model_device(model)
+    batch_size = batch_size or U.default_representation_batch_size(device)
     mus, logvars = [], []
     with torch.no_grad(), U.eval_mode(model):
         for start in range(0, len(factors), batch_size):

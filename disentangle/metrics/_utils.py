@@ -7,8 +7,9 @@ Conventions used by every metric in this package:
 * a metric draws all of its randomness from ``np.random.default_rng(seed)`` (sampling) and from
   integers derived from ``seed`` (classifier ``random_state``), never from global state, so the same
   seed gives the same numbers, whatever ``n_jobs`` is.
-* the representation is called on batches of ``representation_batch_size`` observations (1,024 by
-  default) under :func:`torch.no_grad`, observations moved to the model's device.
+* the representation is called on batches of ``representation_batch_size`` observations (by
+  default 64 on a CPU, 1,024 on an accelerator: :func:`default_representation_batch_size`) under
+  :func:`torch.inference_mode`, observations moved to the model's device.
 """
 from __future__ import annotations
 
@@ -26,8 +27,20 @@ import torch
 from .._core import checks
 from .._core.registry import did_you_mean
 
-#: observations per representation call unless a metric is told otherwise
+#: observations per representation call on an accelerator unless a metric is told otherwise
 DEFAULT_REPRESENTATION_BATCH_SIZE = 1024
+#: ... and on a CPU, where small batches stay in cache: conv64 encodes 2-3x more images per second
+#: in batches of 64 than of 1,024 (benchmarks/RESULTS-metrics.md)
+CPU_REPRESENTATION_BATCH_SIZE = 64
+
+
+def default_representation_batch_size(device: torch.device | str | None) -> int:
+    """Observations per representation call when a metric is not told (``representation_batch_size``
+    null): :data:`CPU_REPRESENTATION_BATCH_SIZE` on a CPU (or for a plain function), else
+    :data:`DEFAULT_REPRESENTATION_BATCH_SIZE`."""
+    if device is None or torch.device(device).type == "cpu":
+        return CPU_REPRESENTATION_BATCH_SIZE
+    return DEFAULT_REPRESENTATION_BATCH_SIZE
 
 
 # --------------------------------------------------------------------------- argument checks
@@ -142,7 +155,7 @@ def one_of(name: str, choices: Sequence[str]) -> Callable[[Any], str]:
 COMMON_CHECKS: dict[str, Callable[[Any], Any]] = {
     "seed": lambda value: checks.seed("seed", value),
     "n_jobs": check_n_jobs,
-    "representation_batch_size": count("representation_batch_size"),
+    "representation_batch_size": lambda value: None if value is None else checks.positive_int("representation_batch_size", value),
     "factors": check_factor_selection,
 }
 
@@ -225,11 +238,10 @@ class RepresentationFunction:
     every call runs in eval mode (see :func:`eval_mode`).
     """
 
-    def __init__(self, representation: Any, batch_size: int = DEFAULT_REPRESENTATION_BATCH_SIZE):
+    def __init__(self, representation: Any, batch_size: int | None = None):
         if isinstance(representation, RepresentationFunction):
             representation = representation.target
         self.target = representation
-        self.batch_size = checks.positive_int("representation_batch_size", batch_size)
         method = getattr(representation, "representation", None)
         if callable(method):
             self._fn: Callable[[Any], Any] = method
@@ -248,6 +260,9 @@ class RepresentationFunction:
             if first is None:
                 first = next(module.buffers(), None)
             self.device = first.device if first is not None else None
+        if batch_size is None:
+            batch_size = default_representation_batch_size(self.device)
+        self.batch_size = checks.positive_int("representation_batch_size", batch_size)
 
     def _call(self, observations: Any) -> np.ndarray:
         if self.device is not None:
@@ -255,7 +270,7 @@ class RepresentationFunction:
                 observations = torch.as_tensor(observations)
             if isinstance(observations, torch.Tensor) and observations.device != self.device:
                 observations = observations.to(self.device)
-        with torch.no_grad(), eval_mode(self.target):
+        with torch.inference_mode(), eval_mode(self.target):
             out = self._fn(observations)
         if isinstance(out, tuple):
             raise TypeError(
@@ -307,9 +322,7 @@ def as_representation_function(representation: Any, batch_size: int | None = Non
         batch_size is None or batch_size == representation.batch_size
     ):
         return representation
-    return RepresentationFunction(
-        representation, DEFAULT_REPRESENTATION_BATCH_SIZE if batch_size is None else batch_size
-    )
+    return RepresentationFunction(representation, batch_size)
 
 
 # --------------------------------------------------------------------------- sampling

@@ -8,12 +8,14 @@ import numpy as np
 
 from .._core import checks
 from . import _utils as U
+from .registration import register_metric
 
 CHECK_SETTINGS = U.SettingsChecks(
     batch_size=U.count("batch_size"), num_train=U.count("num_train", 2), num_eval=U.count("num_eval")
 )
 
 
+@register_metric(checks=CHECK_SETTINGS)
 def beta_vae_score(
     dataset: Any,
     representation: Any,
@@ -23,7 +25,7 @@ def beta_vae_score(
     num_train: int = 10_000,
     num_eval: int = 5_000,
     factors: Sequence[str | int] | None = None,
-    representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
+    representation_batch_size: int | None = None,
 ) -> dict[str, float]:
     """BetaVAE score: accuracy of a linear classifier predicting which factor was held fixed.
 
@@ -102,6 +104,3 @@ def _sample_points(dataset, code_fn, chosen, batch_size, num_points, rng):
         diff = np.abs(codes[: m * batch_size] - codes[m * batch_size :])
         features.append(diff.reshape(m, batch_size, -1).mean(axis=1))
     return np.concatenate(features, axis=0), labels
-
-
-beta_vae_score.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from . import _utils as U
+from .registration import register_metric
 
 Booster = Literal["exact", "sklearn", "hist"]
 BOOSTERS: tuple[str, ...] = get_args(Booster)
@@ -20,6 +21,7 @@ CHECK_SETTINGS = U.SettingsChecks(
 EPSILON = 1e-11
 
 
+@register_metric(checks=CHECK_SETTINGS)
 def dci(
     dataset: Any,
     representation: Any,
@@ -30,7 +32,7 @@ def dci(
     booster: Booster = "exact",
     factors: Sequence[str | int] | None = None,
     n_jobs: int | None = None,
-    representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
+    representation_batch_size: int | None = None,
 ) -> dict[str, float]:
     """DCI: disentanglement, completeness and informativeness from a tree-ensemble importance matrix.
 
@@ -98,7 +100,6 @@ def dci(
     return U.as_float_dict(scores)
 
 
-dci.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]
 
 
 def importance_matrix(

@@ -8,6 +8,7 @@ import numpy as np
 
 from .._core import checks
 from . import _utils as U
+from .registration import register_metric
 
 Predictor = Literal["logistic_regression", "gradient_boosting", "hist_gradient_boosting"]
 DownstreamBooster = Literal["exact", "sklearn"]
@@ -51,6 +52,7 @@ CHECK_SETTINGS = U.SettingsChecks(
 )
 
 
+@register_metric(checks=CHECK_SETTINGS)
 def downstream_task(
     dataset: Any,
     representation: Any,
@@ -62,7 +64,7 @@ def downstream_task(
     booster: DownstreamBooster = "exact",
     factors: Sequence[str | int] | None = None,
     n_jobs: int | None = None,
-    representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
+    representation_batch_size: int | None = None,
 ) -> dict[str, float]:
     """Accuracy of classifiers predicting each factor from the codes, and their sample efficiency.
 
@@ -146,7 +148,6 @@ def downstream_task(
     return scores
 
 
-downstream_task.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]
 
 
 def _fit_predictor(predictor, x_train, y_train, x_test, y_test, random_state):

@@ -10,6 +10,7 @@ import torch
 from .._core import checks
 from . import _gaussian as G
 from . import _utils as U
+from .registration import register_metric
 
 Mixture = Literal["sample", "grid"]
 
@@ -20,6 +21,7 @@ CHECK_SETTINGS = U.SettingsChecks(
 )
 
 
+@register_metric(checks=CHECK_SETTINGS, requires_encoder=True)
 def elbo_decomposition(
     dataset: Any,
     model: Any,
@@ -28,7 +30,7 @@ def elbo_decomposition(
     num_samples: int = 10_000,
     mixture: Mixture = "sample",
     dataset_size: int | None = None,
-    representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
+    representation_batch_size: int | None = None,
 ) -> dict[str, float]:
     """Index-code MI, total correlation and dimension-wise KL of a Gaussian-encoder model.
 
@@ -116,6 +118,3 @@ def elbo_decomposition(
     for j in range(d):
         scores[f"dimwise_kl_{j}"] = float(dimwise[j])
     return U.as_float_dict(scores)
-
-
-elbo_decomposition.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ import numpy as np
 
 from .._core import checks
 from . import _utils as U
+from .registration import register_metric
 
 CHECK_SETTINGS = U.SettingsChecks(
     batch_size=U.count("batch_size", 2),
@@ -18,6 +19,7 @@ CHECK_SETTINGS = U.SettingsChecks(
 )
 
 
+@register_metric(checks=CHECK_SETTINGS)
 def factor_vae_score(
     dataset: Any,
     representation: Any,
@@ -29,7 +31,7 @@ def factor_vae_score(
     num_variance_estimate: int = 10_000,
     prune_threshold: float = 0.05,
     factors: Sequence[str | int] | None = None,
-    representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
+    representation_batch_size: int | None = None,
 ) -> dict[str, float]:
     """FactorVAE score: accuracy of a majority-vote classifier on the least-varying dimension.
 
@@ -104,6 +106,3 @@ def _votes(dataset, code_fn, num_factors, chosen, batch_size, num_points, rng, g
     votes = np.zeros((num_factors, len(global_var)), dtype=np.int64)
     np.add.at(votes, (index, argmins), 1)
     return votes
-
-
-factor_vae_score.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]

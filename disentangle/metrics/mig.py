@@ -10,6 +10,7 @@ import torch
 
 from . import _gaussian as G
 from . import _utils as U
+from .registration import register_metric
 
 Estimator = Literal["histogram", "chen"]
 ESTIMATORS: tuple[str, ...] = get_args(Estimator)
@@ -22,6 +23,7 @@ CHECK_SETTINGS = U.SettingsChecks(
 )
 
 
+@register_metric(checks=CHECK_SETTINGS, needs_model=lambda settings: settings["estimator"] == "chen")
 def mig(
     dataset: Any,
     representation: Any,
@@ -32,7 +34,7 @@ def mig(
     num_bins: int = 20,
     num_samples: int = 10_000,
     factors: Sequence[str | int] | None = None,
-    representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
+    representation_batch_size: int | None = None,
 ) -> dict[str, float]:
     """Mutual Information Gap: per factor, the normalised gap between its two most informative codes.
 
@@ -152,6 +154,3 @@ def _chen_mutual_information(dataset, model, seed, num_samples, batch_size, chos
         conditional = sum(entropy(np.flatnonzero(grid[:, k] == v), factor_rng) for v in range(size)) / size
         mi[:, column] = torch.clamp(marginal - conditional, min=0).cpu().numpy()
     return mi, np.log(np.asarray(sizes, dtype=np.float64)[chosen])
-
-
-mig.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]

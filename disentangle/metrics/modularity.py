@@ -7,12 +7,14 @@ from typing import Any
 import numpy as np
 
 from . import _utils as U
+from .registration import register_metric
 
 CHECK_SETTINGS = U.SettingsChecks(
     num_train=U.count("num_train", 2), num_test=U.count("num_test"), num_bins=U.count("num_bins")
 )
 
 
+@register_metric(checks=CHECK_SETTINGS)
 def modularity_explicitness(
     dataset: Any,
     representation: Any,
@@ -23,7 +25,7 @@ def modularity_explicitness(
     num_bins: int = 20,
     factors: Sequence[str | int] | None = None,
     n_jobs: int | None = None,
-    representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
+    representation_batch_size: int | None = None,
 ) -> dict[str, float]:
     """Modularity (does each code dimension depend on one factor?) and explicitness.
 
@@ -119,6 +121,3 @@ def _ovr_auc(y: np.ndarray, proba: np.ndarray, classes: np.ndarray) -> float:
     if not present.any():
         return 0.5
     return float(roc_auc_score(target[:, present], proba[:, present], average="macro"))
-
-
-modularity_explicitness.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]

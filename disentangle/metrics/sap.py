@@ -8,6 +8,7 @@ import numpy as np
 
 from .._core import checks
 from . import _utils as U
+from .registration import register_metric
 
 CHECK_SETTINGS = U.SettingsChecks(
     num_train=U.count("num_train", 2),
@@ -16,6 +17,7 @@ CHECK_SETTINGS = U.SettingsChecks(
 )
 
 
+@register_metric(checks=CHECK_SETTINGS)
 def sap_score(
     dataset: Any,
     representation: Any,
@@ -26,7 +28,7 @@ def sap_score(
     continuous_factors: bool = False,
     factors: Sequence[str | int] | None = None,
     n_jobs: int | None = None,
-    representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
+    representation_batch_size: int | None = None,
 ) -> dict[str, float]:
     """SAP: per factor, the gap between the two codes that predict it best on their own.
 
@@ -73,7 +75,6 @@ def sap_score(
     return {"sap": sap_from_score_matrix(matrix)}
 
 
-sap_score.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]
 
 
 def sap_from_score_matrix(matrix: np.ndarray) -> float:

@@ -6,10 +6,12 @@ from typing import Any
 import numpy as np
 
 from . import _utils as U
+from .registration import register_metric
 
 CHECK_SETTINGS = U.SettingsChecks(num_train=U.count("num_train", 2), num_bins=U.count("num_bins"))
 
 
+@register_metric(checks=CHECK_SETTINGS)
 def unsupervised_scores(
     dataset: Any,
     representation: Any,
@@ -17,7 +19,7 @@ def unsupervised_scores(
     seed: int = 0,
     num_train: int = 10_000,
     num_bins: int = 20,
-    representation_batch_size: int = U.DEFAULT_REPRESENTATION_BATCH_SIZE,
+    representation_batch_size: int | None = None,
 ) -> dict[str, float]:
     """Scores that need no factor labels: Gaussian total correlation, Wasserstein correlation, MI.
 
@@ -69,7 +71,6 @@ def unsupervised_scores(
     )
 
 
-unsupervised_scores.check_settings = CHECK_SETTINGS  # type: ignore[attr-defined]
 
 
 def gaussian_total_correlation(cov: np.ndarray) -> float:

@@ -17,6 +17,7 @@ from torch import nn
 from .._core import distributed
 from ..backbones import BACKBONES
 from ..backbones.init import DEFAULT_INIT, initialize
+from ..errors import InputError
 
 
 def reparameterize(
@@ -87,8 +88,34 @@ class VAE(nn.Module):
         return next(self.parameters()).device
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Posterior mean and log-variance, each ``(B, latent_dim)``."""
+        """Posterior mean and log-variance, each ``(B, latent_dim)``, of a float batch
+        ``(B, C, H, W)`` in [0, 1] of the model's image shape (checked from the shape and dtype
+        alone, so training reads nothing back from the device)."""
+        self._check_batch(x)
         return self.encoder(x)
+
+    def _check_batch(self, x: Any) -> None:
+        c, h, w = self.image_shape if len(self.image_shape) == 3 else (None, None, None)
+        expected = f"(B, {', '.join(str(v) for v in self.image_shape)})"
+        if not isinstance(x, torch.Tensor):
+            raise InputError(
+                f"The model takes a tensor {expected} of images in [0, 1]; got {type(x).__name__}. "
+                f"model.representation(x) also takes numpy arrays and uint8 images."
+            )
+        if x.dtype == torch.uint8:
+            raise InputError(
+                "The model takes float images in [0, 1]; got uint8 (0-255). Pass x.float() / 255, or use "
+                "model.representation(x), which converts uint8 images."
+            )
+        if not x.is_floating_point():
+            raise InputError(f"The model takes float images in [0, 1]; got dtype {x.dtype}.")
+        if tuple(x.shape[1:]) != self.image_shape or x.dim() != len(self.image_shape) + 1:
+            hint = ""
+            if x.dim() == len(self.image_shape) and tuple(x.shape) == self.image_shape:
+                hint = " For one image, pass x.unsqueeze(0)."
+            elif c is not None and x.dim() == 4 and x.shape[1] != c and tuple(x.shape[2:]) == (h, w):
+                hint = f" This model was trained on {c}-channel images; the batch has {x.shape[1]} channels."
+            raise InputError(f"The model takes a batch {expected}; got shape {tuple(x.shape)}.{hint}")
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         """Decoder logits ``(B, C, H, W)``; apply ``sigmoid`` (or :meth:`decode_mean`) for images."""
@@ -110,8 +137,9 @@ class VAE(nn.Module):
         return VAEOutput(mu, logvar, z, self.decode(z))
 
     @torch.no_grad()
-    def representation(self, x: torch.Tensor | np.ndarray, batch_size: int = 1024) -> torch.Tensor:
-        """Posterior means for a batch of observations of any size (chunked, no gradients).
+    def representation(self, x: torch.Tensor | np.ndarray, batch_size: int | None = None) -> torch.Tensor:
+        """Posterior means for a batch of observations of any size (chunked, no gradients; by
+        default in chunks of 64 on a CPU, where small batches are faster, and 1,024 elsewhere).
 
         ``x`` may be a float tensor in [0, 1], a uint8 tensor (divided by 255) or a numpy array;
         it is moved to the model's device. Returns a float tensor on that device.
@@ -119,9 +147,15 @@ class VAE(nn.Module):
         x = torch.as_tensor(x)
         if x.dtype == torch.uint8:
             x = x.float() / 255.0
+        elif x.is_floating_point() and x.numel() and float(x.max()) > 1.5:
+            raise InputError(
+                f"The images look like 0-255 values (largest {float(x.max()):g}); the model takes images in "
+                f"[0, 1]. Pass x / 255 (uint8 images are converted)."
+            )
         if tuple(x.shape) == self.image_shape:  # a single observation
             x = x.unsqueeze(0)
         device = self.device
+        batch_size = batch_size or (64 if device.type == "cpu" else 1024)
         outs = [self.encode(x[i : i + batch_size].to(device, torch.float32))[0] for i in range(0, len(x), batch_size)]
         return torch.cat(outs) if outs else torch.empty(0, self.latent_dim, device=device)
 

@@ -126,26 +126,10 @@ class PairVAE(Objective):
         }
 
 
-_TERMS = """
-    Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim`` (of the aggregated posteriors, averaged over
-    the 2B images), ``elbo`` (= −(recon + kl)), ``shared_dims`` (mean number of aggregated
-    dimensions per pair), ``pair_kl_per_dim`` (the mean δ_i of the pairs, before aggregation).
-"""
-
-_PARAMETERS = """
-    beta:
-        KL weight. Default 1 (Locatello et al. 2020 sweep 1, 2, 4, 6, 8, 16).
-    k:
-        Factors resampled per pair: an integer, or ``"random"`` (drawn from 1..K−1 per pair);
-        either way half of the pairs resample a single factor, as disentanglement_lib's
-        ``simple_dynamics`` (see :mod:`disentangle.data.pairs`).
-    reconstruction:
-        ``"bernoulli"`` (default) or ``"gaussian"``."""
-
 
 @OBJECTIVES.register("ada_gvae")
 class AdaGVAE(PairVAE):
-    __doc__ = f"""Ada-GVAE: adaptive estimate of the shared dimensions, averaged posteriors.
+    """Ada-GVAE: adaptive estimate of the shared dimensions, averaged posteriors.
 
     Locatello et al. 2020, §4 with the group-VAE aggregate of Hosoya 2019: a shared dimension gets
     ``μ = (μ1 + μ2)/2``, ``σ² = (σ1² + σ2²)/2`` for both elements; the shared dimensions of a pair
@@ -153,8 +137,20 @@ class AdaGVAE(PairVAE):
     ``group_vae_argmax``.
 
     Parameters
-    ----------{_PARAMETERS}
-    {_TERMS}"""
+    ----------
+    beta:
+        KL weight. Default 1 (Locatello et al. 2020 sweep 1, 2, 4, 6, 8, 16).
+    k:
+        Factors resampled per pair: an integer, or ``"random"`` (drawn from 1..K−1 per pair);
+        either way half of the pairs resample a single factor, as disentanglement_lib's
+        ``simple_dynamics`` (see :mod:`disentangle.data.pairs`).
+    reconstruction:
+        ``"bernoulli"`` (default) or ``"gaussian"``.
+    
+    Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim`` (of the aggregated posteriors, averaged over
+    the 2B images), ``elbo`` (= −(recon + kl)), ``shared_dims`` (mean number of aggregated
+    dimensions per pair), ``pair_kl_per_dim`` (the mean δ_i of the pairs, before aggregation).
+"""
 
     aggregation = "gvae"
     adaptive = True
@@ -165,7 +161,7 @@ class AdaGVAE(PairVAE):
 
 @OBJECTIVES.register("gvae")
 class GVAE(PairVAE):
-    __doc__ = f"""GVAE with the label: every dimension but the changed factor's is averaged.
+    """GVAE with the label: every dimension but the changed factor's is averaged.
 
     Hosoya 2019, group-based VAE, in the label form of Locatello et al. 2020 (disentanglement_lib's
     ``group_vae_labels``): latent dimension ``j`` stands for factor ``j``; for a pair whose label is
@@ -174,8 +170,20 @@ class GVAE(PairVAE):
     resampled factors (as in the reference), so ``k = 1`` is the default.
 
     Parameters
-    ----------{_PARAMETERS}
-    {_TERMS}"""
+    ----------
+    beta:
+        KL weight. Default 1 (Locatello et al. 2020 sweep 1, 2, 4, 6, 8, 16).
+    k:
+        Factors resampled per pair: an integer, or ``"random"`` (drawn from 1..K−1 per pair);
+        either way half of the pairs resample a single factor, as disentanglement_lib's
+        ``simple_dynamics`` (see :mod:`disentangle.data.pairs`).
+    reconstruction:
+        ``"bernoulli"`` (default) or ``"gaussian"``.
+    
+    Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim`` (of the aggregated posteriors, averaged over
+    the 2B images), ``elbo`` (= −(recon + kl)), ``shared_dims`` (mean number of aggregated
+    dimensions per pair), ``pair_kl_per_dim`` (the mean δ_i of the pairs, before aggregation).
+"""
 
     aggregation = "gvae"
     adaptive = False
@@ -183,13 +191,6 @@ class GVAE(PairVAE):
     def __init__(self, beta: float = 1.0, k: PairK = 1, reconstruction: Reconstruction = "bernoulli") -> None:
         super().__init__(beta, k, reconstruction)
 
-
-_ML_PARAMETER = """
-    aggregation:
-        ``"product"`` (default): the normalised product of the two Gaussians (Bouchacourt et al.),
-        ``σ² = σ1²σ2²/(σ1² + σ2²)``, ``μ = (μ1/σ1² + μ2/σ2²)σ²``. ``"disentanglement_lib"``: the
-        reference's ``MLVae``, the same mean with twice that variance (so that two identical
-        posteriors aggregate to themselves); use it to reproduce the published study's code."""
 
 
 class _MLVAEMixin:
@@ -200,15 +201,32 @@ class _MLVAEMixin:
 
 @OBJECTIVES.register("ada_ml_vae")
 class AdaMLVAE(_MLVAEMixin, PairVAE):
-    __doc__ = f"""Ada-ML-VAE: adaptive estimate of the shared dimensions, product of the posteriors.
+    """Ada-ML-VAE: adaptive estimate of the shared dimensions, product of the posteriors.
 
     Locatello et al. 2020, §4 with the ML-VAE aggregate of Bouchacourt et al. 2018 (multi-level
     VAE: the evidence of a group is accumulated by multiplying its posteriors). disentanglement_lib:
     ``mlvae_argmax``.
 
     Parameters
-    ----------{_PARAMETERS}{_ML_PARAMETER}
-    {_TERMS}"""
+    ----------
+    beta:
+        KL weight. Default 1 (Locatello et al. 2020 sweep 1, 2, 4, 6, 8, 16).
+    k:
+        Factors resampled per pair: an integer, or ``"random"`` (drawn from 1..K−1 per pair);
+        either way half of the pairs resample a single factor, as disentanglement_lib's
+        ``simple_dynamics`` (see :mod:`disentangle.data.pairs`).
+    reconstruction:
+        ``"bernoulli"`` (default) or ``"gaussian"``.
+    aggregation:
+        ``"product"`` (default): the normalised product of the two Gaussians (Bouchacourt et al.),
+        ``σ² = σ1²σ2²/(σ1² + σ2²)``, ``μ = (μ1/σ1² + μ2/σ2²)σ²``. ``"disentanglement_lib"``: the
+        reference's ``MLVae``, the same mean with twice that variance (so that two identical
+        posteriors aggregate to themselves); use it to reproduce the published study's code.
+    
+    Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim`` (of the aggregated posteriors, averaged over
+    the 2B images), ``elbo`` (= −(recon + kl)), ``shared_dims`` (mean number of aggregated
+    dimensions per pair), ``pair_kl_per_dim`` (the mean δ_i of the pairs, before aggregation).
+"""
 
     adaptive = True
 
@@ -225,15 +243,32 @@ class AdaMLVAE(_MLVAEMixin, PairVAE):
 
 @OBJECTIVES.register("ml_vae")
 class MLVAE(_MLVAEMixin, PairVAE):
-    __doc__ = f"""ML-VAE with the label: every dimension but the changed factor's gets the product.
+    """ML-VAE with the label: every dimension but the changed factor's gets the product.
 
     Bouchacourt et al. 2018 in the label form of Locatello et al. 2020 (disentanglement_lib's
     ``mlvae_labels``): latent dimension ``j`` stands for factor ``j``; see :class:`GVAE`.
     Needs ``latent_dim`` ≥ the number of factors.
 
     Parameters
-    ----------{_PARAMETERS}{_ML_PARAMETER}
-    {_TERMS}"""
+    ----------
+    beta:
+        KL weight. Default 1 (Locatello et al. 2020 sweep 1, 2, 4, 6, 8, 16).
+    k:
+        Factors resampled per pair: an integer, or ``"random"`` (drawn from 1..K−1 per pair);
+        either way half of the pairs resample a single factor, as disentanglement_lib's
+        ``simple_dynamics`` (see :mod:`disentangle.data.pairs`).
+    reconstruction:
+        ``"bernoulli"`` (default) or ``"gaussian"``.
+    aggregation:
+        ``"product"`` (default): the normalised product of the two Gaussians (Bouchacourt et al.),
+        ``σ² = σ1²σ2²/(σ1² + σ2²)``, ``μ = (μ1/σ1² + μ2/σ2²)σ²``. ``"disentanglement_lib"``: the
+        reference's ``MLVae``, the same mean with twice that variance (so that two identical
+        posteriors aggregate to themselves); use it to reproduce the published study's code.
+    
+    Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim`` (of the aggregated posteriors, averaged over
+    the 2B images), ``elbo`` (= −(recon + kl)), ``shared_dims`` (mean number of aggregated
+    dimensions per pair), ``pair_kl_per_dim`` (the mean δ_i of the pairs, before aggregation).
+"""
 
     adaptive = False
 

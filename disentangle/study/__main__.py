@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import DisentangleError
+from .._core.cli import REPORTED, report
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,9 +60,8 @@ def main(argv: list[str] | None = None) -> int:
             figures=not args.no_figures,
             progress=not args.no_progress,
         )
-    except DisentangleError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except (*REPORTED, KeyboardInterrupt) as err:
+        return report(err, interrupted="interrupted: the files written so far are complete; rerun to write them all.")
     for name in result.skipped:
         print(f"skipped {name}: {result.skipped[name]}", file=sys.stderr)
     print(f"wrote {len(result.files)} files to {args.out}; read {result.files['report.md']}")

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._core.checks import choice, positive_int
-from ..errors import DisentangleError
+from ..errors import InputError
 from .report import write_report
 from .result import StudyResult, variance_row
 from .statistics import Matrix, holm, quartiles, rank_correlation_matrix, variance_explained
@@ -49,7 +49,7 @@ def _runs_folder(source: Any) -> Path | None:
 
 def _udr_groups(design: Design, runs: Path) -> dict[tuple[str, str, str], list[tuple[str, str]]]:
     if "run_id" not in design.table.columns:
-        raise DisentangleError("UDR needs the run_id column to find each run's folder (runs/<run_id>/); the table has none.")
+        raise InputError("UDR needs the run_id column to find each run's folder (runs/<run_id>/); the table has none.")
     groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
     missing = []
     for i, row in enumerate(design.table.rows):
@@ -60,7 +60,7 @@ def _udr_groups(design: Design, runs: Path) -> dict[tuple[str, str, str], list[t
         key = (design.datasets[i], design.methods[i], design.configuration[i])
         groups.setdefault(key, []).append((run_id, str(run_dir)))
     if missing:
-        raise DisentangleError(
+        raise InputError(
             f"UDR needs every run's trained model, but {len(missing)} run folder(s) under '{runs}' have no "
             f"checkpoint.pt ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}). Run the analysis on the "
             f"sweep folder that holds the runs, or leave out --udr."
@@ -100,7 +100,7 @@ def analyze(
     udr_aggregation = choice("udr_aggregation", udr_aggregation, AGGREGATIONS)
     out_dir = Path(out) if out is not None else None
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
-        raise DisentangleError(f"--out '{out_dir}' exists and is not a folder; name a folder for the report.")
+        raise InputError(f"--out '{out_dir}' exists and is not a folder; name a folder for the report.")
     table = source if isinstance(source, StudyTable) else read_table(source, postprocess=postprocess)
     columns = dict(method_column=method_column, seed_column=seed_column, dataset_column=dataset_column)
     by_mode = isinstance(scores, str) and scores in ("headline", "all")
@@ -111,7 +111,7 @@ def analyze(
     if udr:
         runs = _runs_folder(source)
         if runs is None:
-            raise DisentangleError(
+            raise InputError(
                 "UDR is computed from the trained models, so it needs a sweep folder (or its results.csv) next to "
                 "its runs/ folder; this input has no run folders (a disentanglement_lib JSON holds only scores)."
             )

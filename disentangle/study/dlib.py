@@ -69,7 +69,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DisentangleError
+from ..errors import ConfigError, InputError
 from ..metrics.results import FINISHED_STATUS, FIXED_COLUMNS, META_COLUMNS, score_column
 from .columns import StudyTable, is_bookkeeping, to_float
 
@@ -141,7 +141,7 @@ def _rows_of(data: Any, path: Path) -> list[dict[str, Any]]:
                 index.extend(k for k in column if k not in index)
             return [{c: data[c].get(i) for c in keys} for i in index]
         return list(data.values())  # orient="index": {row: {column: value}}
-    raise DisentangleError(
+    raise InputError(
         f"'{path}' is not a disentanglement_lib aggregated results file: expected the JSON that "
         f"dlib_aggregate_results writes (pandas DataFrame.to_json, {{column: {{row: value}}}}) with columns "
         f"such as 'train_config.model.name' and 'evaluation_results.discrete_mig'."
@@ -192,10 +192,10 @@ def read_dlib_json(path: str | Path, *, postprocess: str = "mean_representation"
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except json.JSONDecodeError as err:
-        raise DisentangleError(f"'{path}' is not valid JSON ({err}); expected dlib_aggregate_results' output.") from None
+        raise InputError(f"'{path}' is not valid JSON ({err}); expected dlib_aggregate_results' output.") from None
     rows = _rows_of(data, path)
     if not rows or not any(any(str(k).startswith("train_config.") for k in r) for r in rows):
-        raise DisentangleError(
+        raise InputError(
             f"'{path}' holds no disentanglement_lib results: no row has 'train_config.*' columns (expected "
             f"the output of dlib_aggregate_results, with columns such as 'train_config.model.name', "
             f"'train_config.model.random_seed' and 'evaluation_results.discrete_mig')."

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .._core.registry import did_you_mean
-from ..errors import ConfigError, DisentangleError
+from ..errors import ConfigError, InputError
 from ..metrics.results import CONFIG_NAME, METRICS_NAME, RESULTS_NAME, RUNS_DIR, read_results, score_column
 from .columns import (  # noqa: F401  (BOOKKEEPING_KEYS ... is_score_column: imported by their former module too)
     BOOKKEEPING_KEYS,
@@ -63,7 +63,7 @@ def read_table(source: str | Path, *, postprocess: str = "mean_representation") 
     """
     path = Path(source)
     if not path.exists():
-        raise DisentangleError(
+        raise InputError(
             f"'{source}' does not exist. Pass a sweep folder (holding results.csv and runs/), its "
             f"results.csv, or a disentanglement_lib aggregated results JSON (dlib_aggregate_results)."
         )
@@ -75,7 +75,7 @@ def read_table(source: str | Path, *, postprocess: str = "mean_representation") 
         table = _read_csv(path)
         runs = path.parent / RUNS_DIR
         return _fill_from_run_configs(table, runs) if runs.is_dir() else table
-    raise DisentangleError(
+    raise InputError(
         f"Cannot read '{source}': expected a sweep folder, a .csv results table or a .json "
         f"disentanglement_lib aggregated results file, got a '{path.suffix or 'no'}' file extension."
     )
@@ -150,7 +150,7 @@ def _read_sweep_folder(folder: Path) -> StudyTable:
         return _fill_from_run_configs(table, runs) if runs.is_dir() else table
     if runs.is_dir():
         return _table_from_run_folders(folder, runs)
-    raise DisentangleError(
+    raise InputError(
         f"'{folder}' is not a sweep folder: it has neither results.csv nor runs/. Pass the folder given as "
         f"--out to python -m disentangle.sweep run, its results.csv, or a disentanglement_lib aggregated JSON."
     )
@@ -176,7 +176,7 @@ def _table_from_run_folders(folder: Path, runs: Path) -> StudyTable:
         }
         records.append((run.name, _flatten(_load_yaml(config_file)), scores))
     if not records:
-        raise DisentangleError(
+        raise InputError(
             f"'{folder}' has no results.csv and none of its {unfinished} run folder(s) is finished (a finished run "
             f"holds config.yaml and metrics.json). Let the sweep finish, or write the table with "
             f"python -m disentangle.sweep results {folder}."
@@ -286,9 +286,9 @@ def infer_design(
     """
     where = table.source or "the results table"
     if not table.rows:
-        raise DisentangleError(f"{where} has no rows (no finished runs): nothing to analyse.")
+        raise InputError(f"{where} has no rows (no finished runs): nothing to analyse.")
     if method_column not in table.columns:
-        raise DisentangleError(
+        raise InputError(
             f"{where} has no method column '{method_column}' (its columns: {', '.join(table.columns)}). "
             f"The study compares methods, so every run needs its objective. results.csv lists only the config "
             f"keys that vary across the study, so a study of a single objective has no such column: pass the "
@@ -298,13 +298,13 @@ def infer_design(
         )
     missing_method = [str(r.get("run_id", i)) for i, r in enumerate(table.rows) if r.get(method_column) in (None, "")]
     if missing_method:
-        raise DisentangleError(
+        raise InputError(
             f"{len(missing_method)} row(s) of {where} have no value in the method column '{method_column}' "
             f"(run(s) {', '.join(missing_method[:5])}{', ...' if len(missing_method) > 5 else ''}). Every run needs "
             f"its method; fill the column or remove those rows."
         )
     if seed_column not in table.columns:
-        raise DisentangleError(
+        raise InputError(
             f"{where} has no seed column '{seed_column}' (its columns: {', '.join(table.columns)}). The analyses "
             f"separate the method and its strength from the seed; add the column or name it with --seed-column."
             f"{did_you_mean(seed_column, table.columns)}"
@@ -314,7 +314,7 @@ def infer_design(
     available = [c for c in score_columns if np.isfinite(table.numeric(c)).any()]
     empty = [c for c in score_columns if c not in available]
     if not available:
-        raise DisentangleError(
+        raise InputError(
             f"{where} has no scores: no '<metric>.<score>' column holds a number (columns: "
             f"{', '.join(table.columns)}). Evaluate the runs first: 'metrics: [mig, dci, ...]' in the study file, "
             f"or python -m disentangle.evaluate RUN_DIR for each run and then python -m disentangle.sweep results DIR."

@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from .._core.checks import choice, positive, positive_int
-from ..errors import DisentangleError
+from ..errors import CheckpointError, InputError
 
 CORRELATIONS = ("lasso", "spearman")
 AGGREGATIONS = ("paper", "dlib")
@@ -222,10 +222,10 @@ def udr_from_runs(
                 try:
                     model = load(run_dir)
                 except Exception as err:  # noqa: BLE001 - reported with the run's name
-                    raise DisentangleError(f"UDR needs the trained model of run '{run_id}', but '{run_dir}' cannot be loaded: {err}") from None
+                    raise CheckpointError(f"UDR needs the trained model of run '{run_id}', but '{run_dir}' cannot be loaded: {err}") from None
                 config = getattr(model, "config", None) or {}
                 if "data" not in config:
-                    raise DisentangleError(f"The model of run '{run_id}' ('{run_dir}') has no config with a 'data' section, so its dataset is unknown.")
+                    raise InputError(f"The model of run '{run_id}' ('{run_dir}') has no config with a 'data' section, so its dataset is unknown.")
                 key = repr(sorted(dict(config["data"]).items()))
                 if key not in observations:
                     dataset = datasets.setdefault(key, build_dataset(dict(config["data"])))

@@ -16,7 +16,9 @@ import argparse
 import re
 import sys
 
-from ..errors import ConfigError, DisentangleError
+from .._core.cli import REPORTED
+from .._core.cli import report as report_error
+from ..errors import EXIT_OK, EXIT_RUN_FAILED, ConfigError
 
 
 def parse_minutes(text: str) -> int:
@@ -116,21 +118,15 @@ def main(argv: list[str] | None = None) -> int:
             "array_parallelism": args.array_parallelism, "cluster": args.cluster, "wait": not args.no_wait,
             "slurm_params": _slurm_params(args.slurm_params),
         }
-        report = api.run(args.study, args.out, backend=args.backend, dry_run=args.dry_run,
+        outcome = api.run(args.study, args.out, backend=args.backend, dry_run=args.dry_run,
                          retry_failed=args.retry_failed, **options)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except DisentangleError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted: finished runs are kept and partial ones resume from their checkpoints on the next run.",
-              file=sys.stderr)
-        return 130
-    if report.dry_run or not options["wait"]:
-        return 0
-    return 0 if report.ok else 1
+    except (*REPORTED, KeyboardInterrupt) as err:
+        return report_error(
+            err, interrupted="interrupted: finished runs are kept and partial ones resume from their checkpoints on the next run."
+        )
+    if outcome.dry_run or not options["wait"]:
+        return EXIT_OK
+    return EXIT_OK if outcome.ok else EXIT_RUN_FAILED
 
 
 if __name__ == "__main__":

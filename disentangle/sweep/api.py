@@ -32,6 +32,9 @@ from .runner import RunOutcome, RunTask, missing_metrics, outcome_line
 
 @dataclass
 class RunStatus:
+    """One run of a sweep folder: its id, its :class:`~disentangle.sweep.files.RunState` and what
+    it is (grid values and seed)."""
+
     run_id: str
     state: RunState
     description: str = ""
@@ -40,6 +43,8 @@ class RunStatus:
 
 @dataclass
 class SweepStatus:
+    """The runs of a sweep folder and their states (``python -m disentangle.sweep status DIR``)."""
+
     out_dir: Path
     runs: list[RunStatus]
 

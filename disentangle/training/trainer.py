@@ -127,6 +127,8 @@ def _to_device(batch: Any, device: torch.device) -> Any:
 
 @dataclass
 class TrainResult:
+    """What :func:`fit` returns: the run folder, the step reached and the terms logged last."""
+
     out_dir: Path
     step: int
     last_terms: dict[str, Any]

@@ -20,8 +20,9 @@ import sys
 from pathlib import Path
 
 from .._core.checks import positive, positive_int
+from .._core.cli import REPORTED, report
 from ..config import ZOO_PREFIX
-from ..errors import ConfigError, DisentangleError
+from ..errors import ConfigError, InputError
 from .pictures import PICTURES, PLOTTED, resolve_pictures
 
 METRICS_FILE = "metrics.json"
@@ -95,10 +96,10 @@ def _load(source: str, device: str):
     try:
         model = disentangle.load(source, map_location=device)
     except FileNotFoundError as err:
-        raise DisentangleError(f"No model to show at '{source}': {err}") from None
+        raise InputError(f"No model to show at '{source}': {err}") from None
     config = getattr(model, "config", None)
     if not isinstance(config, dict) or "data" not in config:
-        raise DisentangleError(
+        raise InputError(
             f"The model loaded from '{source}' has no config with a 'data' section, so its dataset is "
             f"unknown; use the Python API (disentangle.visualize.write_pictures) with your dataset."
         )
@@ -119,21 +120,28 @@ def main(argv: list[str] | None = None) -> int:
         positive_int("--frames", args.frames, minimum=2)
         positive("--fps", args.fps)
         positive_int("--images", args.images)
+        skipped_metrics = False
         metrics = _find_metrics(args.source, args.metrics) if "metrics" in names else None
         if "metrics" in names and metrics is None:
             if explicit:
-                raise DisentangleError(
+                raise InputError(
                     f"metrics.png needs scores, and {args.source} has none ({METRICS_FILE} for a run, the "
                     f"manifest's scores for a zoo model); pass --metrics FILE (a metrics.json written by "
                     f"python -m disentangle.evaluate) or leave 'metrics' out of --what."
                 )
-            names.remove("metrics")  # 'all' writes metrics.png only where scores exist
+            names.remove("metrics")  # 'all' writes metrics.png only where scores exist, and says so
+            skipped_metrics = True
         if any(n in PLOTTED for n in names):
             require_matplotlib()
         out = Path(args.out) if args.out is not None else _default_out(args.source)
         if out.exists() and not out.is_dir():
-            raise DisentangleError(f"--out '{out}' is a file, not a folder; choose a folder to write the pictures into.")
+            raise InputError(f"--out '{out}' is a file, not a folder; choose a folder to write the pictures into.")
         model, dataset = _load(args.source, device)
+        if skipped_metrics:
+            print(
+                f"note: metrics.png skipped: {args.source} has no scores ({METRICS_FILE}); compute them with "
+                f"python -m disentangle.evaluate, or pass --metrics FILE.", file=sys.stderr,
+            )
 
         from .pictures import write_pictures
 
@@ -141,12 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             model, dataset, out, names, seed=args.seed, metrics=metrics, limit=args.limit,
             num_frames=args.frames, fps=args.fps, num_images=args.images,
         )
-    except (DisentangleError, FileNotFoundError) as err:  # ConfigError is a DisentangleError
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: the pictures written so far are complete; rerun to write the rest.", file=sys.stderr)
-        return 130
+    except (*REPORTED, KeyboardInterrupt) as err:
+        return report(err, interrupted="interrupted: the pictures written so far are complete; rerun to write the rest.")
     for path in written.values():
         print(f"wrote {path}")
     return 0

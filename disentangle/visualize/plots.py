@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DisentangleError
+from ..errors import CorruptDataFileError, InputError
 from ._files import atomic_write
 from .latents import ACTIVE_KL, latent_order
 from .responses import LatentResponses
@@ -31,7 +31,7 @@ def require_matplotlib() -> Any:
         import matplotlib
         from matplotlib.figure import Figure  # noqa: F401
     except ImportError as err:
-        raise DisentangleError(
+        raise InputError(
             f"The plots (latent_responses.png, kl_per_dim.png, metrics.png) need matplotlib, which "
             f"cannot be imported here ({err}). Install the plots extra with  {PLOTS_INSTALL}  "
             f"(or pip install matplotlib), or ask only for the pictures made with Pillow "
@@ -110,12 +110,12 @@ def read_metrics(path: str | Path) -> dict[str, dict[str, float]]:
     try:
         record = json.loads(path.read_text())
     except FileNotFoundError:
-        raise DisentangleError(
+        raise InputError(
             f"No metrics file at '{path}'. Compute the scores first with  python -m disentangle.evaluate "
             f"RUN_DIR  (it writes RUN_DIR/metrics.json), or leave 'metrics' out of --what."
         ) from None
     except (OSError, json.JSONDecodeError) as err:
-        raise DisentangleError(f"Cannot read the metrics file '{path}': {err}. Rewrite it with python -m disentangle.evaluate.") from None
+        raise CorruptDataFileError(f"Cannot read the metrics file '{path}': {err}. Rewrite it with python -m disentangle.evaluate.") from None
     return check_metrics(record.get("metrics") if isinstance(record, dict) else None, source=str(path))
 
 
@@ -126,7 +126,7 @@ def check_metrics(metrics: Any, source: str = "metrics") -> dict[str, dict[str, 
         for scores in metrics.values()
     )
     if not ok:
-        raise DisentangleError(
+        raise InputError(
             f"{source} does not hold scores in the form {{\"metrics\": {{metric: {{score: number}}}}}} "
             f"that python -m disentangle.evaluate writes; got {str(metrics)[:200]!r}."
         )

@@ -60,7 +60,7 @@ def factor_axis_values(dataset: Any) -> tuple[np.ndarray, ...]:
 
 def latent_responses(
     dataset: Any, representation: Any, *, num_per_value: int = 64, seed: int = 0,
-    representation_batch_size: int = 1024,
+    representation_batch_size: int | None = None,
 ) -> LatentResponses:
     """Mean and std of every code against every factor's value (see the module docstring).
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..errors import DisentangleError
+from ..errors import InputError
 from .latents import kl_per_dim
 from .reconstructions import reconstruction_grid
 from .traversals import traversal_grid
@@ -32,7 +32,7 @@ def _summary_writer_class() -> type:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as err:
-        raise DisentangleError(
+        raise InputError(
             f"train.tensorboard needs the tensorboard package, which cannot be imported here ({err}). "
             f"Install it with  {TENSORBOARD_INSTALL}  (or pip install tensorboard), or set "
             f"train.tensorboard=false to keep only log.jsonl."

@@ -20,8 +20,10 @@ import json
 import sys
 from typing import Any
 
+from .._core.cli import REPORTED, report
 from .._core.registry import did_you_mean
-from ..errors import ConfigError, DisentangleError
+from ..config import ZOO_PREFIX
+from ..errors import EXIT_BAD_DATA, ConfigError
 
 #: (column title, metric, score) of the pretrained table
 SCORE_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -142,7 +144,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     from .. import zoo
 
-    record = zoo.info(args.name)
+    name = args.name[len(ZOO_PREFIX):] if args.name.startswith(ZOO_PREFIX) else args.name  # as the other commands
+    record = zoo.info(name)
     if args.json:
         print(json.dumps(record, indent=2, default=str))
         return 0
@@ -178,11 +181,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     results = zoo.verify(args.name)
     for r in results:
         print(f"{r.status:<8}  {r.name}  {r.path or ''}  {r.detail}")
-    bad = [r for r in results if r.status == "mismatch"]
+    bad = [r for r in results if not r.ok]
+    for r in bad:
+        what = "does not match the manifest and will not be loaded" if r.status == "mismatch" else "cannot be loaded"
+        print(f"error: {r.name} {what}; {r.remedy}.", file=sys.stderr)
     if bad:
-        print(f"error: {len(bad)} file(s) do not match the manifest and will not be loaded; delete them "
-              f"and fetch again (python -m disentangle.zoo fetch NAME).", file=sys.stderr)
-        return 1
+        return EXIT_BAD_DATA
     if not results:
         print("no pretrained models in the manifests.")
     return 0
@@ -213,15 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (DisentangleError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted.", file=sys.stderr)
-        return 130
+    except (*REPORTED, KeyboardInterrupt) as err:
+        return report(err)
 
 
 if __name__ == "__main__":

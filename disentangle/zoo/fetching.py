@@ -27,9 +27,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import _compat, errors
 from ..data.download import default_cache_dir, download_url, file_hash
-from ..errors import ChecksumMismatchError, OversizeDownloadError, ZooFileError, ZooOversizeDownloadError
+from ..errors import ChecksumMismatchError, ZooFileError, ZooOversizeDownloadError
 from .manifest import Entry
+
+__getattr__ = _compat.module_getattr(__name__)  # OversizeDownloadError: errors.ZooOversizeDownloadError
 
 MIRROR_ENV = "DISENTANGLE_ZOO_URL"
 _USER_AGENT = "disentangle-zoo/0.1 (python urllib; pretrained weights download)"
@@ -76,7 +79,7 @@ def download_verified(
             url, dest, f"sha256:{sha256.lower()}", max_bytes=size, size_label="manifest's size",
             progress=progress, timeout=timeout, user_agent=_USER_AGENT,
         )
-    except OversizeDownloadError as err:
+    except errors.OversizeDownloadError as err:
         raise ZooOversizeDownloadError(str(err)) from None
 
 
@@ -141,16 +144,38 @@ class Verification:
     """The state of one pretrained model's files."""
 
     name: str
-    status: str  #: "ok", "mismatch" or "missing"
+    status: str  #: "ok", "mismatch", "missing" (can be fetched) or "unavailable" (no copy, no source)
     path: Path | None
     detail: str
+    remedy: str = ""  #: what to do about a "mismatch" or an "unavailable" file
+
+    @property
+    def ok(self) -> bool:
+        """Whether the model can be loaded (now, or after a fetch)."""
+        return self.status in ("ok", "missing")
+
+
+def remedy(entry: Entry) -> str:
+    """How to get a good copy of ``entry``'s file back: fetch it (it has a source), reinstall the
+    package (a file shipped inside it), or publish it again (a manifest of your own, no URL)."""
+    if entry.urls or os.environ.get(MIRROR_ENV):
+        return f"delete it and fetch it again: python -m disentangle.zoo fetch {entry.name}"
+    from .manifest import SHIPPED_MANIFEST
+
+    if entry.manifest.resolve() == SHIPPED_MANIFEST.resolve():
+        return "it is shipped inside the package: reinstall the package (pip install --force-reinstall disentangle-torch)"
+    return (
+        f"its manifest ({entry.manifest}) gives no URL to fetch it from: publish the model again "
+        f"(python -m disentangle.zoo publish RUN_DIR {entry.name} --manifest {entry.manifest})"
+    )
 
 
 def verify_entry(entry: Entry) -> Verification:
     """Hash every local copy of ``entry`` (the manifest's file, the cache); nothing is downloaded.
 
     ``"mismatch"`` if any copy present has another sha256, ``"ok"`` if a copy matches and none
-    mismatches, ``"missing"`` if there is no copy.
+    mismatches, ``"missing"`` if there is no copy but a source to fetch it from, ``"unavailable"``
+    if there is neither; :attr:`Verification.remedy` says what to do.
     """
     found: list[tuple[Path, str]] = []
     for path in (entry.local_path, cache_file(entry)):
@@ -159,7 +184,9 @@ def verify_entry(entry: Entry) -> Verification:
     bad = [(p, h) for p, h in found if h != entry.sha256]
     if bad:
         path, actual = bad[0]
-        return Verification(entry.name, "mismatch", path, f"sha256 {actual}, manifest {entry.sha256}")
+        return Verification(entry.name, "mismatch", path, f"sha256 {actual}, manifest {entry.sha256}", remedy(entry))
     if found:
         return Verification(entry.name, "ok", found[0][0], f"sha256 {entry.sha256}")
+    if not (entry.urls or os.environ.get(MIRROR_ENV)):
+        return Verification(entry.name, "unavailable", None, "no copy on disk and no URL to fetch it from", remedy(entry))
     return Verification(entry.name, "missing", None, f"not downloaded (fetch it: python -m disentangle.zoo fetch {entry.name})")

@@ -1,13 +1,18 @@
 """MkDocs hook: the parts of the site generated at build time, never copied by hand.
 
-* A page holding ``<!-- generated: NAME -->`` gets the Markdown of ``GENERATORS[NAME]`` in its
-  place: the pretrained-model tables from the shipped zoo manifest
+* A page holds ``<!-- generated: NAME -->`` ... ``<!-- end generated -->`` blocks whose content is
+  the Markdown of ``GENERATORS[NAME]``, committed in the source (so the pages read complete on
+  GitHub) and checked equal to a fresh generation by ``tests/test_docs.py``; the build replaces it
+  with a fresh one anyway. ``python docs/hooks/generated.py`` rewrites every block (the README's
+  too) after a publish or a change of the registries: the pretrained-model tables from the shipped zoo manifest
   (``disentangle/zoo/manifest.json``), the registered datasets, backbones, objectives and metrics
   with their parameters (from the registries themselves), the shipped configs and the zoo's recipe
   names. An unknown NAME fails the build.
 * The example pictures (``examples/output/**/*.png|gif``) and the benchmark figures
   (``benchmarks/*.png``) are added to the site as ``assets/examples/...`` and
-  ``assets/benchmarks/...`` without a copy in ``docs/``.
+  ``assets/benchmarks/...`` without a copy in ``docs/``. The pages link them by their place in the
+  repository (``../../examples/output/visualize/traversals.gif`` from a guide), which GitHub shows;
+  the build points those links at the site's copies (:func:`site_links`).
 
 The generator functions need only ``disentangle`` (not MkDocs), so ``tests/test_docs.py`` calls
 them directly.
@@ -28,7 +33,9 @@ MANIFEST = REPO / "disentangle" / "zoo" / "manifest.json"
 EXAMPLES = REPO / "examples" / "output"
 BENCHMARKS = REPO / "benchmarks"
 PICTURE_SUFFIXES = (".png", ".gif", ".svg", ".jpg")
-MARKER = re.compile(r"<!--\s*generated:\s*([\w-]+)\s*-->")
+MARKER = re.compile(r"<!--\s*generated:\s*([\w-]+)\s*-->\n(.*?)<!-- end generated -->", re.S)
+#: a link from a page to a repository file that the site serves under assets/
+REPO_LINK = re.compile(r"\]\(((?:\.\./)+)(examples/output|benchmarks)/")
 
 #: the headline score of each metric in the zoo tables: (metric, score, column title)
 SCORE_COLUMNS = (
@@ -275,6 +282,8 @@ def registry_table(kind: str) -> str:
     key = {"dataset": "data.name", "backbone": "model.backbone", "objective": "objective.name", "metric": "train.eval_metrics"}[kind]
     rows = []
     for name in registry.names():
+        if name.startswith("_"):  # private registrations (a test's, a plugin's helpers) are not listed
+            continue
         target = registry.get(name)
         # a builder object (not a function or class) that wraps a class: link that class
         wrapped = getattr(target, "_wrap", None)
@@ -395,7 +404,7 @@ def more_figures() -> str:
         pictures = [p for p in example_pictures() if p.relative_to(EXAMPLES).parts[0] == folder]
         lines = [f"### `examples/output/{folder}`", ""]
         for p in pictures:
-            uri = "../assets/examples/" + p.relative_to(EXAMPLES).as_posix()
+            uri = "../../examples/output/" + p.relative_to(EXAMPLES).as_posix()  # from docs/guides/
             lines += [f"![{p.stem.replace('_', ' ')}]({uri})", "", f"*`{p.relative_to(EXAMPLES).as_posix()}`*", ""]
         sections.append("\n".join(lines))
     if not sections:
@@ -411,7 +420,7 @@ def time_to_disentangle() -> str:
     if not figure.is_file() or not table.is_file():
         raise KeyError("benchmarks/time_to_disentangle.png and .md are missing: run benchmarks/time_to_disentangle.py")
     body = table.read_text().split("\n", 1)[1].strip() if table.read_text().startswith("# ") else table.read_text().strip()
-    return f"![MIG against training steps, per objective](../assets/benchmarks/{figure.name})\n\n{body}"
+    return f"![MIG against training steps, per objective](../../benchmarks/{figure.name})\n\n{body}"
 
 
 GENERATORS: dict[str, Callable[[], str]] = {
@@ -432,17 +441,38 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
-def expand(markdown: str, where: str = "a page") -> str:
-    """``markdown`` with every ``<!-- generated: NAME -->`` marker replaced by its content."""
+def expand(markdown: str, where: str = "a page", wrap: bool = True) -> str:
+    """``markdown`` with the content of every ``<!-- generated: NAME -->`` ... ``<!-- end generated -->``
+    block generated afresh; ``wrap`` puts it in a ``<div class="generated NAME">`` (the site's
+    pages), without it the block stays a block (the sources)."""
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in GENERATORS:
             raise KeyError(f"{where}: unknown generated block '{name}'; known: {', '.join(GENERATORS)}")
         content = GENERATORS[name]()
-        return f'<div class="generated {name}" markdown="1">\n\n{content}\n\n</div>' if content else ""
+        if wrap:
+            return f'<div class="generated {name}" markdown="1">\n\n{content}\n\n</div>' if content else ""
+        return f"<!-- generated: {name} -->\n" + (f"{content}\n" if content else "") + "<!-- end generated -->"
 
     return MARKER.sub(replace, markdown)
+
+
+def site_links(markdown: str, src_uri: str) -> str:
+    """Links from the page ``src_uri`` (relative to ``docs/``) to ``examples/output/...`` or
+    ``benchmarks/...`` in the repository, pointed at the site's ``assets/examples/...`` and
+    ``assets/benchmarks/...``."""
+    prefix = "../" * src_uri.count("/")
+    folders = {"examples/output": "assets/examples/", "benchmarks": "assets/benchmarks/"}
+    return REPO_LINK.sub(lambda m: f"]({prefix}{folders[m.group(2)]}", markdown)
+
+
+DOCS = REPO / "docs"
+
+
+def pages_with_blocks() -> list[Path]:
+    """The documentation pages that hold generated blocks."""
+    return sorted(p for p in DOCS.rglob("*.md") if "<!-- generated:" in p.read_text())
 
 
 def example_pictures() -> list[Path]:
@@ -466,7 +496,7 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ANN001, ANN201 (Mk
     from mkdocs.exceptions import PluginError
 
     try:
-        return expand(markdown, page.file.src_uri)
+        return site_links(expand(markdown, page.file.src_uri), page.file.src_uri)
     except KeyError as error:
         raise PluginError(str(error.args[0])) from error
 
@@ -498,6 +528,9 @@ def readme_with_current_tables(text: str) -> str:
     return README_BLOCK.sub(replace, text)
 
 
-if __name__ == "__main__":  # python docs/hooks/generated.py: refresh the README's tables after a publish
+if __name__ == "__main__":  # python docs/hooks/generated.py: refresh every generated block after a publish
     README.write_text(readme_with_current_tables(README.read_text()))
     print(f"updated {README}")
+    for page in pages_with_blocks():
+        page.write_text(expand(page.read_text(), str(page.relative_to(DOCS)), wrap=False))
+        print(f"updated {page}")

@@ -10,6 +10,11 @@
   the run's lock keeps a rerun from training it meanwhile.
 * A worker that dies (killed, out of memory) breaks the pool; the runs without an outcome are given
   to a new pool, at most ``max_retries`` times; their ``run_one`` resumes them from checkpoints.
+* Ctrl-C reaches every process of the group: each worker's trainer finishes its step, checkpoints
+  and stops; a shared stop flag, set by the parent and by every interrupted worker, keeps the
+  workers from starting any queued run (the pool hands a worker its next run before the current
+  one ends), so the sweep stops as soon as the runs in progress are checkpointed. A second Ctrl-C
+  stops at once: the workers are killed (their last periodic checkpoints stay valid).
 """
 from __future__ import annotations
 
@@ -69,10 +74,28 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _init_worker(threads: int, parent_pid: int) -> None:
+_STOP = None  # in a worker: the pool's stop flag (a multiprocessing Event)
+
+
+def _init_worker(threads: int, parent_pid: int, stop) -> None:
+    global _STOP
     die_with_parent(parent_pid)
     # Ctrl-C reaches the whole process group; the trainer checkpoints on it and the parent stops.
     configure_worker(threads)
+    _STOP = stop
+
+
+def _run_unless_stopped(task: RunTask) -> RunOutcome:
+    """``run_one(task)`` in a worker, unless the sweep is stopping: a run handed to the worker
+    after Ctrl-C is not started."""
+    if _STOP is not None and _STOP.is_set():
+        raise KeyboardInterrupt
+    try:
+        return run_one(task)
+    except KeyboardInterrupt:
+        if _STOP is not None:
+            _STOP.set()  # this worker saw Ctrl-C: no worker starts another run
+        raise
 
 
 def run_local(tasks: list[RunTask], options, report, folder=None) -> None:
@@ -99,16 +122,31 @@ def run_local(tasks: list[RunTask], options, report, folder=None) -> None:
 
 def _run_pool(tasks: list[RunTask], workers: int, threads: int, pending: dict, report) -> None:
     context = multiprocessing.get_context("spawn")
+    stop = context.Event()
     with thread_environment(threads):
         executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(threads, os.getpid())
+            max_workers=workers, mp_context=context, initializer=_init_worker,
+            initargs=(threads, os.getpid(), stop),
         )
         # spawned workers start during submit, inside the thread environment
-        futures = {executor.submit(run_one, task): task for task in tasks}
+        futures = {executor.submit(_run_unless_stopped, task): task for task in tasks}
     try:
         for future in as_completed(futures):
             outcome = future.result()  # BrokenProcessPool propagates: the caller restarts the pool
             pending.pop(outcome.run_id, None)
             report(outcome)
+    except KeyboardInterrupt:
+        stop.set()
+        try:  # the workers checkpoint the runs in progress (they got the signal too) and start no other
+            executor.shutdown(wait=True, cancel_futures=True)
+        except KeyboardInterrupt:  # a second Ctrl-C: stop now
+            _kill_workers(executor)
+        raise
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _kill_workers(executor: ProcessPoolExecutor) -> None:
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            process.kill()

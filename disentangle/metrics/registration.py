@@ -1,0 +1,87 @@
+"""How a metric joins the library: one decorator on its function, in its own module.
+
+    @register_metric(checks=CHECK_SETTINGS)
+    def mig(dataset, representation, *, seed=0, num_train=10_000, ...): ...
+
+registers the function in :data:`METRICS` under its name and records a :class:`MetricSpec`: the
+value checks of its settings (run before anything is sampled), whether it needs the model's
+``encode`` rather than codes, always or for some settings. The defaults of the settings are those
+of the function's signature (written once, there). Code that runs metrics asks the spec
+(:func:`metric_spec`) and never a metric's internals. Every module of ``disentangle/metrics/`` is
+imported with the package, so a new metric is one file.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._core.registry import Registry
+
+METRICS: Registry = Registry("metric")
+"""The metric registry: metric names (``train.eval_metrics``, ``python -m disentangle.evaluate
+--metrics``) to the metric functions; their keyword-only parameters are the metric's settings."""
+
+Settings = Mapping[str, Any]
+
+
+def _never(settings: Settings) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """What the library knows of a registered metric."""
+
+    name: str
+    function: Callable[..., dict[str, float]]
+    check: Callable[..., dict[str, Any]] | None = None
+    """Validates keyword settings and returns them converted (``SettingsChecks``); None: no checks."""
+    requires_encoder: bool = False
+    """Whether it needs a model with ``encode`` (it does not apply to a plain function of images)."""
+    needs_model_for: Callable[[Settings], bool] = _never
+    """Whether, with these settings, it needs the model itself rather than codes of observations
+    (MIG with Chen et al.'s estimator): such a call never goes through a code table."""
+
+    def defaults(self) -> dict[str, Any]:
+        """Every setting with its default (the function's keyword-only parameters)."""
+        return {
+            p.name: p.default
+            for p in inspect.signature(self.function).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        }
+
+    def needs_model(self, settings: Settings) -> bool:
+        """Whether a call with ``settings`` (given ones; the rest default) needs the model."""
+        return self.requires_encoder or self.needs_model_for({**self.defaults(), **settings})
+
+
+_SPECS: dict[str, MetricSpec] = {}
+
+
+def register_metric(
+    name: str | None = None,
+    *,
+    checks: Callable[..., dict[str, Any]] | None = None,
+    requires_encoder: bool = False,
+    needs_model: Callable[[Settings], bool] = _never,
+) -> Callable[[Callable[..., dict[str, float]]], Callable[..., dict[str, float]]]:
+    """Register the decorated metric function under ``name`` (default: its own name) with its spec."""
+
+    def decorate(function: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
+        key = name or function.__name__
+        METRICS.register(key, function)
+        _SPECS[key] = MetricSpec(key, function, checks, requires_encoder, needs_model)
+        return function
+
+    return decorate
+
+
+def metric_spec(name: str) -> MetricSpec:
+    """The spec of the registered metric ``name`` (an unknown name raises, listing the valid ones)."""
+    function = METRICS.get(name)
+    spec = _SPECS.get(name)
+    if spec is None or spec.function is not function:  # registered directly with METRICS.register
+        spec = MetricSpec(name, function)
+    return spec

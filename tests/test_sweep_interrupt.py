@@ -1,0 +1,83 @@
+"""Ctrl-C stops a local sweep promptly: the runs in progress are checkpointed and no queued run is
+started; a second Ctrl-C stops at once. Driven as a terminal does it: SIGINT to the process group."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and SIGINT")
+
+
+def _study(tmp_path: Path) -> Path:
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "interrupt",
+        "base": "quickstart",
+        "set": {
+            "data.name": "sprites", "model.backbone": "mlp", "model.hidden_sizes": [64], "model.latent_dim": 4,
+            "train.steps": 200000, "train.batch_size": 8, "train.checkpoint_every": 100000, "train.log_every": 10,
+            "train.progress": False, "train.traversals": False,
+        },
+        "grid": {"objective.beta": [1.0, 2.0, 3.0, 4.0]},
+        "seeds": [0],
+        "metrics": ["mig"],
+    }))
+    return path
+
+
+def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "disentangle.sweep", "run", str(_study(tmp_path)), "--out", str(out),
+         "--workers", "1", "--threads-per-run", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until the first run has trained a few logged steps
+        logs = list(out.glob("runs/*/log.jsonl"))
+        if logs and logs[0].read_text().count("\n") >= 3:
+            return proc, out
+        if proc.poll() is not None:
+            pytest.fail(f"the sweep ended early: {proc.communicate()}")
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    pytest.fail("the first run did not start training within 120 s")
+
+
+def test_one_ctrl_c_checkpoints_the_run_in_progress_and_starts_no_other(tmp_path):
+    proc, out = _start(tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the sweep did not stop within 60 s of Ctrl-C")
+    assert proc.returncode == 130, err
+    runs = sorted(p for p in (out / "runs").iterdir() if p.is_dir())
+    checkpointed = [r for r in runs if (r / "checkpoint.pt").exists()]
+    assert len(checkpointed) == 1, [list(r.iterdir()) for r in runs]  # the interrupted run, saved
+    started = [r for r in runs if (r / "log.jsonl").exists()]
+    assert started == checkpointed  # no queued run was started after Ctrl-C
+    step = json.loads((checkpointed[0] / "log.jsonl").read_text().splitlines()[-1])["step"]
+    assert 0 < step < 200000
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    proc, out = _start(tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the sweep did not stop within 60 s of a second Ctrl-C")
+    assert proc.returncode == 130

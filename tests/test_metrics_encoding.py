@@ -7,7 +7,7 @@ import torch
 
 from disentangle.data import build_dataset
 from disentangle.metrics import evaluate_metrics
-from disentangle.metrics._utils import (
+from disentangle.metrics._representation import (
     CPU_REPRESENTATION_BATCH_SIZE,
     DEFAULT_REPRESENTATION_BATCH_SIZE,
     RepresentationFunction,
@@ -53,3 +53,18 @@ def test_evaluate_metrics_passes_the_progress_on(monkeypatch):
     seen = []
     evaluate_metrics(dataset, model, ["mig"], settings={"mig": {"num_train": 200}}, on_encode=lambda n, t: seen.append(n))
     assert 0 < sum(seen) <= 200
+
+
+def test_a_metric_leaves_torchs_thread_count_as_it_was():
+    """DCI's boosted trees set numba's OpenMP threads, which torch shares: a metric evaluated during
+    a one-thread training run must not leave it on more threads."""
+    from disentangle.metrics import dci
+    from disentangle.metrics.synthetic import FactorObservationDataset
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        dci(FactorObservationDataset((4, 5, 6)), lambda x: x, num_train=300, num_test=100, n_jobs=2)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

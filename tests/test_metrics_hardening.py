@@ -229,12 +229,14 @@ def test_dci_sap_and_modularity_score_only_the_chosen_factors():
     dataset = small_dataset()
     mixing = Counting(np.array([[1.0, 0.3, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]))  # c unencoded
     rng = np.random.default_rng(0)
-    from disentangle.metrics import _utils as U
+    from disentangle.metrics._representation import as_representation_function
+    from disentangle.metrics._sampling import sample_codes_and_factors
+    from disentangle.metrics._settings import derived_seed
 
-    code_fn = U.as_representation_function(mixing)
-    x_train, y_train = U.sample_codes_and_factors(dataset, code_fn, 300, rng)
-    x_test, y_test = U.sample_codes_and_factors(dataset, code_fn, 100, rng)
-    R, train_acc, test_acc = importance_matrix(x_train, y_train[:, :2], x_test, y_test[:, :2], random_state=U.derived_seed(0, 1))
+    code_fn = as_representation_function(mixing)
+    x_train, y_train = sample_codes_and_factors(dataset, code_fn, 300, rng)
+    x_test, y_test = sample_codes_and_factors(dataset, code_fn, 100, rng)
+    R, train_acc, test_acc = importance_matrix(x_train, y_train[:, :2], x_test, y_test[:, :2], random_state=derived_seed(0, 1))
     chosen = dci(dataset, mixing, num_train=300, num_test=100, factors=["a", "b"])
     expected = dci_from_importance(R)
     assert chosen["disentanglement"] == pytest.approx(expected["disentanglement"], abs=1e-12)
@@ -414,9 +416,9 @@ def test_mutual_information_of_wide_codes_stays_in_bounded_memory():
 
 @pytest.mark.parametrize("block", [1, 700, 1 << 20])
 def test_mutual_information_does_not_depend_on_the_block_size(block, monkeypatch):
-    from disentangle.metrics import _utils as U
+    from disentangle.metrics import _information
 
-    monkeypatch.setattr(U, "MI_BLOCK_ELEMENTS", block)
+    monkeypatch.setattr(_information, "MI_BLOCK_ELEMENTS", block)
     rng = np.random.default_rng(1)
     codes = histogram_discretize(rng.normal(size=(300, 7)), 20)
     codes[:, 3] = codes[:, 2] // 2  # a dependent pair

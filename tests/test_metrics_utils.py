@@ -10,8 +10,10 @@ from sklearn.metrics import mutual_info_score
 from test_metrics_common import GaussianEncoder, dataset, perfect
 
 from disentangle.errors import ConfigError
-from disentangle.metrics import _utils as U
 from disentangle.metrics import evaluate_metrics, mig, sap_score
+from disentangle.metrics._information import discrete_entropy, discrete_mutual_info, histogram_discretize
+from disentangle.metrics._parallel import parallel_map, resolve_n_jobs
+from disentangle.metrics._representation import RepresentationFunction
 
 
 def _reference_discretize(codes, num_bins):
@@ -24,10 +26,10 @@ def _reference_discretize(codes, num_bins):
 
 def test_histogram_discretize_hand_values():
     x = np.arange(9, dtype=np.float64)[:, None]  # edges 0, 2, 4, 6, 8
-    assert U.histogram_discretize(x, 4)[:, 0].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 3]
+    assert histogram_discretize(x, 4)[:, 0].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 3]
     const = np.full((5, 1), 3.0)  # np.histogram's range is then [2.5, 3.5]; 3.0 sits on an edge
-    assert U.histogram_discretize(const, 2)[:, 0].tolist() == [1] * 5
-    assert U.histogram_discretize(const, 2).tolist() == _reference_discretize(const, 2).tolist()
+    assert histogram_discretize(const, 2)[:, 0].tolist() == [1] * 5
+    assert histogram_discretize(const, 2).tolist() == _reference_discretize(const, 2).tolist()
 
 
 @pytest.mark.parametrize("num_bins", [1, 2, 7, 20, 50])
@@ -42,27 +44,27 @@ def test_histogram_discretize_matches_reference_bit_for_bit(num_bins):
         ],
         axis=1,
     )
-    assert np.array_equal(U.histogram_discretize(codes, num_bins), _reference_discretize(codes, num_bins))
+    assert np.array_equal(histogram_discretize(codes, num_bins), _reference_discretize(codes, num_bins))
 
 
 def test_discretize_rejects_bad_input():
     with pytest.raises(ValueError, match="finite"):
-        U.histogram_discretize(np.array([[0.0], [np.nan]]), 5)
+        histogram_discretize(np.array([[0.0], [np.nan]]), 5)
     with pytest.raises(ValueError, match=r"shape \(n, d\)"):
-        U.histogram_discretize(np.zeros(5), 5)
+        histogram_discretize(np.zeros(5), 5)
     with pytest.raises(ConfigError, match="num_bins"):
-        U.histogram_discretize(np.zeros((5, 1)), 0)
+        histogram_discretize(np.zeros((5, 1)), 0)
 
 
 def test_mutual_information_hand_values():
     a = np.array([[0, 0, 1, 1], [0, 0, 0, 1]]).T
     b = np.array([[0, 1, 0, 1], [0, 0, 1, 1]]).T
-    mi = U.discrete_mutual_info(a, b)
+    mi = discrete_mutual_info(a, b)
     expected_10 = 0.5 * math.log(4 / 3) + 0.25 * math.log(2 / 3) + 0.25 * math.log(2)
     assert mi[0, 0] == pytest.approx(0.0, abs=1e-15)  # independent
     assert mi[0, 1] == pytest.approx(math.log(2), rel=1e-12)  # identical
     assert mi[1, 1] == pytest.approx(expected_10, rel=1e-12)
-    assert U.discrete_entropy(a).tolist() == pytest.approx([math.log(2), -(0.75 * math.log(0.75) + 0.25 * math.log(0.25))])
+    assert discrete_entropy(a).tolist() == pytest.approx([math.log(2), -(0.75 * math.log(0.75) + 0.25 * math.log(0.25))])
 
 
 def test_vectorised_mutual_information_matches_sklearn():
@@ -72,11 +74,11 @@ def test_vectorised_mutual_information_matches_sklearn():
     codes = np.stack(
         [factors[:, 0] * 2 + rng.integers(0, 2, n), rng.integers(0, 20, n), (factors[:, 2] // 3 + 5) * 7], axis=1
     )
-    mi = U.discrete_mutual_info(codes, factors)
+    mi = discrete_mutual_info(codes, factors)
     for i in range(codes.shape[1]):
         for j in range(factors.shape[1]):
             assert mi[i, j] == pytest.approx(mutual_info_score(factors[:, j], codes[:, i]), rel=1e-10, abs=1e-13)
-    entropy = U.discrete_entropy(factors)
+    entropy = discrete_entropy(factors)
     for j in range(3):
         assert entropy[j] == pytest.approx(mutual_info_score(factors[:, j], factors[:, j]), rel=1e-12)
 
@@ -90,21 +92,21 @@ def test_representation_function_accepts_models_callables_and_arrays():
         calls.append(len(obs))
         return obs.numpy()
 
-    out_model = U.RepresentationFunction(model, batch_size=1000)(x)
-    out_fn = U.RepresentationFunction(fn, batch_size=1000)(x)
+    out_model = RepresentationFunction(model, batch_size=1000)(x)
+    out_fn = RepresentationFunction(fn, batch_size=1000)(x)
     assert out_model.dtype == np.float64 and out_model.shape == (2500, 3)
     assert np.array_equal(out_model, x.numpy()) and np.array_equal(out_fn, x.numpy())
     assert calls == [1000, 1000, 500]
     with pytest.raises(ValueError, match=r"1-D array"):
-        U.RepresentationFunction(lambda o: o[:, 0])(x)
+        RepresentationFunction(lambda o: o[:, 0])(x)
     with pytest.raises(ValueError, match="one code per observation"):
-        U.RepresentationFunction(lambda o: o[:-1])(x)
+        RepresentationFunction(lambda o: o[:-1])(x)
     with pytest.raises(ValueError, match="non-finite"):
-        U.RepresentationFunction(lambda o: o * float("nan"))(x)
+        RepresentationFunction(lambda o: o * float("nan"))(x)
     with pytest.raises(TypeError, match="returned a tuple"):
-        U.RepresentationFunction(model.encode)(x)
+        RepresentationFunction(model.encode)(x)
     with pytest.raises(TypeError, match="representation must be"):
-        U.RepresentationFunction(42)
+        RepresentationFunction(42)
 
 
 def test_representation_of_a_module_runs_without_gradients_on_its_device():
@@ -120,7 +122,7 @@ def test_representation_of_a_module_runs_without_gradients_on_its_device():
             seen["device"] = x.device
             return self.lin(x.float())
 
-    codes = U.RepresentationFunction(Net())(np.random.rand(10, 3))  # ndarray input becomes a tensor
+    codes = RepresentationFunction(Net())(np.random.rand(10, 3))  # ndarray input becomes a tensor
     assert codes.shape == (10, 2) and seen == {"grad": False, "device": torch.device("cpu")}
 
 
@@ -160,10 +162,10 @@ def test_code_cache_shares_draws_without_changing_values():
 
 def test_parallel_map_order_and_n_jobs():
     tasks = [(i,) for i in range(7)]
-    serial = U.parallel_map(_square, tasks, n_jobs=1, costs=[1, 5, 2, 7, 3, 0, 4])
-    parallel = U.parallel_map(_square, tasks, n_jobs=2, costs=[1, 5, 2, 7, 3, 0, 4])
+    serial = parallel_map(_square, tasks, n_jobs=1, costs=[1, 5, 2, 7, 3, 0, 4])
+    parallel = parallel_map(_square, tasks, n_jobs=2, costs=[1, 5, 2, 7, 3, 0, 4])
     assert serial == parallel == [i * i for i in range(7)]
-    assert U.resolve_n_jobs(None, 1) == 1 and U.resolve_n_jobs(3, 2) == 2
+    assert resolve_n_jobs(None, 1) == 1 and resolve_n_jobs(3, 2) == 2
 
 
 def _square(i):

@@ -43,14 +43,10 @@ from .._core import checks
 from .._core.discovery import import_submodules
 from .._core.registry import did_you_mean
 from ..errors import ConfigError
-from ._utils import (
-    RepresentationFunction,
-    code_cache,
-    discrete_entropy,
-    discrete_mutual_info,
-    histogram_discretize,
-    select_factors,
-)
+from ._information import discrete_entropy, discrete_mutual_info, histogram_discretize
+from ._representation import RepresentationFunction, as_representation_function
+from ._sampling import code_cache, sample_codes_and_factors
+from ._settings import select_factors
 from .beta_vae import beta_vae_score
 from .code_table import CodeTable, supports_code_table
 from .dci import dci
@@ -142,7 +138,7 @@ def evaluate_metrics(
     after each metric (for progress reporting). All names and settings are checked (see
     :func:`validate_settings`) before anything runs. Sampled ``(codes, factors)`` are shared
     between metrics that draw the same points with the same seed (see
-    :func:`disentangle.metrics._utils.code_cache`), which changes no value.
+    :func:`disentangle.metrics._sampling.code_cache`), which changes no value.
 
     ``code_table``: whether each grid point is encoded at most once and its code looked up
     afterwards (:class:`disentangle.metrics.code_table.CodeTable`), which makes the BetaVAE and
@@ -218,6 +214,7 @@ __all__ = [
     "CodeTable",
     "supports_code_table",
     "FactorObservationDataset",
+    "as_representation_function",
     "available_metrics",
     "beta_vae_score",
     "dci",
@@ -234,6 +231,7 @@ __all__ = [
     "modularity_explicitness",
     "register_metric",
     "resolve_metric_names",
+    "sample_codes_and_factors",
     "sap_score",
     "select_factors",
     "unsupervised_scores",

@@ -455,12 +455,19 @@ def _numba_threads(n_threads: int | None) -> Iterator[None]:
     if n_threads is None:
         yield
         return
+    import torch
+
+    # numba's OpenMP layer shares the process's OpenMP thread count with torch, and sets it when it
+    # first starts (inside numba.get_num_threads): read torch's before, and restore it, or a metric
+    # run during training (train.eval_metrics: [dci]) would change the run's threads
+    torch_threads = torch.get_num_threads()
     previous = numba.get_num_threads()
     numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))
     try:
         yield
     finally:
         numba.set_num_threads(previous)
+        torch.set_num_threads(torch_threads)
 
 
 __all__ = ["BoostedTrees", "fit_boosted_trees", "numba_available"]

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from . import _utils as U
+from ._representation import default_representation_batch_size, eval_mode
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -38,9 +38,9 @@ def encode_factors(
     """Posterior ``(mu, logvar)`` (float64, on the model's device) for observations of ``factors``."""
     encode = encoder_of(model)
     device = model_device(model)
-    batch_size = batch_size or U.default_representation_batch_size(device)
+    batch_size = batch_size or default_representation_batch_size(device)
     mus, logvars = [], []
-    with torch.no_grad(), U.eval_mode(model):
+    with torch.no_grad(), eval_mode(model):
         for start in range(0, len(factors), batch_size):
             obs = dataset.sample_observations_from_factors(factors[start : start + batch_size], rng)
             if isinstance(obs, np.ndarray):

@@ -7,11 +7,14 @@ from typing import Any
 import numpy as np
 
 from .._core import checks
-from . import _utils as U
+from ._parallel import parallel_map
+from ._representation import as_representation_function
+from ._sampling import sample_factors
+from ._settings import SettingsChecks, as_float_dict, count, derived_seed, factor_names, select_factors
 from .registration import register_metric
 
-CHECK_SETTINGS = U.SettingsChecks(
-    batch_size=U.count("batch_size"), num_train=U.count("num_train", 2), num_eval=U.count("num_eval")
+CHECK_SETTINGS = SettingsChecks(
+    batch_size=count("batch_size"), num_train=count("num_train", 2), num_eval=count("num_eval")
 )
 
 
@@ -50,15 +53,15 @@ def beta_vae_score(
         representation_batch_size=representation_batch_size,
     )
     seed, batch_size = settings["seed"], settings["batch_size"]
-    chosen = U.select_factors(dataset, settings["factors"])
+    chosen = select_factors(dataset, settings["factors"])
     if len(chosen) < 2:
-        names = U.factor_names(dataset)
+        names = factor_names(dataset)
         raise checks.ParameterError(
             "factors",
             f"the BetaVAE score needs at least two factors with more than one value to tell apart; "
             f"got {[names[k] for k in chosen]}.",
         )
-    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
+    code_fn = as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(seed)
 
     x_train, y_train = _sample_points(dataset, code_fn, chosen, batch_size, settings["num_train"], rng)
@@ -67,10 +70,10 @@ def beta_vae_score(
         raise ValueError(
             "all BetaVAE training points fixed the same factor (too few points); increase num_train."
         )
-    train_acc, eval_acc = U.parallel_map(
-        _fit_logistic, [(x_train, y_train, x_eval, y_eval, U.derived_seed(seed, 1))], n_jobs=1
+    train_acc, eval_acc = parallel_map(
+        _fit_logistic, [(x_train, y_train, x_eval, y_eval, derived_seed(seed, 1))], n_jobs=1
     )[0]
-    return U.as_float_dict({"train_accuracy": train_acc, "eval_accuracy": eval_acc})
+    return as_float_dict({"train_accuracy": train_acc, "eval_accuracy": eval_acc})
 
 
 def _fit_logistic(x_train, y_train, x_eval, y_eval, random_state):
@@ -86,8 +89,8 @@ def _fit_logistic(x_train, y_train, x_eval, y_eval, random_state):
 def _sample_points(dataset, code_fn, chosen, batch_size, num_points, rng):
     """``num_points`` BetaVAE feature vectors ``(num_points, d)`` and their labels (factor indices)."""
     labels = chosen[rng.integers(len(chosen), size=num_points)]
-    first = U.sample_factors(dataset, num_points * batch_size, rng).reshape(num_points, batch_size, -1)
-    second = U.sample_factors(dataset, num_points * batch_size, rng).reshape(num_points, batch_size, -1)
+    first = sample_factors(dataset, num_points * batch_size, rng).reshape(num_points, batch_size, -1)
+    second = sample_factors(dataset, num_points * batch_size, rng).reshape(num_points, batch_size, -1)
     rows = np.arange(num_points)
     second[rows, :, labels] = first[rows, :, labels]
     # whole pairs of batches per representation call (both halves in one call)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import _utils as U
+from ._representation import as_representation_function
 
 
 def supports_code_table(dataset: Any) -> bool:
@@ -65,7 +65,7 @@ class CodeTable:
         self.dataset = dataset
         self.factor_sizes = tuple(dataset.factor_sizes)
         self.factor_names = tuple(getattr(dataset, "factor_names", ()) or ())
-        self.code_fn = U.as_representation_function(representation, batch_size)
+        self.code_fn = as_representation_function(representation, batch_size)
         self.on_encode = on_encode
         self._codes: np.ndarray | None = None
         self._known = np.zeros(len(dataset), dtype=bool)

@@ -6,14 +6,17 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from . import _utils as U
+from ._parallel import parallel_map, resolve_n_jobs
+from ._representation import as_representation_function
+from ._sampling import sample_codes_and_factors
+from ._settings import SettingsChecks, as_float_dict, count, derived_seed, one_of, select_factors
 from .registration import register_metric
 
 Booster = Literal["exact", "sklearn", "hist"]
 BOOSTERS: tuple[str, ...] = get_args(Booster)
 
-CHECK_SETTINGS = U.SettingsChecks(
-    num_train=U.count("num_train", 2), num_test=U.count("num_test"), booster=U.one_of("booster", BOOSTERS)
+CHECK_SETTINGS = SettingsChecks(
+    num_train=count("num_train", 2), num_test=count("num_test"), booster=one_of("booster", BOOSTERS)
 )
 
 #: added to every importance before normalising (as in disentanglement_lib), so that a code or
@@ -85,19 +88,19 @@ def dci(
         n_jobs=n_jobs, representation_batch_size=representation_batch_size,
     )
     seed = settings["seed"]
-    chosen = U.select_factors(dataset, settings["factors"])
-    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
+    chosen = select_factors(dataset, settings["factors"])
+    code_fn = as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(seed)
-    codes_train, factors_train = U.sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
-    codes_test, factors_test = U.sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
+    codes_train, factors_train = sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+    codes_test, factors_test = sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
     importance, train_acc, test_acc = importance_matrix(
         codes_train, factors_train[:, chosen], codes_test, factors_test[:, chosen],
-        booster=settings["booster"], random_state=U.derived_seed(seed, 1), n_jobs=settings["n_jobs"],
+        booster=settings["booster"], random_state=derived_seed(seed, 1), n_jobs=settings["n_jobs"],
     )
     scores = dci_from_importance(importance)
     scores["informativeness_train"] = float(np.mean(train_acc))
     scores["informativeness_test"] = float(np.mean(test_acc))
-    return U.as_float_dict(scores)
+    return as_float_dict(scores)
 
 
 
@@ -113,7 +116,7 @@ def importance_matrix(
     n_jobs: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(R (d, K), train accuracy (K,), test accuracy (K,))`` from one classifier per factor."""
-    U.one_of("booster", BOOSTERS)(booster)
+    one_of("booster", BOOSTERS)(booster)
     codes_train = np.asarray(codes_train, dtype=np.float64)
     codes_test = np.asarray(codes_test, dtype=np.float64)
     if codes_train.ndim != 2 or factors_train.ndim != 2 or len(codes_train) != len(factors_train):
@@ -128,7 +131,7 @@ def importance_matrix(
         for k in range(factors_train.shape[1])
     ]
     costs = [len(np.unique(t[1])) for t in tasks]  # a multiclass booster fits one tree per class
-    results = U.parallel_map(_fit_factor, tasks, n_jobs, costs, prefer="processes")
+    results = parallel_map(_fit_factor, tasks, n_jobs, costs, prefer="processes")
     importance = np.stack([r[0] for r in results], axis=1)
     return importance, np.array([r[1] for r in results]), np.array([r[2] for r in results])
 
@@ -146,7 +149,7 @@ def _exact_importance_matrix(codes_train, factors_train, codes_test, factors_tes
     if varying:
         model = fit_boosted_trees(
             codes_train, factors_train[:, varying], seed=random_state,
-            n_threads=U.resolve_n_jobs(n_jobs, sum(classes)),  # at most one thread per tree of a stage
+            n_threads=resolve_n_jobs(n_jobs, sum(classes)),  # at most one thread per tree of a stage
         )
         importance[:, varying] = np.abs(model.importances)  # as the reference: |rounding| near 0
         train_acc[varying] = np.mean(model.predict() == factors_train[:, varying], axis=0)

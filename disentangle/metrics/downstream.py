@@ -7,7 +7,10 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from .._core import checks
-from . import _utils as U
+from ._parallel import parallel_map
+from ._representation import as_representation_function
+from ._sampling import sample_codes_and_factors
+from ._settings import SettingsChecks, count, derived_seed, factor_names, one_of, select_factors
 from .registration import register_metric
 
 Predictor = Literal["logistic_regression", "gradient_boosting", "hist_gradient_boosting"]
@@ -43,12 +46,12 @@ def _check_together(settings: dict[str, Any]) -> None:
         )
 
 
-CHECK_SETTINGS = U.SettingsChecks(
+CHECK_SETTINGS = SettingsChecks(
     _check_together,
     num_train=_check_sizes,
-    num_test=U.count("num_test"),
+    num_test=count("num_test"),
     predictors=_check_predictors,
-    booster=U.one_of("booster", get_args(DownstreamBooster)),
+    booster=one_of("booster", get_args(DownstreamBooster)),
 )
 
 
@@ -99,17 +102,17 @@ def downstream_task(
     )
     seed, sizes, num_test = settings["seed"], settings["num_train"], settings["num_test"]
     predictors, booster, n_jobs = settings["predictors"], settings["booster"], settings["n_jobs"]
-    chosen = U.select_factors(dataset, settings["factors"])
-    names = [U.factor_names(dataset)[k] for k in chosen]
-    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
+    chosen = select_factors(dataset, settings["factors"])
+    names = [factor_names(dataset)[k] for k in chosen]
+    code_fn = as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(seed)
-    random_state = U.derived_seed(seed, 1)
+    random_state = derived_seed(seed, 1)
 
     tasks, costs, keys = [], [], []
     results: dict[tuple[str, int, int], tuple[float, float]] = {}
     for n in sizes:
-        x_train, y_train = U.sample_codes_and_factors(dataset, code_fn, n, rng)
-        x_test, y_test = U.sample_codes_and_factors(dataset, code_fn, num_test, rng)
+        x_train, y_train = sample_codes_and_factors(dataset, code_fn, n, rng)
+        x_test, y_test = sample_codes_and_factors(dataset, code_fn, num_test, rng)
         y_train, y_test = y_train[:, chosen], y_test[:, chosen]
         for predictor in predictors:
             if predictor == "gradient_boosting" and booster == "exact":
@@ -126,7 +129,7 @@ def downstream_task(
                 classes = len(np.unique(y_train[:, k]))
                 costs.append(n * (classes if predictor != "logistic_regression" else 1))
                 keys.append((predictor, n, k))
-    results.update(zip(keys, U.parallel_map(_fit_predictor, tasks, n_jobs, costs, prefer="processes")))
+    results.update(zip(keys, parallel_map(_fit_predictor, tasks, n_jobs, costs, prefer="processes")))
 
     scores: dict[str, float] = {}
     for predictor in predictors:

@@ -9,14 +9,14 @@ import torch
 
 from .._core import checks
 from . import _gaussian as G
-from . import _utils as U
+from ._settings import SettingsChecks, as_float_dict, check_dataset, count, one_of
 from .registration import register_metric
 
 Mixture = Literal["sample", "grid"]
 
-CHECK_SETTINGS = U.SettingsChecks(
-    num_samples=U.count("num_samples", 2),
-    mixture=U.one_of("mixture", get_args(Mixture)),
+CHECK_SETTINGS = SettingsChecks(
+    num_samples=count("num_samples", 2),
+    mixture=one_of("mixture", get_args(Mixture)),
     dataset_size=lambda value: None if value is None else checks.positive_int("dataset_size", value, minimum=2),
 )
 
@@ -71,7 +71,7 @@ def elbo_decomposition(
     )
     seed, num_samples, mixture = settings["seed"], settings["num_samples"], settings["mixture"]
     representation_batch_size = settings["representation_batch_size"]
-    sizes = U.check_dataset(dataset)
+    sizes = check_dataset(dataset)
     G.encoder_of(model)
     N = G.dataset_size(dataset) if settings["dataset_size"] is None else settings["dataset_size"]
     grid_size = int(np.prod(sizes))
@@ -117,4 +117,4 @@ def elbo_decomposition(
     scores["kl"] = analytic_kl
     for j in range(d):
         scores[f"dimwise_kl_{j}"] = float(dimwise[j])
-    return U.as_float_dict(scores)
+    return as_float_dict(scores)

@@ -7,14 +7,16 @@ from typing import Any
 import numpy as np
 
 from .._core import checks
-from . import _utils as U
+from ._representation import as_representation_function
+from ._sampling import codes_for_factors, sample_factors, sample_fixed_factor_groups
+from ._settings import SettingsChecks, as_float_dict, check_dataset, count, select_factors
 from .registration import register_metric
 
-CHECK_SETTINGS = U.SettingsChecks(
-    batch_size=U.count("batch_size", 2),
-    num_train=U.count("num_train"),
-    num_eval=U.count("num_eval"),
-    num_variance_estimate=U.count("num_variance_estimate", 2),
+CHECK_SETTINGS = SettingsChecks(
+    batch_size=count("batch_size", 2),
+    num_train=count("num_train"),
+    num_eval=count("num_eval"),
+    num_variance_estimate=count("num_variance_estimate", 2),
     prune_threshold=lambda value: checks.non_negative("prune_threshold", value),
 )
 
@@ -65,13 +67,13 @@ def factor_vae_score(
         representation_batch_size=representation_batch_size,
     )
     batch_size = settings["batch_size"]
-    sizes = U.check_dataset(dataset)
-    chosen = U.select_factors(dataset, settings["factors"])
-    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
+    sizes = check_dataset(dataset)
+    chosen = select_factors(dataset, settings["factors"])
+    code_fn = as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(settings["seed"])
 
-    sampled = U.sample_factors(dataset, settings["num_variance_estimate"], rng)
-    global_var = np.var(U.codes_for_factors(dataset, code_fn, sampled, rng), axis=0, ddof=1)
+    sampled = sample_factors(dataset, settings["num_variance_estimate"], rng)
+    global_var = np.var(codes_for_factors(dataset, code_fn, sampled, rng), axis=0, ddof=1)
     active = (global_var > 0) & (np.sqrt(global_var) >= settings["prune_threshold"])
     if not active.any():
         return {"train_accuracy": 0.0, "eval_accuracy": 0.0, "num_active_dims": 0.0}
@@ -85,14 +87,14 @@ def factor_vae_score(
     train_acc = train_votes[classifier, dims].sum() / train_votes.sum()
     eval_votes = votes(settings["num_eval"])
     eval_acc = eval_votes[classifier, dims].sum() / eval_votes.sum()
-    return U.as_float_dict(
+    return as_float_dict(
         {"train_accuracy": train_acc, "eval_accuracy": eval_acc, "num_active_dims": int(active.sum())}
     )
 
 
 def _votes(dataset, code_fn, num_factors, chosen, batch_size, num_points, rng, global_var, active):
     """``(K, d)`` counts of (fixed factor, argmin dimension) over ``num_points`` batches."""
-    index, factors = U.sample_fixed_factor_groups(dataset, num_points, batch_size, rng, chosen)
+    index, factors = sample_fixed_factor_groups(dataset, num_points, batch_size, rng, chosen)
     active_dims = np.flatnonzero(active)
     per_call = max(1, code_fn.batch_size // batch_size)
     argmins = np.empty(num_points, dtype=np.int64)

@@ -9,17 +9,20 @@ import numpy as np
 import torch
 
 from . import _gaussian as G
-from . import _utils as U
+from ._information import discrete_entropy, discrete_mutual_info, histogram_discretize
+from ._representation import as_representation_function
+from ._sampling import sample_codes_and_factors
+from ._settings import SettingsChecks, as_float_dict, check_dataset, count, factor_names, one_of, select_factors
 from .registration import register_metric
 
 Estimator = Literal["histogram", "chen"]
 ESTIMATORS: tuple[str, ...] = get_args(Estimator)
 
-CHECK_SETTINGS = U.SettingsChecks(
-    estimator=U.one_of("estimator", ESTIMATORS),
-    num_train=U.count("num_train", 2),
-    num_bins=U.count("num_bins"),
-    num_samples=U.count("num_samples"),
+CHECK_SETTINGS = SettingsChecks(
+    estimator=one_of("estimator", ESTIMATORS),
+    num_train=count("num_train", 2),
+    num_bins=count("num_bins"),
+    num_samples=count("num_samples"),
 )
 
 
@@ -45,7 +48,7 @@ def mig(
     ``estimator="histogram"`` (default; disentanglement_lib's ``compute_mig``, used by Locatello et
     al.): the posterior means of ``num_train`` sampled observations are discretised per code
     dimension into ``num_bins`` equal-width bins spanning that dimension's [min, max] (see
-    :func:`~disentangle.metrics._utils.histogram_discretize`), ``I(z_j; v_k)`` is the plug-in
+    :func:`~disentangle.metrics._information.histogram_discretize`), ``I(z_j; v_k)`` is the plug-in
     discrete mutual information of the binned codes and the factor classes, and ``H(v_k)`` is the
     plug-in entropy of the sampled factor classes. Works with any representation.
 
@@ -68,7 +71,7 @@ def mig(
         mig(dsprites, model, estimator="chen", factors=["scale", "orientation", "position_x", "position_y"])
 
     Factors with a single value are never scored (zero entropy, see
-    :func:`~disentangle.metrics._utils.select_factors`), nor is a factor that the histogram
+    :func:`~disentangle.metrics._settings.select_factors`), nor is a factor that the histogram
     estimator's sample happens to hold at one value. With one code dimension the second-largest
     information is taken as 0.
 
@@ -79,26 +82,26 @@ def mig(
         factors=factors, representation_batch_size=representation_batch_size,
     )
     seed = settings["seed"]
-    chosen = U.select_factors(dataset, settings["factors"])
-    names = [U.factor_names(dataset)[k] for k in chosen]
+    chosen = select_factors(dataset, settings["factors"])
+    names = [factor_names(dataset)[k] for k in chosen]
     if settings["estimator"] == "chen":
         mi, entropy = _chen_mutual_information(
             dataset, representation, seed, settings["num_samples"], settings["representation_batch_size"], chosen
         )
     else:
-        code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
+        code_fn = as_representation_function(representation, settings["representation_batch_size"])
         rng = np.random.default_rng(seed)
-        codes, sampled = U.sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+        codes, sampled = sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
         sampled = sampled[:, chosen]
-        mi = U.discrete_mutual_info(U.histogram_discretize(codes, settings["num_bins"]), sampled)
-        entropy = U.discrete_entropy(sampled)
+        mi = discrete_mutual_info(histogram_discretize(codes, settings["num_bins"]), sampled)
+        entropy = discrete_entropy(sampled)
     gaps = mig_from_mutual_info(mi, entropy)
     valid = ~np.isnan(gaps)
     scores = {"mig": float(gaps[valid].mean()) if valid.any() else 0.0}
     for name, gap, ok in zip(names, gaps, valid):
         if ok:
             scores[f"mig_{name}"] = float(gap)
-    return U.as_float_dict(scores)
+    return as_float_dict(scores)
 
 
 def mig_from_mutual_info(mutual_info: np.ndarray, factor_entropy: np.ndarray) -> np.ndarray:
@@ -129,7 +132,7 @@ def factor_grid(factor_sizes) -> np.ndarray:
 
 def _chen_mutual_information(dataset, model, seed, num_samples, batch_size, chosen):
     """``(d, len(chosen))`` mutual information and factor entropies with Chen et al.'s estimator."""
-    sizes = U.check_dataset(dataset)
+    sizes = check_dataset(dataset)
     rng = np.random.default_rng(seed)
     grid = factor_grid(sizes)
     mu, logvar = G.encode_factors(dataset, model, grid, rng, batch_size)

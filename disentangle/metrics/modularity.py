@@ -6,11 +6,15 @@ from typing import Any
 
 import numpy as np
 
-from . import _utils as U
+from ._information import discrete_mutual_info, histogram_discretize, normalize_codes
+from ._parallel import parallel_map
+from ._representation import as_representation_function
+from ._sampling import sample_codes_and_factors
+from ._settings import SettingsChecks, as_float_dict, count, derived_seed, select_factors
 from .registration import register_metric
 
-CHECK_SETTINGS = U.SettingsChecks(
-    num_train=U.count("num_train", 2), num_test=U.count("num_test"), num_bins=U.count("num_bins")
+CHECK_SETTINGS = SettingsChecks(
+    num_train=count("num_train", 2), num_test=count("num_test"), num_bins=count("num_bins")
 )
 
 
@@ -57,23 +61,23 @@ def modularity_explicitness(
         n_jobs=n_jobs, representation_batch_size=representation_batch_size,
     )
     seed, n_jobs = settings["seed"], settings["n_jobs"]
-    chosen = U.select_factors(dataset, settings["factors"])
-    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
+    chosen = select_factors(dataset, settings["factors"])
+    code_fn = as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(seed)
-    codes_train, factors_train = U.sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
-    codes_test, factors_test = U.sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
+    codes_train, factors_train = sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+    codes_test, factors_test = sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
     factors_train, factors_test = factors_train[:, chosen], factors_test[:, chosen]
 
-    mi = U.discrete_mutual_info(U.histogram_discretize(codes_train, settings["num_bins"]), factors_train)
-    x_train, x_test = U.normalize_codes(codes_train, codes_test)
-    random_state = U.derived_seed(seed, 1)
+    mi = discrete_mutual_info(histogram_discretize(codes_train, settings["num_bins"]), factors_train)
+    x_train, x_test = normalize_codes(codes_train, codes_test)
+    random_state = derived_seed(seed, 1)
     tasks = [
         (x_train, factors_train[:, k], x_test, factors_test[:, k], random_state)
         for k in range(factors_train.shape[1])
     ]
     costs = [len(np.unique(t[1])) for t in tasks]
-    aucs = np.array(U.parallel_map(_explicitness_per_factor, tasks, n_jobs, costs, prefer="processes"))
-    return U.as_float_dict(
+    aucs = np.array(parallel_map(_explicitness_per_factor, tasks, n_jobs, costs, prefer="processes"))
+    return as_float_dict(
         {
             "modularity": modularity_from_mutual_info(mi),
             "explicitness_train": aucs[:, 0].mean(),

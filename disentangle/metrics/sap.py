@@ -7,12 +7,15 @@ from typing import Any
 import numpy as np
 
 from .._core import checks
-from . import _utils as U
+from ._parallel import parallel_map
+from ._representation import as_representation_function
+from ._sampling import sample_codes_and_factors
+from ._settings import SettingsChecks, count, derived_seed, select_factors
 from .registration import register_metric
 
-CHECK_SETTINGS = U.SettingsChecks(
-    num_train=U.count("num_train", 2),
-    num_test=U.count("num_test"),
+CHECK_SETTINGS = SettingsChecks(
+    num_train=count("num_train", 2),
+    num_test=count("num_test"),
     continuous_factors=lambda value: checks.boolean("continuous_factors", value),
 )
 
@@ -54,16 +57,16 @@ def sap_score(
         factors=factors, n_jobs=n_jobs, representation_batch_size=representation_batch_size,
     )
     seed, n_jobs = settings["seed"], settings["n_jobs"]
-    chosen = U.select_factors(dataset, settings["factors"])
-    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
+    chosen = select_factors(dataset, settings["factors"])
+    code_fn = as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(seed)
-    codes, factors = U.sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
-    codes_test, factors_test = U.sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
+    codes, factors = sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+    codes_test, factors_test = sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
     factors, factors_test = factors[:, chosen], factors_test[:, chosen]
     if settings["continuous_factors"]:
         matrix = squared_correlation_matrix(codes, factors)
     else:
-        random_state = U.derived_seed(seed, 1)
+        random_state = derived_seed(seed, 1)
         d, K = codes.shape[1], factors.shape[1]
         tasks = [
             (codes[:, j], factors[:, k], codes_test[:, j], factors_test[:, k], random_state)
@@ -71,7 +74,7 @@ def sap_score(
             for k in range(K)
         ]
         costs = [len(np.unique(factors[:, k])) for j in range(d) for k in range(K)]
-        matrix = np.array(U.parallel_map(_svm_accuracy, tasks, n_jobs, costs)).reshape(d, K)
+        matrix = np.array(parallel_map(_svm_accuracy, tasks, n_jobs, costs)).reshape(d, K)
     return {"sap": sap_from_score_matrix(matrix)}
 
 

@@ -5,10 +5,13 @@ from typing import Any
 
 import numpy as np
 
-from . import _utils as U
+from ._information import discrete_mutual_info, histogram_discretize
+from ._representation import as_representation_function
+from ._sampling import sample_codes_and_factors
+from ._settings import SettingsChecks, as_float_dict, check_dataset, count
 from .registration import register_metric
 
-CHECK_SETTINGS = U.SettingsChecks(num_train=U.count("num_train", 2), num_bins=U.count("num_bins"))
+CHECK_SETTINGS = SettingsChecks(num_train=count("num_train", 2), num_bins=count("num_bins"))
 
 
 @register_metric(checks=CHECK_SETTINGS)
@@ -46,10 +49,10 @@ def unsupervised_scores(
         seed=seed, num_train=num_train, num_bins=num_bins, representation_batch_size=representation_batch_size
     )
     num_bins = settings["num_bins"]
-    U.check_dataset(dataset)
-    code_fn = U.as_representation_function(representation, settings["representation_batch_size"])
+    check_dataset(dataset)
+    code_fn = as_representation_function(representation, settings["representation_batch_size"])
     rng = np.random.default_rng(settings["seed"])
-    codes, _ = U.sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+    codes, _ = sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
     cov = np.atleast_2d(np.cov(codes, rowvar=False))
     # A constant dimension is independent of the others: leaving it out gives the limit value.
     keep = np.diag(cov) > 0
@@ -57,11 +60,11 @@ def unsupervised_scores(
     if not keep.any():
         cov = np.ones((1, 1))
     wasserstein = gaussian_wasserstein_correlation(cov)
-    binned = U.histogram_discretize(codes, num_bins)
-    mi = U.discrete_mutual_info(binned, binned)
+    binned = histogram_discretize(codes, num_bins)
+    mi = discrete_mutual_info(binned, binned)
     d = codes.shape[1]
     np.fill_diagonal(mi, 0.0)
-    return U.as_float_dict(
+    return as_float_dict(
         {
             "gaussian_total_correlation": gaussian_total_correlation(cov),
             "gaussian_wasserstein_correlation": wasserstein,

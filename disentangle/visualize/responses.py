@@ -42,7 +42,7 @@ class LatentResponses:
 def factor_axis_values(dataset: Any) -> tuple[np.ndarray, ...]:
     """The physical value of every class of every factor: ``dataset.factor_values`` where it has
     numeric ones of the right length, else the class indices ``0 … S_k − 1``."""
-    from ..metrics._utils import check_dataset
+    from ..metrics._settings import check_dataset
 
     sizes = check_dataset(dataset)
     given = getattr(dataset, "factor_values", None)
@@ -70,12 +70,9 @@ def latent_responses(
     come from ``np.random.default_rng(seed)``; ``Σ_k S_k · num_per_value`` observations are
     encoded (7,232 for dSprites at the default 64).
     """
-    from ..metrics._utils import (
-        as_representation_function,
-        codes_for_factors,
-        factor_names,
-        sample_factors,
-    )
+    from ..metrics._representation import as_representation_function
+    from ..metrics._sampling import codes_for_factors, sample_factors
+    from ..metrics._settings import factor_names
 
     num_per_value = positive_int("num_per_value", num_per_value)
     names = factor_names(dataset)

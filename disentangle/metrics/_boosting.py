@@ -32,7 +32,7 @@ same way as the squared-error proxy below):
 * Prediction: the argmax of the raw predictions (two classes: class 1 when the logit is ``>= 0``).
 
 The results agree with scikit-learn up to floating-point rounding (different summation orders) and
-the tie-breaking order; ``tests/test_metrics_boosting.py`` compares trees, predictions and
+the tie-breaking order; ``tests/metrics/test_boosting.py`` compares trees, predictions and
 importances with ``GradientBoostingClassifier``.
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ from ..errors import DisentangleError
 from ..objectives.base import OptimizerFactory
 
 #: ``train.optimizer`` -> class; every optimizer of a run (the model's and the objective's) is one.
-#: Its keys are the choices of :data:`disentangle._core.choices.OptimizerName` (tests/test_architecture.py
+#: Its keys are the choices of :data:`disentangle._core.choices.OptimizerName` (tests/architecture/test_layers.py
 #: keeps them equal).
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
 

@@ -129,9 +129,12 @@ def cmd_list(args: argparse.Namespace) -> int:
             rows.append([name, objective, dataset, _fmt(steps), source, _fmt(number)])
     if args.pretrained:
         header = ["name", "objective", "dataset", "steps", "wall"] + [c for c, _, _ in SCORE_COLUMNS]
+        mig = header.index("MIG")
+        rows.sort(key=lambda row: -float(row[mig]) if row[mig] not in ("", "-") else float("inf"))
         print(_table(header, rows))
-        print(f"{len(rows)} pretrained models; steps: optimisation steps trained, wall: training time. Scores "
-              f"at their defaults with the recorded seed (python -m disentangle.zoo info NAME for every score).")
+        print(f"{len(rows)} pretrained models, best MIG first (as the README); steps: optimisation steps "
+              f"trained, wall: training time. Scores at their defaults with the recorded seed "
+              f"(python -m disentangle.zoo info NAME for every score).")
     else:
         print(_table(["name", "objective", "dataset", "steps", "family", "dislib #"], rows))
         print(f"{len(rows)} recipes. Generated recipes are listed with -s0; any -sN is a valid seed "

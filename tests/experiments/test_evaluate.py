@@ -1,0 +1,146 @@
+"""``python -m disentangle.evaluate``: a saved run evaluated on its own dataset, written as JSON."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import disentangle
+from disentangle.config import load_config
+from disentangle.evaluate import main
+from disentangle.metrics import resolve_metric_names
+from disentangle.training.trainer import fit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, tiny_overrides):
+    run = tmp_path_factory.mktemp("evaluate") / "run"
+    fit(load_config(None, tiny_overrides(run, steps=4)))
+    return run
+
+
+def test_evaluates_a_run_and_writes_json(run_dir, capsys):
+    rc = main([str(run_dir), "--metrics", "mig,unsupervised_scores,dci", "--no-progress",
+               "--set", "mig.num_train=500", "--set", "unsupervised_scores.num_train=500",
+               "--set", "dci.num_train=200", "--set", "dci.num_test=100"])
+    assert rc == 0, capsys.readouterr().err
+    record = json.loads((run_dir / "metrics.json").read_text())
+    assert set(record["metrics"]) == {"mig", "unsupervised_scores", "dci"}
+    assert set(record["seconds"]) == set(record["metrics"])
+    assert 0.0 <= record["metrics"]["mig"]["mig"] <= 1.0
+    assert record["seed"] == 0
+    # every score records what it depends on (defaults filled in), so nothing reuses it for other settings
+    assert record["metric_settings"]["mig"]["num_train"] == 500
+    assert record["metric_settings"]["mig"]["num_bins"] == 20
+    assert record["metric_settings"]["dci"]["num_test"] == 100
+    out = capsys.readouterr().out
+    assert "dci.disentanglement" in out and "metrics.json" in out
+    # the same numbers as calling the metric directly on the loaded model and its dataset
+    from disentangle.data import build_dataset
+    from disentangle.metrics import mig
+
+    model = disentangle.load(run_dir)
+    direct = mig(build_dataset(model.config["data"]), model, num_train=500, seed=0)
+    assert record["metrics"]["mig"] == pytest.approx(direct, rel=1e-12)
+
+
+def test_progress_bar_and_output_path(run_dir, tmp_path, capsys):
+    out_file = tmp_path / "sub" / "scores.json"
+    rc = main([str(run_dir), "-m", "mig", "--set", "mig.num_train=300", "--output", str(out_file), "--seed", "3"])
+    assert rc == 0
+    assert json.loads(out_file.read_text())["seed"] == 3
+    assert "metrics" in capsys.readouterr().err  # tqdm's bar
+
+
+def test_all_includes_the_encoder_metrics_for_a_model(run_dir):
+    names = resolve_metric_names("all", disentangle.load(run_dir))
+    assert "elbo_decomposition" in names and "dci" in names and len(names) == 9
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--metrics", "mig,dcii"], "Did you mean 'dci'"),
+        (["--metrics", "mig", "--set", "mig.num_trian=5"], "Did you mean 'num_train'"),
+        (["--metrics", "mig", "--set", "dci.num_train=5"], "not among the metrics"),
+        (["--metrics", "mig", "--set", "mig"], "METRIC.KEY=VALUE"),
+    ],
+)
+def test_usage_errors_exit_2_before_loading(args, message, tmp_path, capsys):
+    rc = main([str(tmp_path / "no_such_run"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err
+
+
+def test_missing_run_exits_1(tmp_path, capsys):
+    rc = main([str(tmp_path / "no_such_run"), "--metrics", "mig"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Cannot load a model" in err and "Traceback" not in err
+
+
+def test_module_entry_point_reports_unknown_metric_without_traceback(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "disentangle.evaluate", str(tmp_path), "--metrics", "sap"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "Unknown metric 'sap'" in proc.stderr
+    assert "sap_score" in proc.stderr
+
+
+def test_evaluating_again_merges_into_the_metrics_file_and_keeps_the_rest(run_dir, tmp_path, capsys):
+    """A sweep's metrics.json holds seven metrics and its own keys: evaluating one metric again
+    (other settings) replaces that metric only; nothing else is lost."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    sweep_record = {
+        "run_id": "abc", "values": {"objective.beta": 4.0}, "seed": 0, "run_dir": "/sweep/runs/abc",
+        "metrics": {"sap_score": {"sap": 0.25}, "mig": {"mig": 0.5}},
+        "metric_settings": {"sap_score": {"num_train": 123}, "mig": {"num_train": 999}},
+        "seconds": {"sap_score": 1.0, "mig": 2.0},
+    }
+    (run / "metrics.json").write_text(json.dumps(sweep_record))
+    assert main([str(run), "-m", "mig", "--set", "mig.num_train=300", "--no-progress"]) == 0
+    record = json.loads((run / "metrics.json").read_text())
+    assert record["run_id"] == "abc" and record["values"] == {"objective.beta": 4.0}
+    assert record["run_dir"] == "/sweep/runs/abc"
+    assert record["metrics"]["sap_score"] == {"sap": 0.25}
+    assert record["metric_settings"]["sap_score"] == {"num_train": 123}
+    assert record["metric_settings"]["mig"]["num_train"] == 300
+    assert record["metrics"]["mig"]["mig"] != 0.5 and record["seconds"]["sap_score"] == 1.0
+    from disentangle.data import build_dataset
+    from disentangle.metrics import mig
+
+    model = disentangle.load(run)
+    assert record["metrics"]["mig"] == pytest.approx(mig(build_dataset(model.config["data"]), model, num_train=300, seed=0), rel=1e-12)
+
+
+def test_a_seed_other_than_the_files_is_refused_before_computing(run_dir, tmp_path, capsys):
+    out = tmp_path / "m.json"
+    out.write_text(json.dumps({"seed": 0, "metrics": {"mig": {"mig": 0.5}}}))
+    assert main([str(run_dir), "-m", "mig", "--seed", "3", "--output", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "seed 0" in err and "--seed 0" in err and "--output" in err
+    assert json.loads(out.read_text()) == {"seed": 0, "metrics": {"mig": {"mig": 0.5}}}
+    out.write_text("[1, 2]")
+    assert main([str(run_dir), "-m", "mig", "--output", str(out), "--no-progress"]) == 2
+    assert "not a metrics record" in capsys.readouterr().err and out.read_text() == "[1, 2]"
+
+
+def test_a_record_without_settings_keeps_its_other_metrics_at_their_defaults():
+    from disentangle.evaluate import merged_record
+    from disentangle.metrics.results import settings_identity
+
+    merged = merged_record({"seed": 0, "metrics": {"sap_score": {"sap": 0.1}}},
+                           {"run_dir": "r", "seed": 0, "metrics": {"mig": {"mig": 0.2}},
+                            "metric_settings": {"mig": {"num_train": 5}}, "seconds": {"mig": 1.0}})
+    assert merged["metric_settings"] == {"sap_score": settings_identity("sap_score", {}), "mig": {"num_train": 5}}
+    assert merged["metrics"] == {"sap_score": {"sap": 0.1}, "mig": {"mig": 0.2}} and merged["run_dir"] == "r"

@@ -1,0 +1,188 @@
+"""Sweep records: metric settings per score (metrics.json), results.csv after every run and never
+mixing settings, each study of a folder judged by its own metrics, the plan's lock."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from disentangle.sweep import api, load_study, study_from_dict
+from disentangle.sweep.runner import run_one
+
+from .test_sweep import tiny_study_dict, write_study
+
+REPO = Path(__file__).resolve().parents[2]
+MIG_200 = {"mig": {"num_train": 200}}
+
+
+def settings_identity(metric, settings):
+    from disentangle.metrics.results import settings_identity
+
+    return settings_identity(metric, settings)
+
+
+def run_in_process(study, out: Path):
+    """Every run of ``study`` through the run-one function, in this process (no worker pool)."""
+    api.write_plan(study, out)
+    return [run_one(api._task(r, out, study, 1, False)) for r in study.runs]
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+# ---------------------------------------------------------------------- item 4: metric settings
+def test_a_metric_scored_with_other_settings_is_missing_and_never_mixed(tmp_path):
+    a = load_study(write_study(tmp_path, grid={}, seeds=2, metrics=["mig"], metric_settings=MIG_200))
+    out = tmp_path / "out"
+    assert [o.status for o in run_in_process(a, out)] == ["finished", "finished"]
+    first = out / "runs" / a.runs[0].run_id
+    trained = (first / "log.jsonl").read_text()
+
+    (tmp_path / "b").mkdir()
+    b = load_study(write_study(tmp_path / "b", grid={}, seeds=[0], metrics=["mig"],
+                               metric_settings={"mig": {"num_train": 300}}))
+    assert b.runs[0].run_id == a.runs[0].run_id  # the same run, asked with other settings
+    assert api.run(b, out, dry_run=True, log=None).before["partial"] == 1  # not "finished": mig is missing
+    record = json.loads((first / "metrics.json").read_text())
+    assert record["metric_settings"]["mig"] == settings_identity("mig", {"num_train": 200})
+    assert record["metric_settings"]["mig"]["num_train"] == 200 and "n_jobs" not in record["metric_settings"]["mig"]
+    state, detail = api.run_state(first, ["mig"], {"mig": {"num_train": 300}})
+    assert state == "partial" and "metrics to compute: mig (scored with other settings)" in detail
+    # settings that only change the speed, or a default spelled out, do not make a score missing
+    assert api.run_state(first, ["mig"], {"mig": {"num_train": 200, "n_jobs": 3}})[0] == "finished"
+
+    assert [o.status for o in run_in_process(b, out)] == ["finished"]  # re-scored, not retrained
+    assert (first / "log.jsonl").read_text() == trained
+    record = json.loads((first / "metrics.json").read_text())
+    assert record["metric_settings"]["mig"]["num_train"] == 300
+
+    # run 0 holds mig at num_train 300, run 1 at 200: the columns are split, never mixed
+    columns, rows = read_csv(out / "results.csv")
+    assert "mig.mig" not in columns
+    assert {"mig.mig[num_train=200]", "mig.mig[num_train=300]"} <= set(columns)
+    by_id = {r["run_id"]: r for r in rows}
+    assert by_id[a.runs[0].run_id]["mig.mig[num_train=200]"] == ""
+    assert float(by_id[a.runs[0].run_id]["mig.mig[num_train=300]"]) == record["metrics"]["mig"]["mig"]
+    assert by_id[a.runs[1].run_id]["mig.mig[num_train=300]"] == ""
+    table = api.results(out)
+    assert table.notes and "split by settings" in table.notes[0]
+
+
+def test_metrics_json_without_settings_per_metric_counts_as_the_defaults(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    # written by an earlier version: the sweep's own settings (only those given) for every metric
+    (run / "metrics.json").write_text(json.dumps({"metrics": {"mig": {"mig": 0.2}, "dci": {"disentanglement": 0.1}},
+                                                  "metric_settings": MIG_200}))
+    assert api.run_state(run, ["mig", "dci"], MIG_200)[0] == "finished"
+    assert api.run_state(run, ["mig"], {})[0] == "partial"
+    assert api.run_state(run, ["dci"], {"dci": {"num_train": 10000}})[0] == "finished"  # a default spelled out
+    # written by python -m disentangle.evaluate: no settings at all, the defaults
+    (run / "metrics.json").write_text(json.dumps({"metrics": {"mig": {"mig": 0.2}}}))
+    assert api.run_state(run, ["mig"])[0] == "finished"
+    assert api.run_state(run, ["mig"], MIG_200)[0] == "partial"
+
+
+# ---------------------------------------------------------------------- item 5: results after each run
+def test_results_csv_is_rewritten_after_every_finished_run(tmp_path):
+    path = write_study(tmp_path, grid={}, seeds=2, metrics=["mig"], metric_settings=MIG_200)
+    out = tmp_path / "out"
+    seen: list[tuple[str, list[str]]] = []
+
+    def log(line: str) -> None:
+        if line.startswith("[1/2]"):  # the first run ended; the sweep goes on with the second
+            _, rows = read_csv(out / "results.csv")
+            seen.append((line.split()[2], [r["run_id"] for r in rows]))
+
+    report = api.run(path, out, workers=1, threads_per_run=1, log=log)
+    assert report.ok and len(seen) == 1
+    first, listed = seen[0]
+    assert first in listed
+    assert not list(out.glob(".results.csv.*.tmp"))  # written atomically: no temporary file left
+
+
+# ---------------------------------------------------------------------- item 8: studies in one folder
+def test_each_study_of_a_folder_is_judged_by_its_own_metrics(tmp_path):
+    a = study_from_dict(tiny_study_dict(tmp_path, grid={"objective.beta": [1.0]}, seeds=1, metrics=["mig"],
+                                        metric_settings=MIG_200), source="a.yaml", folder=tmp_path)
+    b = study_from_dict(tiny_study_dict(tmp_path, grid={"objective.beta": [4.0]}, seeds=1,
+                                        metrics=["mig", "unsupervised_scores"], metric_settings={}),
+                        source="b.yaml", folder=tmp_path)
+    out = tmp_path / "out"
+    api.write_plan(a, out)
+    api.write_plan(b, out)
+    done = a.runs[0].run_id
+    (out / "runs" / done).mkdir(parents=True)
+    (out / "runs" / done / "metrics.json").write_text(json.dumps(
+        {"run_id": done, "metrics": {"mig": {"mig": 0.1}}, "metric_settings": MIG_200}
+    ))
+    status = api.status(out)
+    assert {r.run_id: r.state for r in status.runs} == {done: "finished", b.runs[0].run_id: "not started"}
+    plan = json.loads((out / "sweep.json").read_text())
+    assert [(s["source"], s["metrics"], s["metric_settings"], s["run_ids"]) for s in plan["studies"]] == [
+        ("a.yaml", ["mig"], MIG_200, [done]),
+        ("b.yaml", ["mig", "unsupervised_scores"], {}, [b.runs[0].run_id]),
+    ]
+    assert plan["metrics"] == ["mig", "unsupervised_scores"]  # the union: the results' column order
+
+    # a plan written before per-study entries: every run is judged by the union, as then
+    for entry in plan["studies"]:
+        del entry["run_ids"], entry["metrics"], entry["metric_settings"]
+    (out / "sweep.json").write_text(json.dumps(plan))
+    assert {r.run_id: r.state for r in api.status(out).runs}[done] == "partial"
+
+
+WRITER = """
+import os, sys, time
+from pathlib import Path
+from disentangle.sweep import api
+from disentangle.sweep.grid import RunSpec, Study
+
+name, out, go = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+real_replace = os.replace
+
+def slow_replace(src, dst, *args, **kwargs):  # widen the window between reading and writing the plan
+    if Path(dst).name == "sweep.json":
+        time.sleep(1.5)
+    return real_replace(src, dst, *args, **kwargs)
+
+os.replace = slow_replace
+runs = [RunSpec((name * 16)[:15] + str(i), i, i, {}, {"train": {"steps": 1}}) for i in range(2)]
+study = Study(source=name + ".yaml", name=name, base="quickstart", set={}, grid=[{}], seeds=[0, 1],
+              metrics=["mig"], metric_settings={}, imports=[], raw={"name": name}, runs=runs)
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.005)
+api.write_plan(study, out)
+"""
+
+
+def test_two_sweeps_writing_the_plan_together_keep_both(tmp_path):
+    out, go = tmp_path / "out", tmp_path / "go"
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, name, str(out), str(go)], cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name in ("a", "b")
+    ]
+    try:
+        for w in writers:
+            assert w.stdout.readline().strip() == "ready", w.stderr.read()
+        go.touch()
+        for w in writers:
+            _, err = w.communicate(timeout=120)
+            assert w.returncode == 0, err
+    finally:
+        for w in writers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+    plan = json.loads((out / "sweep.json").read_text())
+    assert sorted(s["name"] for s in plan["studies"]) == ["a", "b"]
+    assert sorted(r["run_id"] for r in plan["runs"]) == ["aaaaaaaaaaaaaaa0", "aaaaaaaaaaaaaaa1",
+                                                         "bbbbbbbbbbbbbbb0", "bbbbbbbbbbbbbbb1"]
+    assert sorted(p.name for p in out.iterdir()) == [".plan.lock", "sweep.json"]

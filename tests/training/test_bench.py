@@ -1,0 +1,106 @@
+"""Benchmark helpers: the CPU features that decide bf16 speed (hardening item 14); the AnnealedVAE gradient diagnosis."""
+from __future__ import annotations
+
+import pytest
+
+from disentangle.training.bench import cpu_capabilities
+
+
+def test_cpu_capabilities_reads_bf16_flags(tmp_path):
+    with_bf16 = tmp_path / "cpuinfo_bf16"
+    with_bf16.write_text(
+        "processor\t: 0\nmodel name\t: Some Xeon\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+        "processor\t: 1\nmodel name\t: Some Xeon\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+    )
+    caps = cpu_capabilities(str(with_bf16))
+    assert caps["cpu_model"] == "Some Xeon"
+    assert caps["bf16_flags"] == "amx_bf16 amx_tile avx512_bf16"
+    assert caps["native_bf16"] == "yes"
+    without = tmp_path / "cpuinfo_plain"
+    without.write_text("model name\t: AMD EPYC\nflags\t\t: fpu avx2 fma\n")
+    caps = cpu_capabilities(str(without))
+    assert (caps["bf16_flags"], caps["native_bf16"]) == ("none", "no")
+    assert caps["torch_cpu_capability"]  # torch's own reading, e.g. AVX2 or AVX512
+    missing = cpu_capabilities(str(tmp_path / "absent"))
+    assert missing["cpu_model"] == "unknown" and missing["native_bf16"] == "no"
+
+
+def _load_benchmark(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_annealed_vae_gradients_reports_each_terms_gradient_and_adams_share(tmp_path, tiny_overrides, capsys, one_thread):
+    """The script's numbers against an independent computation on a tiny AnnealedVAE run: the rms
+    gradient of γ·|KL − C| on the mean head's bias, and Adam's v from the checkpoint."""
+    import re
+
+    import torch
+
+    import disentangle
+    from disentangle.config import load_config
+    from disentangle.data import build_dataset
+    from disentangle.training.trainer import fit
+
+    run = tmp_path / "annealed"
+    fit(load_config(None, tiny_overrides(run, steps=8, **{"objective.name": "annealed_vae", "objective.iteration_threshold": 4})))
+    script = _load_benchmark("annealed_vae_gradients")
+    assert script.main([str(run), "--batches", "2", "--batch-size", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "step 8, C = 25.00 nats" in out
+    row = next(line for line in out.splitlines() if line.startswith("| encoder.head.mean.bias |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+
+    model = disentangle.load(run)
+    model.train()
+    dataset = build_dataset(model.config["data"])
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    squares = []
+    for _ in range(2):
+        x = dataset.sample_batch(8, generator)
+        x = x.float() / 255 if x.dtype == torch.uint8 else x.float()
+        out_ = model(x)
+        kl = (0.5 * (out_.mu ** 2 + out_.logvar.exp() - out_.logvar - 1)).sum(1).mean()
+        (grad,) = torch.autograd.grad(1000.0 * (kl - 25.0).abs(), [model.encoder.head.mean.bias])
+        squares.append(grad.square())
+    expected = (sum(squares) / 2).mean().sqrt().item()
+    assert float(cells[2]) == pytest.approx(expected, rel=1e-2)  # printed with 3 significant digits
+    checkpoint = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=False)
+    names = [n for n, _ in model.named_parameters()]
+    v = checkpoint["optimizers"]["model"]["state"][names.index("encoder.head.mean.bias")]["exp_avg_sq"]
+    assert float(cells[4]) == pytest.approx(v.mean().sqrt().item(), rel=1e-2)
+    assert re.search(r"sign of KL − C per batch: [+-] [+-]$", out.splitlines()[0])
+
+
+def test_annealed_vae_gradients_refuses_another_objective(tmp_path, tiny_overrides, capsys, one_thread):
+    from disentangle.config import load_config
+    from disentangle.training.trainer import fit
+
+    run = tmp_path / "beta"
+    fit(load_config(None, tiny_overrides(run, steps=2)))
+    assert _load_benchmark("annealed_vae_gradients").main([str(run)]) == 2
+    assert "not annealed_vae" in capsys.readouterr().err
+
+
+def test_time_to_disentangle_shows_a_continued_run_once_and_its_40k_column():
+    script = _load_benchmark("time_to_disentangle")
+
+    def run(curve, seed=0, strength="beta 4"):
+        return {"run": "r", "objective": "beta_vae", "strength": strength, "seed": seed, "precision": "fp32",
+                "curve": curve, "final_mig": None, "steps_per_s": 10.0, "wall_time_s": 600.0, "last_step": curve[-1][0]}
+
+    first = [(2000, 0.1), (20000, 0.2)]
+    short, longer = run(first), run(first + [(40000, 0.3)])
+    other_seed, other_curve = run(first, seed=1), run([(2000, 0.1), (20000, 0.25)])
+    kept = script.drop_continued([short, longer, other_seed, other_curve])
+    assert kept == [longer, other_seed, other_curve]
+    table = script.table(kept)
+    assert "MIG@40k" in table and "| 0.300 |" in table
+    assert "MIG@40k" not in script.table([short])

@@ -1,0 +1,146 @@
+"""``python -m disentangle.visualize`` and the folder writers behind it, on a tiny trained run."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import disentangle
+from disentangle.config import load_config
+from disentangle.data import build_dataset
+from disentangle.training.trainer import fit
+from disentangle.visualize import (
+    PICTURES,
+    kl_per_dim,
+    sample_images,
+    traversal_grid,
+    write_pictures,
+    write_training_pictures,
+)
+from disentangle.visualize.__main__ import main
+
+from .test_helpers import BlockFactors, BlockVAE
+
+pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, tiny_overrides):
+    run = tmp_path_factory.mktemp("vis") / "run"
+    fit(load_config(None, tiny_overrides(run, steps=4)))
+    return run
+
+
+def test_cli_writes_every_picture_from_the_same_functions(run_dir, tmp_path, capsys):
+    (run_dir / "metrics.json").write_text(json.dumps({"metrics": {"mig": {"mig": 0.2}}}))
+    out = tmp_path / "pictures"
+    try:
+        assert main([str(run_dir), "--out", str(out), "--frames", "6", "--images", "2"]) == 0
+    finally:
+        (run_dir / "metrics.json").unlink()
+    assert sorted(p.name for p in out.iterdir()) == sorted(PICTURES.values())
+    assert capsys.readouterr().out.count("wrote ") == len(PICTURES)
+
+    model = disentangle.load(run_dir)
+    dataset = build_dataset(model.config["data"])
+    x = sample_images(dataset, 256, seed=0)
+    expected = traversal_grid(model, x[:2], kl_per_dim(model, x))
+    with Image.open(out / "traversals.png") as png:
+        np.testing.assert_array_equal(np.asarray(png.convert("RGB")), expected)
+    with Image.open(out / "traversals.gif") as gif:
+        assert gif.n_frames == 6
+    for name in ("latent_responses.png", "kl_per_dim.png", "metrics.png"):
+        with Image.open(out / name) as im:
+            assert im.format == "PNG" and min(im.size) > 100
+
+
+def test_all_leaves_out_metrics_without_scores_and_rerun_rewrites(run_dir, tmp_path):
+    out = tmp_path / "p"
+    argv = [str(run_dir), "--out", str(out), "--what", "all", "--frames", "4"]
+    assert main(argv) == 0
+    names = {p.name for p in out.iterdir()}
+    assert names == set(PICTURES.values()) - {"metrics.png"}
+    before = (out / "reconstructions.png").read_bytes()
+    assert main([*argv[:3], "--what", "reconstructions"]) == 0  # idempotent: the same file, no leftovers
+    assert {p.name for p in out.iterdir()} == names
+    assert (out / "reconstructions.png").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "argv_tail, message",
+    [
+        (["--what", "gf"], "Did you mean 'gif'?"),
+        (["--what", "metrics"], "metrics.json"),
+        (["--frames", "1"], "--frames"),
+        (["--limit", "0"], "--limit"),
+    ],
+)
+def test_bad_options_exit_2_before_writing(run_dir, tmp_path, capsys, argv_tail, message):
+    out = tmp_path / "never"
+    assert main([str(run_dir), "--out", str(out), *argv_tail]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_bad_folder_exits_2_with_one_paragraph(tmp_path, capsys):
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "disentangle.visualize", str(tmp_path / "missing"), "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: No model to show at") and proc.stderr.count("\n") == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([str(empty), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: No model to show at") and "checkpoint.pt" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_write_pictures_checks_everything_before_making_the_folder(tmp_path):
+    model, data = BlockVAE([0.0, 0.0, 0.0]), BlockFactors()
+    with pytest.raises(disentangle.ConfigError, match="metrics.png needs scores"):
+        write_pictures(model, data, tmp_path / "a", ["metrics"])
+    with pytest.raises(disentangle.ConfigError, match="num_frames"):
+        write_pictures(model, data, tmp_path / "a", ["gif"], num_frames=0)
+    assert not (tmp_path / "a").exists()
+
+
+def test_training_pictures_leave_rng_and_mode_alone(tmp_path):
+    model, data = BlockVAE([0.0, -1.0, -2.0]), BlockFactors()
+    model.train()
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
+    written = write_training_pictures(model, data, tmp_path / "run", seed=3)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["reconstructions.png", "traversals.png"]
+    assert torch.equal(torch.get_rng_state(), state) and model.training
+    again = write_pictures(model, data, tmp_path / "cli", ["traversals", "reconstructions"], seed=3)
+    for name, path in written.items():
+        assert path.read_bytes() == again[name].read_bytes()
+
+
+def test_zoo_source_uses_the_published_scores(run_dir, tmp_path, monkeypatch):
+    # no pretrained weights exist yet: stand in for the zoo's load and manifest record
+    from disentangle import zoo
+
+    trained = disentangle.load(run_dir)
+    monkeypatch.setattr(disentangle, "load", lambda source, map_location="cpu": trained if source == "zoo:demo" else None)
+    monkeypatch.setattr(zoo, "info", lambda name: {"metrics": {"mig": {"mig": 0.4}}} if name == "demo" else {})
+    monkeypatch.chdir(tmp_path)
+    assert main(["zoo:demo", "--what", "metrics,samples"]) == 0
+    assert sorted(p.name for p in (tmp_path / "demo_pictures").iterdir()) == ["metrics.png", "samples.png"]
+
+
+def test_zoo_name_without_scores_and_explicit_metrics_exits_2(tmp_path, monkeypatch, capsys):
+    from disentangle import zoo
+
+    monkeypatch.setattr(zoo, "info", lambda name: {"metrics": None})
+    assert main(["zoo:demo", "--what", "metrics", "--out", str(tmp_path / "o")]) == 2
+    assert "metrics.png needs scores" in capsys.readouterr().err and not (tmp_path / "o").exists()

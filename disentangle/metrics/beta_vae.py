@@ -48,12 +48,7 @@ def beta_vae_score(
 
     Returns ``{"train_accuracy", "eval_accuracy"}``.
     """
-    settings = CHECK_SETTINGS(
-        seed=seed, batch_size=batch_size, num_train=num_train, num_eval=num_eval, factors=factors,
-        representation_batch_size=representation_batch_size,
-    )
-    seed, batch_size = settings["seed"], settings["batch_size"]
-    chosen = select_factors(dataset, settings["factors"])
+    chosen = select_factors(dataset, factors)
     if len(chosen) < 2:
         names = factor_names(dataset)
         raise checks.ParameterError(
@@ -61,11 +56,11 @@ def beta_vae_score(
             f"the BetaVAE score needs at least two factors with more than one value to tell apart; "
             f"got {[names[k] for k in chosen]}.",
         )
-    code_fn = as_representation_function(representation, settings["representation_batch_size"])
+    code_fn = as_representation_function(representation, representation_batch_size)
     rng = np.random.default_rng(seed)
 
-    x_train, y_train = _sample_points(dataset, code_fn, chosen, batch_size, settings["num_train"], rng)
-    x_eval, y_eval = _sample_points(dataset, code_fn, chosen, batch_size, settings["num_eval"], rng)
+    x_train, y_train = _sample_points(dataset, code_fn, chosen, batch_size, num_train, rng)
+    x_eval, y_eval = _sample_points(dataset, code_fn, chosen, batch_size, num_eval, rng)
     if len(np.unique(y_train)) < 2:
         raise ValueError(
             "all BetaVAE training points fixed the same factor (too few points); increase num_train."

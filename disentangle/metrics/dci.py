@@ -83,19 +83,14 @@ def dci(
 
     Returns ``{"disentanglement", "completeness", "informativeness_train", "informativeness_test"}``.
     """
-    settings = CHECK_SETTINGS(
-        seed=seed, num_train=num_train, num_test=num_test, booster=booster, factors=factors,
-        n_jobs=n_jobs, representation_batch_size=representation_batch_size,
-    )
-    seed = settings["seed"]
-    chosen = select_factors(dataset, settings["factors"])
-    code_fn = as_representation_function(representation, settings["representation_batch_size"])
+    chosen = select_factors(dataset, factors)
+    code_fn = as_representation_function(representation, representation_batch_size)
     rng = np.random.default_rng(seed)
-    codes_train, factors_train = sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
-    codes_test, factors_test = sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
+    codes_train, factors_train = sample_codes_and_factors(dataset, code_fn, num_train, rng)
+    codes_test, factors_test = sample_codes_and_factors(dataset, code_fn, num_test, rng)
     importance, train_acc, test_acc = importance_matrix(
         codes_train, factors_train[:, chosen], codes_test, factors_test[:, chosen],
-        booster=settings["booster"], random_state=derived_seed(seed, 1), n_jobs=settings["n_jobs"],
+        booster=booster, random_state=derived_seed(seed, 1), n_jobs=n_jobs,
     )
     scores = dci_from_importance(importance)
     scores["informativeness_train"] = float(np.mean(train_acc))

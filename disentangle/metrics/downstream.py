@@ -96,15 +96,10 @@ def downstream_task(
     only when both sizes are in ``num_train``). The fits run on ``n_jobs`` joblib workers (threads
     of the exact booster).
     """
-    settings = CHECK_SETTINGS(
-        seed=seed, num_train=num_train, num_test=num_test, predictors=predictors, booster=booster,
-        factors=factors, n_jobs=n_jobs, representation_batch_size=representation_batch_size,
-    )
-    seed, sizes, num_test = settings["seed"], settings["num_train"], settings["num_test"]
-    predictors, booster, n_jobs = settings["predictors"], settings["booster"], settings["n_jobs"]
-    chosen = select_factors(dataset, settings["factors"])
+    seed, sizes, num_test = seed, num_train, num_test
+    chosen = select_factors(dataset, factors)
     names = [factor_names(dataset)[k] for k in chosen]
-    code_fn = as_representation_function(representation, settings["representation_batch_size"])
+    code_fn = as_representation_function(representation, representation_batch_size)
     rng = np.random.default_rng(seed)
     random_state = derived_seed(seed, 1)
 

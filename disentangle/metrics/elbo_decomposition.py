@@ -65,15 +65,9 @@ def elbo_decomposition(
     the closed-form average ``kl`` (for comparison), and ``dimwise_kl_<j>`` per code dimension,
     all in nats.
     """
-    settings = CHECK_SETTINGS(
-        seed=seed, num_samples=num_samples, mixture=mixture, dataset_size=dataset_size,
-        representation_batch_size=representation_batch_size,
-    )
-    seed, num_samples, mixture = settings["seed"], settings["num_samples"], settings["mixture"]
-    representation_batch_size = settings["representation_batch_size"]
     sizes = check_dataset(dataset)
     G.encoder_of(model)
-    N = G.dataset_size(dataset) if settings["dataset_size"] is None else settings["dataset_size"]
+    N = G.dataset_size(dataset) if dataset_size is None else dataset_size
     grid_size = int(np.prod(sizes))
     if grid_size < 2 or N < 2:
         raise ValueError("the ELBO decomposition needs a dataset of at least two points.")

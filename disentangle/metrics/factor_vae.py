@@ -61,31 +61,25 @@ def factor_vae_score(
 
     Returns ``{"train_accuracy", "eval_accuracy", "num_active_dims"}``.
     """
-    settings = CHECK_SETTINGS(
-        seed=seed, batch_size=batch_size, num_train=num_train, num_eval=num_eval,
-        num_variance_estimate=num_variance_estimate, prune_threshold=prune_threshold, factors=factors,
-        representation_batch_size=representation_batch_size,
-    )
-    batch_size = settings["batch_size"]
     sizes = check_dataset(dataset)
-    chosen = select_factors(dataset, settings["factors"])
-    code_fn = as_representation_function(representation, settings["representation_batch_size"])
-    rng = np.random.default_rng(settings["seed"])
+    chosen = select_factors(dataset, factors)
+    code_fn = as_representation_function(representation, representation_batch_size)
+    rng = np.random.default_rng(seed)
 
-    sampled = sample_factors(dataset, settings["num_variance_estimate"], rng)
+    sampled = sample_factors(dataset, num_variance_estimate, rng)
     global_var = np.var(codes_for_factors(dataset, code_fn, sampled, rng), axis=0, ddof=1)
-    active = (global_var > 0) & (np.sqrt(global_var) >= settings["prune_threshold"])
+    active = (global_var > 0) & (np.sqrt(global_var) >= prune_threshold)
     if not active.any():
         return {"train_accuracy": 0.0, "eval_accuracy": 0.0, "num_active_dims": 0.0}
 
     def votes(num_points: int) -> np.ndarray:
         return _votes(dataset, code_fn, len(sizes), chosen, batch_size, num_points, rng, global_var, active)
 
-    train_votes = votes(settings["num_train"])
+    train_votes = votes(num_train)
     classifier = np.argmax(train_votes, axis=0)  # dimension -> factor
     dims = np.arange(train_votes.shape[1])
     train_acc = train_votes[classifier, dims].sum() / train_votes.sum()
-    eval_votes = votes(settings["num_eval"])
+    eval_votes = votes(num_eval)
     eval_acc = eval_votes[classifier, dims].sum() / eval_votes.sum()
     return as_float_dict(
         {"train_accuracy": train_acc, "eval_accuracy": eval_acc, "num_active_dims": int(active.sum())}

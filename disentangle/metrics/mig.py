@@ -77,23 +77,18 @@ def mig(
 
     Returns ``{"mig", "mig_<factor name>" for each scored factor}``.
     """
-    settings = CHECK_SETTINGS(
-        seed=seed, estimator=estimator, num_train=num_train, num_bins=num_bins, num_samples=num_samples,
-        factors=factors, representation_batch_size=representation_batch_size,
-    )
-    seed = settings["seed"]
-    chosen = select_factors(dataset, settings["factors"])
+    chosen = select_factors(dataset, factors)
     names = [factor_names(dataset)[k] for k in chosen]
-    if settings["estimator"] == "chen":
+    if estimator == "chen":
         mi, entropy = _chen_mutual_information(
-            dataset, representation, seed, settings["num_samples"], settings["representation_batch_size"], chosen
+            dataset, representation, seed, num_samples, representation_batch_size, chosen
         )
     else:
-        code_fn = as_representation_function(representation, settings["representation_batch_size"])
+        code_fn = as_representation_function(representation, representation_batch_size)
         rng = np.random.default_rng(seed)
-        codes, sampled = sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+        codes, sampled = sample_codes_and_factors(dataset, code_fn, num_train, rng)
         sampled = sampled[:, chosen]
-        mi = discrete_mutual_info(histogram_discretize(codes, settings["num_bins"]), sampled)
+        mi = discrete_mutual_info(histogram_discretize(codes, num_bins), sampled)
         entropy = discrete_entropy(sampled)
     gaps = mig_from_mutual_info(mi, entropy)
     valid = ~np.isnan(gaps)

@@ -56,19 +56,14 @@ def modularity_explicitness(
 
     Returns ``{"modularity", "explicitness_train", "explicitness_test"}``.
     """
-    settings = CHECK_SETTINGS(
-        seed=seed, num_train=num_train, num_test=num_test, num_bins=num_bins, factors=factors,
-        n_jobs=n_jobs, representation_batch_size=representation_batch_size,
-    )
-    seed, n_jobs = settings["seed"], settings["n_jobs"]
-    chosen = select_factors(dataset, settings["factors"])
-    code_fn = as_representation_function(representation, settings["representation_batch_size"])
+    chosen = select_factors(dataset, factors)
+    code_fn = as_representation_function(representation, representation_batch_size)
     rng = np.random.default_rng(seed)
-    codes_train, factors_train = sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
-    codes_test, factors_test = sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
+    codes_train, factors_train = sample_codes_and_factors(dataset, code_fn, num_train, rng)
+    codes_test, factors_test = sample_codes_and_factors(dataset, code_fn, num_test, rng)
     factors_train, factors_test = factors_train[:, chosen], factors_test[:, chosen]
 
-    mi = discrete_mutual_info(histogram_discretize(codes_train, settings["num_bins"]), factors_train)
+    mi = discrete_mutual_info(histogram_discretize(codes_train, num_bins), factors_train)
     x_train, x_test = normalize_codes(codes_train, codes_test)
     random_state = derived_seed(seed, 1)
     tasks = [

@@ -4,14 +4,16 @@
     def mig(dataset, representation, *, seed=0, num_train=10_000, ...): ...
 
 registers the function in :data:`METRICS` under its name and records a :class:`MetricSpec`: the
-value checks of its settings (run before anything is sampled), whether it needs the model's
-``encode`` rather than codes, always or for some settings. The defaults of the settings are those
-of the function's signature (written once, there). Code that runs metrics asks the spec
-(:func:`metric_spec`) and never a metric's internals. Every module of ``disentangle/metrics/`` is
-imported with the package, so a new metric is one file.
+value checks of its settings, whether it needs the model's ``encode`` rather than codes, always or
+for some settings. A setting is declared once, as a keyword-only parameter of the function with
+its default; the registered function checks every setting (the defaults too) before its body
+runs, so the body reads its parameters as validated, converted values. Code that runs metrics asks
+the spec (:func:`metric_spec`) and never a metric's internals. Every module of
+``disentangle/metrics/`` is imported with the package, so a new metric is one file.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -71,11 +73,27 @@ def register_metric(
 
     def decorate(function: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
         key = name or function.__name__
-        METRICS.register(key, function)
-        _SPECS[key] = MetricSpec(key, function, checks, requires_encoder, needs_model)
-        return function
+        checked = function if checks is None else _checked(function, checks)
+        METRICS.register(key, checked)
+        _SPECS[key] = MetricSpec(key, checked, checks, requires_encoder, needs_model)
+        return checked
 
     return decorate
+
+
+def _checked(function: Callable[..., dict[str, float]], checks: Callable[..., dict[str, Any]]):
+    """``function`` called with its keyword settings (given and default) run through ``checks``."""
+    signature = inspect.signature(function)
+    keyword = [p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+    @functools.wraps(function)
+    def metric(*args: Any, **kwargs: Any) -> dict[str, float]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        settings = checks(**{k: bound.arguments[k] for k in keyword})
+        return function(*bound.args, **{**bound.kwargs, **settings})
+
+    return metric
 
 
 def metric_spec(name: str) -> MetricSpec:

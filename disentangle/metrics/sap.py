@@ -52,18 +52,13 @@ def sap_score(
 
     Returns ``{"sap"}``.
     """
-    settings = CHECK_SETTINGS(
-        seed=seed, num_train=num_train, num_test=num_test, continuous_factors=continuous_factors,
-        factors=factors, n_jobs=n_jobs, representation_batch_size=representation_batch_size,
-    )
-    seed, n_jobs = settings["seed"], settings["n_jobs"]
-    chosen = select_factors(dataset, settings["factors"])
-    code_fn = as_representation_function(representation, settings["representation_batch_size"])
+    chosen = select_factors(dataset, factors)
+    code_fn = as_representation_function(representation, representation_batch_size)
     rng = np.random.default_rng(seed)
-    codes, factors = sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
-    codes_test, factors_test = sample_codes_and_factors(dataset, code_fn, settings["num_test"], rng)
+    codes, factors = sample_codes_and_factors(dataset, code_fn, num_train, rng)
+    codes_test, factors_test = sample_codes_and_factors(dataset, code_fn, num_test, rng)
     factors, factors_test = factors[:, chosen], factors_test[:, chosen]
-    if settings["continuous_factors"]:
+    if continuous_factors:
         matrix = squared_correlation_matrix(codes, factors)
     else:
         random_state = derived_seed(seed, 1)

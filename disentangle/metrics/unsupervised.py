@@ -45,14 +45,10 @@ def unsupervised_scores(
 
     Returns the four scores above.
     """
-    settings = CHECK_SETTINGS(
-        seed=seed, num_train=num_train, num_bins=num_bins, representation_batch_size=representation_batch_size
-    )
-    num_bins = settings["num_bins"]
     check_dataset(dataset)
-    code_fn = as_representation_function(representation, settings["representation_batch_size"])
-    rng = np.random.default_rng(settings["seed"])
-    codes, _ = sample_codes_and_factors(dataset, code_fn, settings["num_train"], rng)
+    code_fn = as_representation_function(representation, representation_batch_size)
+    rng = np.random.default_rng(seed)
+    codes, _ = sample_codes_and_factors(dataset, code_fn, num_train, rng)
     cov = np.atleast_2d(np.cov(codes, rowvar=False))
     # A constant dimension is independent of the others: leaving it out gives the limit value.
     keep = np.diag(cov) > 0

@@ -1,7 +1,7 @@
 """disentangle: learning and measuring disentangled representations in PyTorch."""
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 from . import _compat  # noqa: E402
 from . import config as _config  # noqa: E402

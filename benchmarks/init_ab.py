@@ -120,6 +120,26 @@ def _wall_minutes(run_dir: Path) -> float | None:
     return walls[-1] / 60 if walls else None
 
 
+def _shipped_curves() -> dict[tuple[str, float, int], dict[int, float]]:
+    """MIG at 2k / 10k / 20k steps of the shipped (pytorch-init) fp32 runs, from
+    ``benchmarks/time_to_disentangle.md`` (their sweep folders are not in the repository)."""
+    table = Path(__file__).with_name("time_to_disentangle.md")
+    curves = {}
+    for line in table.read_text().splitlines() if table.is_file() else []:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 10 or cells[3] != "fp32" or not cells[2].isdigit():
+            continue
+        objective, strength = cells[0], float(cells[1].split()[-1])
+        values = {}
+        for step, cell in zip((2000, 10000, 20000), cells[7:10]):
+            try:
+                values[step] = float(cell)
+            except ValueError:
+                pass
+        curves[(objective, strength, int(cells[2]))] = values
+    return curves
+
+
 def shipped_twin(row: dict) -> dict | None:
     from disentangle import zoo
 
@@ -134,7 +154,8 @@ def shipped_twin(row: dict) -> dict | None:
     return {
         "arm": "pytorch", "objective": row["objective"], "strength": strength, "seed": row["seed"],
         "steps": model.trained_steps, "finished": True, "mig": record["metrics"]["mig"]["mig"],
-        "dci": record["metrics"]["dci"]["disentanglement"], "curve": {}, "model": model, "name": name,
+        "dci": record["metrics"]["dci"]["disentanglement"],
+        "curve": _shipped_curves().get((row["objective"], float(strength), row["seed"]), {}), "model": model, "name": name,
         "wall_min": record.get("wall_time_s", 0) / 60,
     }
 
@@ -190,6 +211,21 @@ def main(argv: list[str] | None = None) -> int:
             f"| {objective} ({strength}) | {arm} | {len(members)} | {statistics.mean(migs):.3f} ± {sd(migs):.3f} | "
             + (f"{statistics.mean(dcis):.3f} ± {sd(dcis):.3f} |" if dcis else "– |")
         )
+    pairs: dict[tuple, list[tuple[float, float]]] = {}
+    for row in rows:
+        if row["arm"] == "reference" and row["finished"]:
+            twin = next((r for r in rows if r["arm"] == "pytorch" and r["objective"] == row["objective"]
+                         and r["strength"] == row["strength"] and r["seed"] == row["seed"]), None)
+            if twin is not None:
+                pairs.setdefault((row["objective"], row["strength"]), []).append((row["mig"] - twin["mig"], row["dci"] - twin["dci"]))
+    if pairs:
+        lines += ["", "Paired by seed, reference minus pytorch:", "", "| objective | seeds | Δ MIG mean ± std | Δ DCI mean ± std |",
+                  "|---|---:|---|---|"]
+        for (objective, strength), deltas in sorted(pairs.items()):
+            dm, dd = [d[0] for d in deltas], [d[1] for d in deltas]
+            sd = lambda v: statistics.stdev(v) if len(v) > 1 else 0.0  # noqa: E731
+            lines.append(f"| {objective} ({strength}) | {len(deltas)} | {statistics.mean(dm):+.3f} ± {sd(dm):.3f} | "
+                         f"{statistics.mean(dd):+.3f} ± {sd(dd):.3f} |")
     if splits:
         lines += ["", "AnnealedVAE: the KL of the posterior to the prior (nats, 4,096 images) split into the offset",
                   "of the means, their spread across images (the part that can carry information) and the variances.", "",

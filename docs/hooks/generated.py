@@ -420,7 +420,8 @@ def time_to_disentangle() -> str:
     if not figure.is_file() or not table.is_file():
         raise KeyError("benchmarks/time_to_disentangle.png and .md are missing: run benchmarks/time_to_disentangle.py")
     body = table.read_text().split("\n", 1)[1].strip() if table.read_text().startswith("# ") else table.read_text().strip()
-    return f"![MIG against training steps, per objective](../../benchmarks/{figure.name})\n\n{body}"
+    link = f"../../benchmarks/{figure.name}"
+    return f"[![MIG against training steps, per objective (click for full size)]({link})]({link})\n\n{body}"
 
 
 GENERATORS: dict[str, Callable[[], str]] = {

@@ -26,6 +26,21 @@ objective       which dimensions are shared                 aggregate of a share
 The label variants tie latent dimension ``j`` to factor ``j`` (disentanglement_lib's
 ``aggregate_labels``), so they need ``latent_dim`` ≥ the number of factors. The metrics are
 computed on the single-image representation, as for every other objective.
+
+Parameters of every pair objective (its config keys): ``beta``, the KL weight (default 1;
+Locatello et al. 2020 sweep 1, 2, 4, 6, 8, 16); ``k``, the factors resampled per pair, an integer
+or ``"random"`` (drawn from 1..K−1 per pair; either way half of the pairs resample a single factor,
+as disentanglement_lib's ``simple_dynamics``, see :mod:`disentangle.data.pairs`; default
+``"random"`` for the adaptive objectives, 1 for the label ones, whose label names only one of the
+resampled factors); ``reconstruction``, ``"bernoulli"`` (default) or ``"gaussian"``. The ML-VAE
+objectives also take ``aggregation``: ``"product"`` (default), the normalised product of the two
+Gaussians (Bouchacourt et al.), ``σ² = σ1²σ2²/(σ1² + σ2²)``, ``μ = (μ1/σ1² + μ2/σ2²)σ²``, or
+``"disentanglement_lib"``, the reference's ``MLVae``: the same mean with twice that variance (so that
+two identical posteriors aggregate to themselves), to reproduce the published study's code.
+
+Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim`` (of the aggregated posteriors, averaged over the
+2B images), ``elbo`` (= −(recon + kl)), ``shared_dims`` (mean number of aggregated dimensions per
+pair), ``pair_kl_per_dim`` (the mean δ_i of the pairs, before aggregation).
 """
 from __future__ import annotations
 
@@ -136,21 +151,8 @@ class AdaGVAE(PairVAE):
     are those with ``δ_i < τ = (max_i δ_i + min_i δ_i)/2``. disentanglement_lib:
     ``group_vae_argmax``.
 
-    Parameters
-    ----------
-    beta:
-        KL weight. Default 1 (Locatello et al. 2020 sweep 1, 2, 4, 6, 8, 16).
-    k:
-        Factors resampled per pair: an integer, or ``"random"`` (drawn from 1..K−1 per pair);
-        either way half of the pairs resample a single factor, as disentanglement_lib's
-        ``simple_dynamics`` (see :mod:`disentangle.data.pairs`).
-    reconstruction:
-        ``"bernoulli"`` (default) or ``"gaussian"``.
-    
-    Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim`` (of the aggregated posteriors, averaged over
-    the 2B images), ``elbo`` (= −(recon + kl)), ``shared_dims`` (mean number of aggregated
-    dimensions per pair), ``pair_kl_per_dim`` (the mean δ_i of the pairs, before aggregation).
-"""
+    Parameters and terms: those of every pair objective, in :mod:`disentangle.objectives.weak`.
+    """
 
     aggregation = "gvae"
     adaptive = True
@@ -169,21 +171,8 @@ class GVAE(PairVAE):
     Needs ``latent_dim`` ≥ the number of factors. With ``k > 1`` the label names only one of the
     resampled factors (as in the reference), so ``k = 1`` is the default.
 
-    Parameters
-    ----------
-    beta:
-        KL weight. Default 1 (Locatello et al. 2020 sweep 1, 2, 4, 6, 8, 16).
-    k:
-        Factors resampled per pair: an integer, or ``"random"`` (drawn from 1..K−1 per pair);
-        either way half of the pairs resample a single factor, as disentanglement_lib's
-        ``simple_dynamics`` (see :mod:`disentangle.data.pairs`).
-    reconstruction:
-        ``"bernoulli"`` (default) or ``"gaussian"``.
-    
-    Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim`` (of the aggregated posteriors, averaged over
-    the 2B images), ``elbo`` (= −(recon + kl)), ``shared_dims`` (mean number of aggregated
-    dimensions per pair), ``pair_kl_per_dim`` (the mean δ_i of the pairs, before aggregation).
-"""
+    Parameters and terms: those of every pair objective, in :mod:`disentangle.objectives.weak`.
+    """
 
     aggregation = "gvae"
     adaptive = False
@@ -207,26 +196,8 @@ class AdaMLVAE(_MLVAEMixin, PairVAE):
     VAE: the evidence of a group is accumulated by multiplying its posteriors). disentanglement_lib:
     ``mlvae_argmax``.
 
-    Parameters
-    ----------
-    beta:
-        KL weight. Default 1 (Locatello et al. 2020 sweep 1, 2, 4, 6, 8, 16).
-    k:
-        Factors resampled per pair: an integer, or ``"random"`` (drawn from 1..K−1 per pair);
-        either way half of the pairs resample a single factor, as disentanglement_lib's
-        ``simple_dynamics`` (see :mod:`disentangle.data.pairs`).
-    reconstruction:
-        ``"bernoulli"`` (default) or ``"gaussian"``.
-    aggregation:
-        ``"product"`` (default): the normalised product of the two Gaussians (Bouchacourt et al.),
-        ``σ² = σ1²σ2²/(σ1² + σ2²)``, ``μ = (μ1/σ1² + μ2/σ2²)σ²``. ``"disentanglement_lib"``: the
-        reference's ``MLVae``, the same mean with twice that variance (so that two identical
-        posteriors aggregate to themselves); use it to reproduce the published study's code.
-    
-    Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim`` (of the aggregated posteriors, averaged over
-    the 2B images), ``elbo`` (= −(recon + kl)), ``shared_dims`` (mean number of aggregated
-    dimensions per pair), ``pair_kl_per_dim`` (the mean δ_i of the pairs, before aggregation).
-"""
+    Parameters and terms: see the module docstring .
+    """
 
     adaptive = True
 
@@ -249,26 +220,8 @@ class MLVAE(_MLVAEMixin, PairVAE):
     ``mlvae_labels``): latent dimension ``j`` stands for factor ``j``; see :class:`GVAE`.
     Needs ``latent_dim`` ≥ the number of factors.
 
-    Parameters
-    ----------
-    beta:
-        KL weight. Default 1 (Locatello et al. 2020 sweep 1, 2, 4, 6, 8, 16).
-    k:
-        Factors resampled per pair: an integer, or ``"random"`` (drawn from 1..K−1 per pair);
-        either way half of the pairs resample a single factor, as disentanglement_lib's
-        ``simple_dynamics`` (see :mod:`disentangle.data.pairs`).
-    reconstruction:
-        ``"bernoulli"`` (default) or ``"gaussian"``.
-    aggregation:
-        ``"product"`` (default): the normalised product of the two Gaussians (Bouchacourt et al.),
-        ``σ² = σ1²σ2²/(σ1² + σ2²)``, ``μ = (μ1/σ1² + μ2/σ2²)σ²``. ``"disentanglement_lib"``: the
-        reference's ``MLVae``, the same mean with twice that variance (so that two identical
-        posteriors aggregate to themselves); use it to reproduce the published study's code.
-    
-    Terms: ``loss``, ``recon``, ``kl``, ``kl_per_dim`` (of the aggregated posteriors, averaged over
-    the 2B images), ``elbo`` (= −(recon + kl)), ``shared_dims`` (mean number of aggregated
-    dimensions per pair), ``pair_kl_per_dim`` (the mean δ_i of the pairs, before aggregation).
-"""
+    Parameters and terms: see the module docstring .
+    """
 
     adaptive = False
 

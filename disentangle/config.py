@@ -55,6 +55,10 @@ class DataConfig:
 
     name: str = "sprites"
     params: dict[str, Any] = field(default_factory=dict)
+    #: ``data.labels``: the few labelled observations (:class:`disentangle.data.labels.LabelsSpec`
+    #: as a dict, every key filled in) of semi-supervised objectives and of U/S model selection;
+    #: ``None``: no labels (a semi-supervised objective then gets the defaults)
+    labels: dict[str, Any] | None = None
 
 
 @dataclass
@@ -131,7 +135,10 @@ class Config:
         """Nested plain dict (the YAML layout: registry parameters flattened into their section)."""
         return {
             "seed": self.seed,
-            "data": {"name": self.data.name, **_plain(self.data.params)},
+            "data": {
+                "name": self.data.name, **_plain(self.data.params),
+                **({"labels": _plain(self.data.labels)} if self.data.labels is not None else {}),
+            },
             "model": {
                 "backbone": self.model.backbone, "latent_dim": self.model.latent_dim, "init": self.model.init,
                 **_plain(self.model.params),
@@ -330,7 +337,14 @@ def _from_dict(raw: dict[str, Any], *, resolve: bool) -> Config:
         sections[name] = dict(value)
 
     data = sections["data"]
-    data_cfg = DataConfig(name=_check_value("data.name", data.pop("name", DataConfig.name), str), params=data)
+    labels = data.pop("labels", None)
+    if labels is not None:
+        from .data.labels import LabelsSpec
+
+        labels = LabelsSpec.from_dict(labels).to_dict()
+    data_cfg = DataConfig(
+        name=_check_value("data.name", data.pop("name", DataConfig.name), str), params=data, labels=labels
+    )
     model = sections["model"]
     model_cfg = ModelConfig(
         backbone=_check_value("model.backbone", model.pop("backbone", ModelConfig.backbone), str),
@@ -424,6 +438,10 @@ def _resolve_registries(config: Config) -> None:
     _validate_values("data", config.data.name, config.data.params, DATASETS)
     _validate_values("model", config.model.backbone, config.model.params, BACKBONES)
     _validate_values("objective", config.objective.name, config.objective.params, OBJECTIVES)
+    if config.data.labels is None and getattr(OBJECTIVES.get(config.objective.name), "uses_labels", False):
+        from .data.labels import LabelsSpec
+
+        config.data.labels = LabelsSpec().to_dict()  # written into the resolved config, like every default
     if config.train.eval_metrics:
         from .metrics import METRICS
 

@@ -61,6 +61,7 @@ from ..backbones.init import initialize
 from ..config import Config
 from ..data import build_dataset
 from ..data.base import BatchShard, sampling_shard
+from ..data.labels import LabelsSpec, make_labelled_set
 from ..errors import NonFiniteLossError, RunExistsError
 from ..models.vae import VAE
 from ..objectives import OBJECTIVES
@@ -178,6 +179,9 @@ class Trainer:
         check_dataset = getattr(self.objective, "check_dataset", None)
         if check_dataset is not None:  # e.g. pair objectives: k vs the number of factors
             check_dataset(self.dataset)
+        if getattr(self.objective, "uses_labels", False):  # semi-supervised: the few labels of data.labels
+            spec = LabelsSpec.from_dict(cfg.data.labels)
+            self.objective.attach_labels(make_labelled_set(self.dataset, spec))
         self.optimizers = build_optimizers(self.model, self.objective, cfg.train, self.device)
         self.schedulers = build_schedulers(self.optimizers, cfg.train)
         sync = distributed.sync_optimizer_gradients if distributed.is_distributed() else None

@@ -32,11 +32,13 @@ def build_dataset(data: Any, device: str | torch.device = "cpu"):
 
     ``data`` is a :class:`~disentangle.config.DataConfig` or a dict ``{"name": ..., **params}``.
     The ``device`` is passed to the builder if it accepts one; otherwise the dataset is moved
-    there with ``.to(device)`` when it has that method.
+    there with ``.to(device)`` when it has that method. ``data.labels`` (the few labelled
+    observations, :mod:`disentangle.data.labels`) is not a dataset parameter and is ignored here.
     """
     if isinstance(data, dict):
         params = dict(data)
         name = params.pop("name")
+        params.pop("labels", None)  # the labelled subset (data.labels) is drawn from the dataset, not a parameter of it
     else:
         name, params = data.name, dict(data.params)
     accepts_device = "device" in DATASETS.parameters(name)

@@ -114,6 +114,7 @@ def cached_dataset(data: dict[str, Any], device: Any) -> Any:
     """The dataset of a ``data`` section on ``device``, built once per worker and reused."""
     from ..data import build_dataset
 
+    data = {k: v for k, v in data.items() if k != "labels"}  # the labelled subset is not part of the dataset
     key = canonical_json({"data": data, "device": str(device)})
     if key in _DATASETS:
         _DATASETS.move_to_end(key)

@@ -146,7 +146,7 @@ class SemiSupervised:
         mu, _ = model.encode(batch.labelled)
         value = self.regularizer(mu, batch.labels)
         gamma = supervised_weight(self.gamma_sup, step, self.supervised_schedule, self.schedule_steps)
-        return {"supervised": value, "gamma_sup": value.new_tensor(gamma)}
+        return {"supervised": value, "gamma_sup": torch.full((), gamma, device=value.device)}
 
     @staticmethod
     def _check_batch(x) -> LabelledBatch:

@@ -98,7 +98,7 @@ def zero_diagonal(matrix: torch.Tensor) -> torch.Tensor:
     return matrix * keep
 
 
-def embed_logits(mu_j: torch.Tensor, embedding: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+def embed_logits(mu_j: torch.Tensor, embedding: torch.Tensor, sigma: torch.Tensor | float) -> torch.Tensor:
     """``−((μ_bj − e_jv) · σ)²``, ``(B, n_j)``: the logits of the values of one factor."""
     return -(((mu_j.float()[:, None] - embedding[None, :]) * sigma) ** 2)
 
@@ -166,7 +166,7 @@ class SupervisedRegularizer(nn.Module):
             return l2_loss(mu, labels, self.scale)
         if self.kind == "cov":
             return cov_loss(mu, labels)
-        sigma = self.sigma if self.embed_sigma == "learn" else torch.tensor(float(self.embed_sigma), device=mu.device)
+        sigma = self.sigma if self.embed_sigma == "learn" else float(self.embed_sigma)
         total = mu.new_zeros((), dtype=torch.float32)
         for j in range(labels.shape[1]):
             logits = embed_logits(mu[:, j], self.embedding(j), sigma)

@@ -34,6 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--postprocess", default="mean_representation",
                    help="disentanglement_lib input: the representation whose scores are read "
                         "(mean_representation, default, or sampled_representation)")
+    p.add_argument("--few-labels", default=None, metavar="METRIC",
+                   help="also U/S model selection (Locatello et al. 2020): pick the best run by METRIC (mig or dci) "
+                        "computed on the few labelled validation images of data.labels only, and report how often "
+                        "that is the run the full-label score picks (few_labels.csv, few_labels.md)")
+    p.add_argument("--few-labels-num", type=int, default=1000,
+                   help="labelled images (10%% of them validating) for runs whose config has no data.labels (default 1000)")
+    p.add_argument("--few-labels-subset", type=int, default=None,
+                   help="U/S selection: compare the picks over random subsets of this many runs (default: all runs once)")
     p.add_argument("--no-figures", action="store_true", help="write only the CSVs and report.md")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
@@ -62,6 +70,18 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (*REPORTED, KeyboardInterrupt) as err:
         return report(err, interrupted="interrupted: the files written so far are complete; rerun to write them all.")
+    if args.few_labels:
+        from .few_labels import select_with_few_labels, write_selection
+
+        try:
+            selection = select_with_few_labels(
+                args.input, metric=args.few_labels, labels={"num_labelled": args.few_labels_num},
+                subset_size=args.few_labels_subset, progress=not args.no_progress,
+            )
+            write_selection(selection, args.out)
+        except (*REPORTED, KeyboardInterrupt) as err:
+            return report(err, interrupted="interrupted: rerun to write the U/S selection.")
+        print(selection.summary())
     for name in result.skipped:
         print(f"skipped {name}: {result.skipped[name]}", file=sys.stderr)
     print(f"wrote {len(result.files)} files to {args.out}; read {result.files['report.md']}")

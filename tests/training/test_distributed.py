@@ -96,6 +96,11 @@ OBJECTIVE_SETTINGS: dict[str, dict[str, object]] = {
     "ada_ml_vae": {},
     "gvae": {},
     "ml_vae": {},
+    # semi-supervised: one regulariser each (cov gathers the batch; l2 and embed have parameters)
+    "s2_beta_vae": {"beta": 4.0},
+    "s2_factor_vae": {"discriminator_hidden": 16, "discriminator_layers": 2, "discriminator_lr": 1e-3, "supervised_loss": "l2"},
+    "s2_dip_vae_i": {"supervised_loss": "cov"},
+    "s2_beta_tcvae": {"supervised_loss": "embed"},
 }
 STEPS = 20
 WEAK = ("ada_gvae", "ada_ml_vae", "gvae", "ml_vae")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 
-import numpy as np
 import pytest
 import torch
 

@@ -197,10 +197,13 @@ class LabelledSet:
     def num_train(self) -> int:
         return int(self.train_images.shape[0])
 
-    def batch(self, first: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, first: int | torch.Tensor, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Training images and labels number ``first, first + 1, …`` (``batch_size`` of them),
-        wrapping around the training part."""
-        idx = torch.arange(first, first + batch_size, device=self.train_images.device) % self.num_train
+        wrapping around the training part. ``first`` may be a 0-d tensor (on the images' device:
+        the indices are then computed there, without a trip to the host)."""
+        device = self.train_images.device
+        first = first.to(device) if isinstance(first, torch.Tensor) else first
+        idx = (torch.arange(batch_size, device=device) + first) % self.num_train
         return self.train_images[idx], self.train_labels[idx]
 
 

@@ -86,8 +86,9 @@ class SemiSupervised:
         self.regularizer = SupervisedRegularizer(supervised_loss, embed_sigma, embed_use_order)
         self.supervised_loss = supervised_loss
         self.labelled: LabelledSet | None = None
-        #: labelled images drawn so far (the position in the repeated training labels); checkpointed
-        self.labelled_drawn = 0
+        # labelled images drawn so far, the position in the repeated training labels: a buffer, so
+        # it is checkpointed with the objective and the batch indices never leave the device
+        self.register_buffer("labelled_drawn", torch.zeros((), dtype=torch.int64))
 
     # ------------------------------------------------------------------ the labels
     def attach_labels(self, labelled: LabelledSet) -> None:
@@ -114,19 +115,13 @@ class SemiSupervised:
             )
         return self.labelled
 
-    def get_extra_state(self) -> dict:
-        return {"labelled_drawn": int(self.labelled_drawn)}
-
-    def set_extra_state(self, state: dict) -> None:
-        self.labelled_drawn = int(state.get("labelled_drawn", 0))
-
     def sample_batch(self, dataset, batch_size: int, generator: torch.Generator) -> LabelledBatch:
         """The twin's unlabelled batch and the next ``batch_size`` training labels (in order,
         wrapping around). In a multi-process run, this process's rows of both."""
         labelled = self._require_labels()
         x = super().sample_batch(dataset, batch_size, generator)
         images, labels = labelled.batch(self.labelled_drawn, batch_size)
-        self.labelled_drawn += batch_size
+        self.labelled_drawn.add_(batch_size)
         shard = current_sampling_shard()
         if shard is not None and x.shape[0] != batch_size:  # the sampler rendered this rank's rows only
             images, labels = shard.rows(images), shard.rows(labels)

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from ..errors import ConfigError
 from . import manifest, recipes
 
-Kind = Literal["pretrained", "shipped", "locatello2019", "extra", "weak2020"]
+Kind = Literal["pretrained", "shipped", "locatello2019", "extra", "weak2020", "few_labels2020"]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,13 @@ Four families of names:
     β ∈ {1, 2, 4, 6, 8, 16} on dSprites, SmallNORB, Cars3D, Shapes3D and MPI3D (the ``real``
     variant), ``k = "random"`` (the number of factors changed within a pair drawn at random, the
     paper's main setting), conv64, 10 latents, batch 64, Adam 1e-4, 300,000 steps.
+  - the semi-supervised models of Locatello et al. 2020 ("Disentangling Factors of Variation Using
+    Few Labels", ICLR 2020): the five S² objectives (``s2_beta_vae-dsprites-gamma_sup4-s0``) on the
+    7 datasets of the 2019 study, ``gamma_sup`` ∈ {1, 2, 4, 8, 16}, the ``xent`` regulariser with a
+    fixed weight on 1,000 perfect labels (``data.labels``), the unsupervised strength fixed at the
+    value of the shipped configs (β-VAE β 4, FactorVAE γ 30, β-TCVAE β 6, DIP-VAE λ_od 10) and the
+    study's training settings. The paper's own grid also varies the labeller, the number of labels
+    and the regulariser; those are one override away (``data.labels.labeller=bin``).
 
 * **pretrained models** (:mod:`disentangle.zoo.manifest`): their recorded, resolved config.
 
@@ -33,7 +40,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import config as config_module
@@ -56,6 +63,7 @@ class Family:
     values: dict[str, tuple[float, ...]]  #: objective -> strengths
     fixed: dict[str, dict[str, Any]]  #: objective -> fixed objective parameters
     description: str
+    data: dict[str, Any] = field(default_factory=dict)  #: extra ``data`` keys of every recipe
 
 
 LOCATELLO_2019 = Family(
@@ -101,7 +109,29 @@ WEAK_2020 = Family(
     description="Locatello et al. 2020 weakly-supervised grid (Ada-GVAE, Ada-ML-VAE)",
 )
 
-FAMILIES: tuple[Family, ...] = (LOCATELLO_2019, EXTRA, WEAK_2020)
+_S2_SUPERVISION = {"supervised_loss": "xent", "supervised_schedule": "fixed", "schedule_steps": 10_000}
+
+FEW_LABELS_2020 = Family(
+    key="few_labels2020",
+    objectives=("s2_beta_vae", "s2_factor_vae", "s2_beta_tcvae", "s2_dip_vae_i", "s2_dip_vae_ii"),
+    datasets=locatello.DATASETS,
+    parameter=dict.fromkeys(("s2_beta_vae", "s2_factor_vae", "s2_beta_tcvae", "s2_dip_vae_i", "s2_dip_vae_ii"), "gamma_sup"),
+    values=dict.fromkeys(("s2_beta_vae", "s2_factor_vae", "s2_beta_tcvae", "s2_dip_vae_i", "s2_dip_vae_ii"), (1.0, 2.0, 4.0, 8.0, 16.0)),
+    fixed={
+        "s2_beta_vae": {"beta": 4.0, "reconstruction": "bernoulli", **_S2_SUPERVISION},
+        "s2_factor_vae": {
+            "gamma": 30.0, "discriminator_lr": 1.0e-4, "discriminator_betas": [0.5, 0.9],
+            "discriminator_hidden": 1000, "discriminator_layers": 6, "reconstruction": "bernoulli", **_S2_SUPERVISION,
+        },
+        "s2_beta_tcvae": {"beta": 6.0, "reconstruction": "bernoulli", **_S2_SUPERVISION},
+        "s2_dip_vae_i": {"lambda_od": 10.0, "reconstruction": "bernoulli", **_S2_SUPERVISION},
+        "s2_dip_vae_ii": {"lambda_od": 10.0, "reconstruction": "bernoulli", **_S2_SUPERVISION},
+    },
+    description="Locatello et al. 2020 semi-supervised models (S2), 1,000 perfect labels, gamma_sup swept",
+    data={"labels": {"num_labelled": 1000, "labeller": "perfect", "train_fraction": 0.9, "seed": 0}},
+)
+
+FAMILIES: tuple[Family, ...] = (LOCATELLO_2019, EXTRA, WEAK_2020, FEW_LABELS_2020)
 
 #: extra ``data`` parameters of a dataset in the generated recipes
 _DATA_PARAMS: dict[str, dict[str, Any]] = {"mpi3d": {"variant": "real"}}
@@ -200,6 +230,7 @@ def generated_config(objective: str, dataset: str, strength: float, seed: int = 
             "train": dict(_TRAIN),
         }
     raw["data"].update(_DATA_PARAMS.get(dataset, {}))
+    raw["data"].update(copy.deepcopy(family.data))
     raw["train"]["out_dir"] = f"runs/{name}"
     return raw
 

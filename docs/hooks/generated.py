@@ -237,6 +237,7 @@ def zoo_recipes() -> str:
         "locatello2019": "Locatello et al. 2019: 6 methods × 6 strengths × 7 datasets (seed 0 listed; any `-sN`)",
         "extra": "InfoVAE and the AAE on the same datasets",
         "weak2020": "the weakly-supervised grid of Locatello et al. 2020",
+        "few_labels2020": "the semi-supervised (S²) models of Locatello et al. 2020, γ_sup swept",
         "pretrained": "pretrained models (weights in the manifest)",
     }
     rows = [[f"`{kind}`", described.get(kind, ""), f"{count:,}", f"`{examples[kind]}`"] for kind, count in kinds.items()]

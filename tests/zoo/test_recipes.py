@@ -17,9 +17,18 @@ def test_names_hold_shipped_configs_and_every_generated_recipe_once():
         assert shipped in names
     generated = [n for n in names if recipes.parse_generated(n)]
     # 6 methods x 6 strengths x 7 datasets + InfoVAE/AAE x 7 datasets + 2 weak methods x 6 betas x 5 datasets
-    assert len(generated) == 252 + 14 + 60
+    # + 5 semi-supervised methods x 5 gamma_sup x 7 datasets
+    assert len(generated) == 252 + 14 + 60 + 175
     assert all(n.endswith("-s0") for n in generated)
     assert "beta_tcvae-dsprites-beta6-s0" in names and "quickstart" in names and "dsprites/factor_vae" in names
+
+
+def test_semi_supervised_recipes_carry_their_labels_and_twin_strength():
+    cfg = Config.from_dict(zoo.config_dict("s2_beta_tcvae-shapes3d-gamma_sup16-s2"))
+    assert (cfg.objective.name, cfg.objective.params["gamma_sup"], cfg.objective.params["beta"]) == ("s2_beta_tcvae", 16.0, 6.0)
+    assert cfg.data.labels["num_labelled"] == 1000 and cfg.data.labels["labeller"] == "perfect"
+    assert (cfg.seed, cfg.train.steps, cfg.model.init) == (2, 300_000, "reference")
+    assert zoo.entry("s2_dip_vae_ii-cars3d-gamma_sup1-s0").kind == "few_labels2020"
 
 
 def test_shipped_config_recipe_is_the_yaml_file():

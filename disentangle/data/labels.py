@@ -64,7 +64,9 @@ class LabelsSpec:
 
     num_labelled: int = 1000  #: labelled observations in all (training + validation)
     labeller: LabellerName = "perfect"  #: how the true classes become labels (see the module docstring)
-    train_fraction: float = 0.9  #: the share used in training; the rest validates (model selection)
+    #: the share used in training; the rest validates (model selection). 0: every label validates
+    #: (U/S selection of runs trained without labels)
+    train_fraction: float = 0.9
     seed: int = 0  #: the seed of the draw, the same for every run of a sweep
     num_bins: int = 5  #: ``bin``: the number of bins
     noise: float = 0.1  #: ``noisy``: the probability that a label is redrawn
@@ -90,17 +92,12 @@ class LabelsSpec:
         spec = cls(
             num_labelled=checks.positive_int(f"{where}.num_labelled", values["num_labelled"]),
             labeller=checks.choice(f"{where}.labeller", values["labeller"], LABELLERS),
-            train_fraction=checks.in_range(f"{where}.train_fraction", values["train_fraction"], 0, 1, low_open=True),
+            train_fraction=checks.in_range(f"{where}.train_fraction", values["train_fraction"], 0, 1),
             seed=checks.integer(f"{where}.seed", values["seed"], minimum=0),
             num_bins=checks.integer(f"{where}.num_bins", values["num_bins"], minimum=2),
             noise=checks.in_range(f"{where}.noise", values["noise"], 0, 1),
             num_observed=checks.positive_int(f"{where}.num_observed", values["num_observed"]),
         )
-        if spec.num_train < 1:
-            raise ConfigError(
-                f"{where}: train_fraction {spec.train_fraction} of {spec.num_labelled} labels leaves no "
-                f"training label; raise num_labelled or train_fraction."
-            )
         return spec
 
     def to_dict(self) -> dict[str, Any]:

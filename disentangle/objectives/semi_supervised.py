@@ -103,6 +103,13 @@ class SemiSupervised:
                 f"{labelled.factor_names} but model.latent_dim is {latent_dim}. Set model.latent_dim={num} "
                 f"or more, or label fewer factors (data.labels.labeller=partial)."
             )
+        if labelled.num_train < 1:
+            raise ConfigError(
+                f"objective '{getattr(self, 'registry_name', type(self).__name__)}' trains on labelled images, "
+                f"but data.labels keeps none for training (num_labelled={labelled.spec.num_labelled}, "
+                f"train_fraction={labelled.spec.train_fraction}). Raise data.labels.train_fraction (0.9 is the "
+                f"paper's) or num_labelled."
+            )
         self.labelled = labelled
         self.regularizer.build(labelled.label_sizes)
 

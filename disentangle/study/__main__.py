@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
                         "computed on the few labelled validation images of data.labels only, and report how often "
                         "that is the run the full-label score picks (few_labels.csv, few_labels.md)")
     p.add_argument("--few-labels-num", type=int, default=1000,
-                   help="labelled images (10%% of them validating) for runs whose config has no data.labels (default 1000)")
+                   help="labelled validation images for runs whose config has no data.labels (default 1000; the paper uses 100 and 1000)")
     p.add_argument("--few-labels-subset", type=int, default=None,
                    help="U/S selection: compare the picks over random subsets of this many runs (default: all runs once)")
     p.add_argument("--no-figures", action="store_true", help="write only the CSVs and report.md")

@@ -8,8 +8,9 @@ the full-label metric (computed on 10,000 fresh samples with the true factors) w
 
 The labelled validation observations of a run are those of its config's ``data.labels``
 (:mod:`disentangle.data.labels`: the draw of ``seed``, the part after the training share); runs
-without the key get ``labels`` (by default 1,000 perfect labels, 10 % of them validating): the
-same seed for every run, so all runs are scored on the same images, as in the paper.
+without the key get ``labels`` (by default 1,000 perfect labels, all validating): the
+same seed for every run, so all runs are scored on the same images, as in the paper; by default
+all of them validate (``train_fraction`` 0: such runs trained on none of them).
 
 Validation metrics, computed on the encoded validation images and their labels (disentanglement_lib's
 estimators, on few points):
@@ -167,7 +168,8 @@ def select_with_few_labels(
 
     ``full_column`` is the results.csv column of the full-label score (default ``mig.mig`` for
     ``mig``, ``dci.disentanglement`` for ``dci``); ``labels`` the ``data.labels`` mapping for runs
-    whose config has none (default: :class:`~disentangle.data.labels.LabelsSpec`'s defaults).
+    whose config has none (default: :class:`~disentangle.data.labels.LabelsSpec`'s defaults with
+    ``train_fraction`` 0, i.e. 1,000 validation labels).
     """
     from ..data import build_dataset
     from ..data.labels import LabelsSpec, make_labelled_set
@@ -182,7 +184,8 @@ def select_with_few_labels(
         import disentangle
 
         load = disentangle.load
-    default_spec = LabelsSpec.from_dict(labels or {}, where="labels")
+    # runs trained without labels: every label validates (the paper's U/S setting)
+    default_spec = LabelsSpec.from_dict({"train_fraction": 0.0, **(labels or {})}, where="labels")
     cache: dict[str, Any] = {}
     validation, counts = {}, {}
     runs = sorted(full)

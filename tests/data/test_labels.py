@@ -106,4 +106,14 @@ def test_config_fills_the_defaults_for_semi_supervised_objectives_and_checks_the
     with pytest.raises(ConfigError, match="labeller.*perfect"):
         load_config(None, ["data.labels.labeller=exact"])
     with pytest.raises(ConfigError, match="train_fraction"):
-        load_config(None, ["data.labels.train_fraction=0"])
+        load_config(None, ["data.labels.train_fraction=1.5"])
+
+
+
+def test_a_labelled_set_without_training_labels_validates_only(tiny_dataset):
+    from disentangle.objectives import OBJECTIVES
+
+    labelled = make_labelled_set(tiny_dataset, LabelsSpec(num_labelled=30, train_fraction=0.0))
+    assert labelled.num_train == 0 and labelled.validation_images.shape[0] == 30
+    with pytest.raises(ConfigError, match="keeps none for training"):
+        OBJECTIVES.build("s2_beta_vae").attach_labels(labelled)

@@ -152,6 +152,82 @@ def _read_full_scores(sweep: Path, column: str) -> dict[str, float]:
     return {r["run_id"]: float(r[column]) for r in rows if r.get(column) not in (None, "")}
 
 
+def validation_scores(
+    models: dict[str, Any],
+    *,
+    metric: str = "mig",
+    labels: dict[str, Any] | None = None,
+    progress: bool = True,
+    what: str = "model",
+) -> tuple[dict[str, float], dict[str, int]]:
+    """``({name: validation score}, {name: labelled validation images})`` of loaded models.
+
+    ``models`` maps a name to a loaded model (``representation`` and a ``config`` with a ``data``
+    section, as :func:`disentangle.load` returns); each is scored on the labelled validation
+    images of its config's ``data.labels``, or of ``labels`` (default: 1,000 perfect labels, all
+    validating) when it has none. Models on the same data with the same labels share one draw.
+    """
+    import torch
+
+    from ..data import build_dataset
+    from ..data.labels import LabelsSpec, make_labelled_set
+
+    metric = choice("metric", metric, VALIDATION_METRICS)
+    # runs trained without labels: every label validates (the paper's U/S setting)
+    default_spec = LabelsSpec.from_dict({"train_fraction": 0.0, **(labels or {})}, where="labels")
+    cache: dict[str, Any] = {}
+    scores, counts = {}, {}
+    iterator: Any = sorted(models)
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(iterator, desc=f"U/S selection: {metric} on the labelled validation images", unit=what)
+    for name in iterator:
+        model = models[name]
+        config = getattr(model, "config", None) or {}
+        data = dict(config.get("data") or {})
+        if "name" not in data:
+            raise InputError(f"{what} '{name}' has no config with a 'data' section, so its dataset is unknown.")
+        spec = LabelsSpec.from_dict(data["labels"]) if data.get("labels") else default_spec
+        key = repr((sorted((k, v) for k, v in data.items() if k != "labels"), spec))
+        if key not in cache:
+            cache[key] = make_labelled_set(build_dataset(data), spec)
+        labelled = cache[key]
+        if labelled.validation_images.shape[0] < 2:
+            raise InputError(
+                f"{what} '{name}' has {labelled.validation_images.shape[0]} labelled validation image(s); raise "
+                f"num_labelled or lower train_fraction."
+            )
+        with torch.no_grad():
+            codes = model.representation(labelled.validation_images)
+        codes = codes.detach().cpu().numpy() if hasattr(codes, "detach") else np.asarray(codes)
+        scores[name] = validation_score(codes, labelled.validation_labels.cpu().numpy(), metric)
+        counts[name] = int(labelled.validation_images.shape[0])
+    return scores, counts
+
+
+def select_models(
+    models: dict[str, Any],
+    full: dict[str, float],
+    *,
+    metric: str = "mig",
+    full_column: str = "mig.mig",
+    labels: dict[str, Any] | None = None,
+    subsets: int = 1000,
+    subset_size: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> FewLabelSelection:
+    """U/S model selection among loaded ``models`` whose full-label scores are ``full``
+    (see :func:`validation_scores` and :func:`compare_selections`)."""
+    validation, counts = validation_scores(models, metric=metric, labels=labels, progress=progress)
+    pick_v, pick_f, rho, agreement, regret, n_subsets, size = compare_selections(
+        validation, full, subsets=subsets, subset_size=subset_size, seed=seed
+    )
+    return FewLabelSelection(metric, full_column, validation, full, pick_v, pick_f, rho, agreement, regret,
+                             n_subsets, size, counts)
+
+
 def select_with_few_labels(
     sweep: str | Path,
     *,
@@ -171,9 +247,6 @@ def select_with_few_labels(
     whose config has none (default: :class:`~disentangle.data.labels.LabelsSpec`'s defaults with
     ``train_fraction`` 0, i.e. 1,000 validation labels).
     """
-    from ..data import build_dataset
-    from ..data.labels import LabelsSpec, make_labelled_set
-
     metric = choice("metric", metric, VALIDATION_METRICS)
     full_column = full_column or {"mig": "mig.mig", "dci": "dci.disentanglement"}[metric]
     sweep = Path(sweep)
@@ -184,43 +257,15 @@ def select_with_few_labels(
         import disentangle
 
         load = disentangle.load
-    # runs trained without labels: every label validates (the paper's U/S setting)
-    default_spec = LabelsSpec.from_dict({"train_fraction": 0.0, **(labels or {})}, where="labels")
-    cache: dict[str, Any] = {}
-    validation, counts = {}, {}
-    runs = sorted(full)
-    iterator: Any = runs
-    if progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(runs, desc=f"U/S selection: {metric} on the labelled validation images", unit="run")
-    for run_id in iterator:
+    models = {}
+    for run_id in sorted(full):
         run_dir = sweep / "runs" / run_id
         try:
-            model = load(str(run_dir))
+            models[run_id] = load(str(run_dir))
         except Exception as err:  # noqa: BLE001 - reported with the run's name
             raise CheckpointError(f"U/S selection needs the trained model of run '{run_id}', but '{run_dir}' cannot be loaded: {err}") from None
-        config = getattr(model, "config", None) or {}
-        data = dict(config.get("data") or {})
-        spec = LabelsSpec.from_dict(data["labels"]) if data.get("labels") else default_spec
-        key = repr((sorted((k, v) for k, v in data.items() if k != "labels"), spec))
-        if key not in cache:
-            cache[key] = make_labelled_set(build_dataset(data), spec)
-        labelled = cache[key]
-        if labelled.validation_images.shape[0] < 2:
-            raise InputError(f"run '{run_id}' has {labelled.validation_images.shape[0]} labelled validation image(s); raise num_labelled or lower train_fraction.")
-        import torch
-
-        with torch.no_grad():
-            codes = model.representation(labelled.validation_images)
-        codes = codes.detach().cpu().numpy() if hasattr(codes, "detach") else np.asarray(codes)
-        validation[run_id] = validation_score(codes, labelled.validation_labels.cpu().numpy(), metric)
-        counts[run_id] = int(labelled.validation_images.shape[0])
-    pick_v, pick_f, rho, agreement, regret, n_subsets, size = compare_selections(
-        validation, full, subsets=subsets, subset_size=subset_size, seed=seed
-    )
-    return FewLabelSelection(metric, full_column, validation, full, pick_v, pick_f, rho, agreement, regret,
-                             n_subsets, size, counts)
+    return select_models(models, full, metric=metric, full_column=full_column, labels=labels, subsets=subsets,
+                         subset_size=subset_size, seed=seed, progress=progress)
 
 
 def write_selection(selection: FewLabelSelection, out: str | Path) -> dict[str, Path]:

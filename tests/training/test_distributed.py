@@ -101,6 +101,7 @@ OBJECTIVE_SETTINGS: dict[str, dict[str, object]] = {
     "s2_factor_vae": {"discriminator_hidden": 16, "discriminator_layers": 2, "discriminator_lr": 1e-3, "supervised_loss": "l2"},
     "s2_dip_vae_i": {"supervised_loss": "cov"},
     "s2_beta_tcvae": {"supervised_loss": "embed"},
+    "m2": {"estimator": "importance", "samples": 2},
     # groups of observations: batch 8 = 4 groups of 2, whole groups per rank
     "group_ml_vae": {},
     "group_gvae": {"group_size": 4},

@@ -4,7 +4,9 @@ Tests take what they need as fixtures (never ``from conftest import ...``):
 
 * ``tiny_dataset_name`` -- the registered name of the tiny dataset (``data.name=...``);
 * ``tiny_dataset`` -- the tiny dataset itself, built with its defaults;
-* ``tiny_overrides`` -- ``(out_dir, steps=12, **extra) -> list[str]``: overrides for a fast CPU run on it;
+* ``tiny_overrides`` -- ``(out_dir, steps=12, **extra) -> list[str]``: overrides for a fast CPU run on it
+  (a small MLP VAE; an objective that trains another kind of model, e.g. ``objective.name=infogan``,
+  gets a small model of its kind from :data:`TINY_MODELS` unless ``extra`` names ``model.backbone``);
 * ``one_thread`` -- ``torch.set_num_threads(1)`` for the test, restored after; modules that want it for
   every test say ``pytestmark = pytest.mark.usefixtures("one_thread")``.
 """
@@ -30,13 +32,27 @@ def _build_tiny_dataset(size: int = 16, channels: int = 1, device: str = "cpu") 
     return IndexedImageDataset(images, ("a", "b", "c"), (2, 3, 4), scale=1.0).to(device)
 
 
+_GAN = {
+    "model.backbone": "infogan", "model.channels": "[8, 8]", "model.hidden": 16, "model.q_hidden": 16,
+    "model.noise_dim": 2, "model.latent_dim": 3,
+}
+#: the small model of the objectives that do not train a VAE of the mlp backbone (and settings that
+#: make their short runs cover what they do: InfoGAN-CR's α switches on at step 4)
+TINY_MODELS: dict[str, dict[str, object]] = {
+    "infogan": _GAN,
+    "infogan_cr": {**_GAN, "objective.cr_weight_every": 4},
+}
+
+
 def _tiny_overrides(out_dir, steps: int = 12, **extra) -> list[str]:
-    """Overrides for a fast CPU run on the tiny dataset with a small MLP."""
+    """Overrides for a fast CPU run on the tiny dataset with a small MLP (or the objective's own
+    small model, :data:`TINY_MODELS`)."""
+    model: dict[str, object] = {"model.backbone": "mlp", "model.hidden_sizes": "[32]", "model.latent_dim": 4}
+    if extra.get("objective.name") in TINY_MODELS and "model.backbone" not in extra:
+        model = dict(TINY_MODELS[extra["objective.name"]])
     items = {
         "data.name": _TINY_NAME,
-        "model.backbone": "mlp",
-        "model.hidden_sizes": "[32]",
-        "model.latent_dim": 4,
+        **model,
         "train.steps": steps,
         "train.batch_size": 8,
         "train.log_every": 2,

@@ -62,6 +62,9 @@ class VAE(nn.Module):
         self.image_shape = tuple(int(v) for v in image_shape)
         #: the run's resolved config (nested dict) when loaded with :func:`disentangle.load`
         self.config: dict[str, Any] | None = None
+        #: ``model.init``, the scheme the layers were initialised by (:meth:`from_backbone`); an
+        #: objective that re-initialises a network of its own mid-run draws it by the same scheme
+        self.init_scheme: str = DEFAULT_INIT
 
     @classmethod
     def from_backbone(
@@ -71,7 +74,9 @@ class VAE(nn.Module):
         initialised by ``init`` (``model.init``: ``reference``, disentanglement_lib's Glorot-uniform
         weights and zero biases, or ``pytorch``; :mod:`disentangle.backbones.init`)."""
         encoder, decoder = BACKBONES.build(backbone, image_shape=tuple(image_shape), latent_dim=latent_dim, **params)
-        return initialize(cls(encoder, decoder, latent_dim, image_shape), init)
+        model = cls(encoder, decoder, latent_dim, image_shape)
+        model.init_scheme = init
+        return initialize(model, init)
 
     @classmethod
     def for_weights(cls, model_section: dict[str, Any], image_shape: tuple[int, ...]) -> VAE:

@@ -5,9 +5,10 @@ discriminator, the AAE critic) are saved and restored with its ``state_dict``. T
 
 1. builds it from the config (``OBJECTIVES.build(name, **params)``),
 2. calls :meth:`Objective.setup` once with the dataset size N and the model,
-3. builds the model's optimizer itself (``"model"``: ``train.optimizer``, ``train.lr``, …) and asks
-   :meth:`Objective.extra_optimizers` for the objective's own ones (discriminators, the AAE's
-   generator step), giving it the run's optimizer factory,
+3. builds the model's optimizer itself (``"model"``: ``train.optimizer``, ``train.lr``, …, on the
+   parameters :meth:`Objective.model_parameters` names: all of the model's by default, the
+   generator's for the GANs) and asks :meth:`Objective.extra_optimizers` for the objective's own
+   ones (discriminators, the AAE's generator step), giving it the run's optimizer factory,
 4. once per step, draws the batch with :meth:`Objective.sample_batch` (a batch of images by
    default; pair objectives draw pairs) and calls :meth:`Objective.train_step` with it, logging the
    returned terms.
@@ -28,7 +29,7 @@ over processes.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 import torch
@@ -103,6 +104,15 @@ class Objective(nn.Module):
         from ``generator`` (the run's checkpointed data generator) so that resume stays bit-exact.
         """
         return dataset.sample_batch(batch_size, generator)
+
+    def model_parameters(self, model: VAE) -> Iterable[nn.Parameter]:
+        """The parameters the trainer's ``"model"`` optimizer trains: all of the model's by default.
+
+        An objective that trains parts of the model with optimizers of its own (InfoGAN: the
+        "model" optimizer is the generator's, D and Q have ``"discriminator"`` from
+        :meth:`extra_optimizers`) names the rest here.
+        """
+        return model.parameters()
 
     def extra_optimizers(self, model: VAE, make_optimizer: OptimizerFactory) -> dict[str, torch.optim.Optimizer]:
         """The objective's own optimizers by name (none by default); the trainer owns ``"model"``.

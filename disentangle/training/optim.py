@@ -58,11 +58,13 @@ def optimizer_factory(train: TrainConfig, device: torch.device | str = "cpu") ->
 def build_optimizers(
     model: torch.nn.Module, objective: Any, train: TrainConfig, device: torch.device | str = "cpu"
 ) -> dict[str, torch.optim.Optimizer]:
-    """Every optimizer of a run by name: ``"model"`` (all of the VAE's parameters), built here, and
-    the objective's own from :meth:`~disentangle.objectives.Objective.extra_optimizers`. These names
-    are the checkpoint's ``optimizers`` keys."""
+    """Every optimizer of a run by name: ``"model"`` (the VAE's parameters that
+    :meth:`~disentangle.objectives.Objective.model_parameters` names, all of them by default), built
+    here, and the objective's own from :meth:`~disentangle.objectives.Objective.extra_optimizers`.
+    These names are the checkpoint's ``optimizers`` keys."""
     make_optimizer = optimizer_factory(train, device)
-    optimizers = {"model": make_optimizer(model.parameters())}
+    model_parameters = getattr(objective, "model_parameters", None)
+    optimizers = {"model": make_optimizer(model.parameters() if model_parameters is None else model_parameters(model))}
     extra = objective.extra_optimizers(model, make_optimizer)
     if "model" in extra:
         raise DisentangleError(

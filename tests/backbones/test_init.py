@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from disentangle.backbones import BACKBONES
-from disentangle.backbones.init import INITIALISED_LAYERS, glorot_bound, initialize
+from disentangle.backbones.init import INITIALISED_LAYERS, glorot_bound, initialize, trained_weight
 from disentangle.config import Config, load_config, upgrade_saved_config
 from disentangle.errors import ConfigError
 from disentangle.metrics.posterior import posterior_kl_split
@@ -29,7 +29,7 @@ def _layers(module: nn.Module) -> list[tuple[str, nn.Module]]:
 def _assert_reference(name: str, layer: nn.Module) -> None:
     """Zero bias; weights inside ±a with the second moment of U(−a, a), a²/3, within 6 standard
     errors (the standard error of the mean of w² is a²·√(4 / (45 n)) for n uniform weights)."""
-    w = layer.weight.detach().double()
+    w = trained_weight(layer).detach().double()  # a spectral norm's parameter, not the weight it computes
     a = math.sqrt(6.0 / (_fan_sum(layer)))
     assert layer.bias is None or torch.count_nonzero(layer.bias) == 0, name
     assert w.abs().max() <= a, name

@@ -7,7 +7,13 @@ from ..errors import ConfigError
 
 
 class GaussianHead(nn.Module):
-    """Linear heads for the posterior mean and log-variance of a diagonal Gaussian."""
+    """Linear heads for the posterior mean and log-variance of a diagonal Gaussian.
+
+    Always computed in float32, also under bf16/fp16 autocast: the means and log-variances (and the
+    sample ``z`` made from them) feed the KL, the total-correlation estimators and the pair
+    divergences, which compare codes at the scale of the posterior's σ; rounded to bf16's 8 bits
+    they lose that scale (``benchmarks/bf16_precision.py``). In fp32 training this changes nothing.
+    """
 
     def __init__(self, in_features: int, latent_dim: int) -> None:
         super().__init__()
@@ -15,6 +21,11 @@ class GaussianHead(nn.Module):
         self.logvar = nn.Linear(in_features, latent_dim)
 
     def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        device = h.device.type
+        if torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device):
+            with torch.autocast(device_type=device, enabled=False):
+                h = h.float()
+                return self.mean(h), self.logvar(h)
         return self.mean(h), self.logvar(h)
 
 

@@ -442,3 +442,12 @@ def test_the_trainer_refuses_another_backbone(tmp_path, tiny_overrides):
     cfg = load_config(None, tiny_overrides(tmp_path, steps=2, **{"objective.name": "infogan", "model.backbone": "mlp"}))
     with pytest.raises(ConfigError, match="model.backbone=infogan"):
         Trainer(cfg).fit()
+
+
+@pytest.mark.parametrize("name", ["infogan", "infogan_cr"])
+def test_a_multi_process_run_is_refused_with_the_reason(name, monkeypatch):
+    from disentangle._core import distributed
+
+    monkeypatch.setattr(distributed._STATE, "rank_info", distributed.RankInfo(rank=0, world_size=2, local_rank=0))
+    with pytest.raises(ConfigError, match="one process only.*batch norm.*2 processes"):
+        _objective(name, _model())

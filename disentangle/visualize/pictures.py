@@ -29,6 +29,7 @@ from .._core.checks import choice, positive, positive_int
 from ..errors import ConfigError
 from .grids import save_gif, save_png
 from .latents import ACTIVE_KL, kl_per_dim
+from .traversals import code_limit
 
 #: picture name -> file name, in the order they are written
 PICTURES: dict[str, str] = {
@@ -78,7 +79,7 @@ def write_pictures(
     metrics: Mapping[str, Mapping[str, float]] | None = None,
     num_images: int = 3,
     num_values: int = 10,
-    limit: float = 2.0,
+    limit: float | None = None,
     num_frames: int = 40,
     fps: float = 20.0,
     num_reconstructions: int = 16,
@@ -90,7 +91,8 @@ def write_pictures(
 
     The images shown are drawn from the dataset with ``seed``; latents are ordered by their mean KL
     over :data:`KL_IMAGES` of them. ``traversals.png`` shows the first ``num_images`` with
-    ``num_values`` values in ``[−limit, limit]``; ``traversals.gif`` sweeps the latents with
+    ``num_values`` values in ``[−limit, limit]`` (default ±2 for a VAE, ±1 for InfoGAN's uniform
+    codes: :func:`~disentangle.visualize.traversals.code_limit`); ``traversals.gif`` sweeps the latents with
     ``KL >= min_kl`` of the first image over ``num_frames`` frames at ``fps``;
     ``reconstructions.png`` shows ``num_reconstructions`` images, ``samples.png`` ``num_samples``
     prior draws (``z`` from ``torch.Generator().manual_seed(seed)``); ``latent_responses.png``
@@ -102,7 +104,7 @@ def write_pictures(
     settings = dict(
         num_images=positive_int("num_images", num_images),
         num_values=positive_int("num_values", num_values),
-        limit=positive("limit", limit),
+        limit=code_limit(model) if limit is None else positive("limit", limit),
         num_frames=positive_int("num_frames", num_frames, minimum=2),
         fps=positive("fps", fps),
         num_reconstructions=positive_int("num_reconstructions", num_reconstructions),

@@ -42,14 +42,18 @@ def reconstruction_grid(model: Any, images: torch.Tensor, nrow: int = 8) -> np.n
 
 @torch.no_grad()
 def prior_samples(model: Any, num_samples: int = 64, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Decoded draws ``sigmoid(decode(z))``, ``z ~ N(0, I)``, on the CPU.
+    """Decoded draws ``sigmoid(decode(z))`` from the codes' prior, on the CPU: ``z ~ N(0, I)``, or
+    ``U(−1, 1)`` for a decoder that declares it (``decoder.code_prior = "uniform"``, InfoGAN's).
 
     ``z`` is drawn on the CPU (from ``generator`` if given), so a seed gives the same samples on
     every device.
     """
     num_samples = positive_int("num_samples", num_samples)
     latent_dim = int(model.latent_dim)
-    z = torch.randn(num_samples, latent_dim, generator=generator)
+    if getattr(getattr(model, "decoder", None), "code_prior", None) == "uniform":
+        z = torch.rand(num_samples, latent_dim, generator=generator) * 2 - 1
+    else:
+        z = torch.randn(num_samples, latent_dim, generator=generator)
     return model.decode_mean(z.to(model_device(model))).float().cpu()
 
 

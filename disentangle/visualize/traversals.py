@@ -27,6 +27,13 @@ from .grids import PADDING, add_row_labels, image_grid, labelled_panels, save_gi
 from .latents import ACTIVE_KL, active_latents, kl_per_dim, latent_order, model_device
 
 
+def code_limit(model: Any) -> float:
+    """The default traversal range of a model's codes: ±2 prior σ for a Gaussian prior, ±1 for a
+    decoder that declares a uniform prior on (−1, 1) (``decoder.code_prior = "uniform"``: the
+    InfoGAN generator, which never saw codes outside it)."""
+    return 1.0 if getattr(getattr(model, "decoder", None), "code_prior", None) == "uniform" else 2.0
+
+
 def traversal_values(num_values: int = 10, limit: float = 2.0) -> torch.Tensor:
     """``num_values`` evenly spaced values from ``−limit`` to ``+limit`` (±2 prior σ by default)."""
     num_values = positive_int("num_values", num_values)
@@ -72,13 +79,14 @@ def traversal_grid(
     kl: Sequence[float] | np.ndarray | None = None,
     *,
     num_values: int = 10,
-    limit: float = 2.0,
+    limit: float | None = None,
     dims: Sequence[int] | None = None,
 ) -> np.ndarray:
     """Traversals of several images side by side, one row per latent, as an ``(H', W', 3)`` uint8 array.
 
     For each of the ``N`` images there is a block of ``1 + num_values`` columns: the input image,
-    then the latent set to :func:`traversal_values` ``(num_values, limit)``. Rows are the latents in
+    then the latent set to :func:`traversal_values` ``(num_values, limit)`` (``limit`` by default
+    :func:`code_limit`: ±2 for a VAE, ±1 for InfoGAN's codes). Rows are the latents in
     ``dims`` (default: all, by decreasing KL), each labelled ``z<j> KL=<KL_j>`` in a left column.
     ``kl`` is the per-latent KL in nats; by default it is computed on ``images`` themselves (pass a
     larger batch's KL for a steadier ordering).
@@ -87,7 +95,7 @@ def traversal_grid(
     """
     kl = _kl_or_compute(model, images, kl)
     order = latent_order(kl) if dims is None else [int(d) for d in dims]
-    values = traversal_values(num_values, limit)
+    values = traversal_values(num_values, code_limit(model) if limit is None else limit)
     c, h, w = images.shape[1:]
     blocks = []
     for x in images:
@@ -108,7 +116,7 @@ def traversal_animation(
     kl: Sequence[float] | np.ndarray | None = None,
     *,
     num_frames: int = 40,
-    limit: float = 2.0,
+    limit: float | None = None,
     dims: Sequence[int] | None = None,
     min_kl: float = ACTIVE_KL,
     ncol: int | None = None,
@@ -125,7 +133,7 @@ def traversal_animation(
     kl = _kl_or_compute(model, image, kl)
     panels = active_latents(kl, min_kl) if dims is None else [int(d) for d in dims]
     ncol = int(np.ceil(np.sqrt(len(panels)))) if ncol is None else positive_int("ncol", ncol)
-    sweep = sweep_values(num_frames, limit)
+    sweep = sweep_values(num_frames, code_limit(model) if limit is None else limit)
     # all frames in one decoder call: panel-major, frame-minor
     decoded = latent_traversals(model, image, panels, torch.as_tensor(sweep, dtype=torch.float32)).float().cpu()
     decoded = decoded.reshape(len(panels), len(sweep), *decoded.shape[1:])
@@ -138,7 +146,7 @@ def traversal_animation(
 
 def save_traversals(
     model: Any, x: torch.Tensor, kl_per_dim: Sequence[float] | np.ndarray | None, path: str | Path,
-    num_values: int = 10, limit: float = 2.0,
+    num_values: int = 10, limit: float | None = None,
 ) -> Path:
     """Write :func:`traversal_grid` of the images ``x`` (rows sorted by decreasing KL) as a PNG."""
     return save_png(traversal_grid(model, x, kl_per_dim, num_values=num_values, limit=limit), path)
@@ -146,7 +154,7 @@ def save_traversals(
 
 def save_traversal_gif(
     model: Any, image: torch.Tensor, kl: Sequence[float] | np.ndarray | None, path: str | Path, *,
-    num_frames: int = 40, limit: float = 2.0, fps: float = 20.0, min_kl: float = ACTIVE_KL,
+    num_frames: int = 40, limit: float | None = None, fps: float = 20.0, min_kl: float = ACTIVE_KL,
 ) -> Path:
     """Write :func:`traversal_animation` of one image as a looping GIF (``fps`` frames per second)."""
     frames = traversal_animation(model, image, kl, num_frames=num_frames, limit=limit, min_kl=min_kl)

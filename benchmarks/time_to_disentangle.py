@@ -178,7 +178,8 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
             seed = r.get("seed", 0)
             other_strength = r["strength"] != recipe_strength(r["objective"])
             style = ":" if r["precision"] != "fp32" else "--" if other_strength else "-"
-            label = f"{r['objective']} ({r['strength']}, {r['precision']}{f', seed {seed}' if seed else ''})"
+            details = [d for d in (r["strength"], r["precision"], f"seed {seed}" if seed else "") if d]
+            label = f"{r['objective']} ({', '.join(details)})"
             ax.plot(steps, values, style, color=colours(objectives.index(r["objective"])), marker="o", markersize=3,
                     linewidth=1.0 if seed else 1.8, alpha=0.75 if seed else 1.0, label=label)
         ax.set_xlabel("training step (batch 64)")

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import platform
-import subprocess
 from pathlib import Path
 
 import torch
@@ -25,18 +23,11 @@ from disentangle._core import distributed
 from disentangle.backbones import _heads
 from disentangle.data import build_dataset
 from disentangle.objectives import OBJECTIVES
+from disentangle.zoo.publish import cpu_name
 
 
 def _cpu() -> str:
-    try:
-        model = next(
-            line.split(":", 1)[1].strip()
-            for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-            if line.startswith("Model name")
-        )
-    except (StopIteration, OSError):
-        model = platform.processor() or "unknown CPU"
-    return f"{model}, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()})"
+    return f"{cpu_name()}, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()})"
 
 
 @contextlib.contextmanager

@@ -16,25 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
-import subprocess
 from pathlib import Path
 
 import torch
 import yaml
 
+from disentangle.zoo.publish import cpu_name
+
 
 def _cpu() -> str:
-    try:
-        model = next(
-            line.split(":", 1)[1].strip()
-            for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-            if line.startswith("Model name")
-        )
-    except (StopIteration, OSError):
-        model = platform.processor() or "unknown CPU"
-    return f"{model}, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()})"
+    return f"{cpu_name()}, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()})"
 
 
 def _runs(sweep: Path) -> dict[int, dict]:

@@ -16,26 +16,17 @@ seed 0 (:mod:`disentangle.data.labels`), all of them validating.
 from __future__ import annotations
 
 import argparse
-import platform
-import subprocess
 from pathlib import Path
 
 import torch
 
 import disentangle.zoo as zoo
 from disentangle.study.few_labels import compare_selections, validation_scores
+from disentangle.zoo.publish import cpu_name
 
 
 def _cpu() -> str:
-    try:
-        model = next(
-            line.split(":", 1)[1].strip()
-            for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-            if line.startswith("Model name")
-        )
-    except (StopIteration, OSError):
-        model = platform.processor() or "unknown CPU"
-    return f"{model}, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()})"
+    return f"{cpu_name()}, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()})"
 
 
 FULL = {"mig": ("mig", "mig"), "dci": ("dci", "disentanglement")}

@@ -96,12 +96,12 @@ from ..data.labels import LabelledSet
 from ..errors import ConfigError, ParameterError
 from ..models.vae import reparameterize
 from . import OBJECTIVES
-from .base import Objective, OptimizerFactory, detached
+from .base import Objective, OptimizerFactory
 from .losses import Reconstruction, check_reconstruction
 from .semi_supervised import SemiSupervised
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..training.precision import Precision
+    pass
 
 EstimatorName = Literal["marginal", "importance"]
 ESTIMATORS: tuple[str, ...] = ("marginal", "importance")
@@ -191,6 +191,9 @@ class M2(SemiSupervised, Objective):
     Terms: ``loss``, ``recon``, ``kl``, ``kl_z``, ``kl_y``, ``elbo``, ``labelled``, ``supervised``,
     ``classifier_accuracy``.
     """
+
+    #: the classifier trains on the same loss as the model, in the same backward pass
+    joint_optimizers = ("classifier",)
 
     def __init__(
         self,
@@ -357,21 +360,6 @@ class M2(SemiSupervised, Objective):
             "supervised": supervised,
             "classifier_accuracy": (predicted == y).float().mean(),
         }
-
-    def _minimize(self, precision: Precision, optimizers: dict, loss: torch.Tensor) -> None:
-        """Back-propagate ``loss`` once and step the model's and the classifier's optimizers on it."""
-        chosen = [optimizers["model"], optimizers["classifier"]]
-        for optimizer in chosen:
-            optimizer.zero_grad(set_to_none=True)
-        precision.backward(loss)
-        for optimizer in chosen:
-            precision.step(optimizer)
-
-    def train_step(self, model, x, *, step: int, optimizers: dict, precision: Precision) -> dict[str, torch.Tensor]:
-        with precision.autocast():
-            terms = self(model, x, step=step)
-        self._minimize(precision, optimizers, terms["loss"])
-        return detached(terms)
 
 
 def _check_factor(factor: str | int | None) -> str | int | None:

@@ -70,6 +70,8 @@ class SemiSupervised:
 
     #: the trainer draws ``data.labels`` and calls :meth:`attach_labels` for objectives that set this
     uses_labels = True
+    #: the objective's own optimizers stepped on the model's loss, where it has them (R_s's parameters)
+    joint_optimizers: tuple[str, ...] = ("supervised",)
 
     def _init_supervision(
         self,
@@ -172,8 +174,9 @@ class SemiSupervised:
         return {**terms, **sup, "loss": terms["loss"] + gamma * sup["supervised"]}
 
     def _minimize(self, precision: Precision, optimizers: dict, loss: torch.Tensor) -> None:
-        """Back-propagate ``loss`` once and step the model's and R_s's optimizers on it."""
-        chosen = [optimizers["model"]] + ([optimizers["supervised"]] if "supervised" in optimizers else [])
+        """Back-propagate ``loss`` once and step the model's optimizer and those of
+        :attr:`joint_optimizers` that the objective has on it."""
+        chosen = [optimizers["model"]] + [optimizers[name] for name in self.joint_optimizers if name in optimizers]
         for optimizer in chosen:
             optimizer.zero_grad(set_to_none=True)
         precision.backward(loss)

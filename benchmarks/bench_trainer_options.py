@@ -1,11 +1,12 @@
 """The trainer's speed options, through ``python -m disentangle.train`` itself.
 
-    python benchmarks/bench_trainer_options.py                          # default vs channels_last, 2 threads
+    python benchmarks/bench_trainer_options.py                          # plain vs channels_last, 2 threads
     python benchmarks/bench_trainer_options.py --options default,channels_last,compile,bf16 --threads 1
 
 Trains the quickstart's conv64 β-VAE (sprites, batch 64, lr 1e-4) for ``--steps`` steps with each
 option set in turn (alternating rounds, each in a fresh process and run folder) and prints the
-median steps/s of each over the rounds and its ratio to ``default``: ratios from one run, since the
+median steps/s of each over the rounds and its ratio to ``plain`` (the defaults before the
+``auto`` execution choices) or, without it, ``default``: ratios from one run, since the
 machine's speed drifts between runs. The rate is read from ``log.jsonl`` as in
 ``benchmarks/train_vs_plain.py``: the steps after the first logged record (the warm-up left out).
 Prints the CPU first (model, torch capability, bf16 flags).
@@ -26,10 +27,14 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 #: option set -> the train overrides it adds to the quickstart
 OPTIONS = {
-    "default": [],
-    "channels_last": ["train.channels_last=true"],
+    "default": [],  # today's defaults: channels-last and data.materialize at auto (a short run: rendered)
+    "plain": ["train.channels_last=false", "data.materialize=false"],  # the defaults of 0.2 and before
+    "channels_last": ["train.channels_last=true", "data.materialize=false"],
+    "materialize": ["train.channels_last=false", "data.materialize=true"],
+    "channels_last+materialize": ["train.channels_last=true", "data.materialize=true"],
     "compile": ["train.compile=true"],
     "bf16": ["train.precision=bf16"],
+    "bf16+channels_last+materialize": ["train.precision=bf16", "train.channels_last=true", "data.materialize=true"],
 }
 
 
@@ -52,15 +57,15 @@ def steps_per_s(overrides: list[str], steps: int, threads: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--options", default="default,channels_last", help=f"comma-separated: {', '.join(OPTIONS)}")
+    parser.add_argument("--options", default="plain,channels_last", help=f"comma-separated: {', '.join(OPTIONS)}")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     names = [n.strip() for n in args.options.split(",") if n.strip()]
     unknown = [n for n in names if n not in OPTIONS]
-    if unknown or "default" not in names:
-        parser.error(f"--options must include default and name only {', '.join(OPTIONS)}; got {args.options!r}")
+    if unknown or not {"default", "plain"} & set(names):
+        parser.error(f"--options must include plain or default and name only {', '.join(OPTIONS)}; got {args.options!r}")
 
     from disentangle.training.bench import cpu_capabilities
 
@@ -70,11 +75,12 @@ def main() -> None:
         for name in names:
             rates[name].append(steps_per_s(OPTIONS[name], args.steps, args.threads))
         print(f"round {r}: " + ", ".join(f"{n} {rates[n][-1]:.2f}" for n in names), flush=True)
-    base = statistics.median(rates["default"])
+    base_name = "plain" if "plain" in names else "default"
+    base = statistics.median(rates[base_name])
     print(f"median steps/s over {args.rounds} rounds, {args.threads} thread(s), {args.steps} steps:")
     for name in names:
         median = statistics.median(rates[name])
-        print(f"  {name:14s} {median:6.2f} steps/s  {median / base:.2f}x")
+        print(f"  {name:32s} {median:6.2f} steps/s  {median / base:.2f}x {base_name}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
     python benchmarks/init_ab.py ~/init-ab/beta_vae ~/init-ab/beta_tcvae ~/init-ab/annealed_vae \\
         --out benchmarks/RESULTS-init-ab.md
 
-Reads the reference-init runs of the sweep folders given (``configs/studies/init_ab/*.yaml``;
+Reads the reference-init runs of the sweep folders given (``configs/sweeps/init_ab/*.yaml``;
 finished runs: ``metrics.json``; unfinished: their newest checkpoint, marked partial) and pairs each
 with the shipped zoo model of the same objective, strength, seed and step count (trained with
 PyTorch's initialisation). Per model it reports:
@@ -166,7 +166,7 @@ def _fmt(value, digits=3) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folders", nargs="+", type=Path, help="sweep folders of configs/studies/init_ab/*.yaml")
+    parser.add_argument("folders", nargs="+", type=Path, help="sweep folders of configs/sweeps/init_ab/*.yaml")
     parser.add_argument("--out", type=Path, default=None, help="write the markdown here too")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)

@@ -3,8 +3,8 @@
     python benchmarks/s2_vs_twin.py ~/s2-camp/beta_vae=~/init-ab/beta_vae \\
         ~/s2-camp/beta_tcvae=~/init-ab/beta_tcvae --out benchmarks/RESULTS-s2.md
 
-Each argument pairs a sweep folder of S² runs (``configs/studies/s2/*.yaml``) with the sweep folder
-of their twins (``configs/studies/init_ab/*.yaml``: the same recipe without labels). The runs of a
+Each argument pairs a sweep folder of S² runs (``configs/sweeps/s2/*.yaml``) with the sweep folder
+of their twins (``configs/sweeps/init_ab/*.yaml``: the same recipe without labels). The runs of a
 seed start from the same weights and see the same unlabelled batches (the labelled batch is not
 drawn from the run's generators), so a pair differs by the supervision only. Per run: MIG and DCI
 disentanglement of ``metrics.json`` (finished runs; the metrics' defaults, 10,000 fresh samples with

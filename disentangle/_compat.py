@@ -8,12 +8,17 @@ only, and emits a :class:`DeprecationWarning` that names the new path; they go a
 * :data:`MOVED_MODULES`: ``import disentangle.trainer`` (and ``from disentangle.trainer import
   Trainer``, ``python -m disentangle.bench``) gives the module at its new path.
 * :data:`MOVED_NAMES`: a name that left its module (``disentangle.trainer.train`` is
-  :func:`disentangle.training.fit`; the error classes) is found at its new home.
+  :func:`disentangle.training.fit`; the error classes; the sweep file's names of 0.1, ``Study``
+  and ``load_study``, now :class:`~disentangle.sweep.grid.SweepPlan` and
+  :func:`~disentangle.sweep.grid.load_sweep`) is found at its new home.
+* :func:`renamed_keyword` and :func:`renamed_attribute`: a keyword argument or an attribute that
+  was renamed (``disentangle.sweep.run(study=...)``, ``SweepReport.study``).
 
 Installed by ``disentangle/__init__.py`` (:func:`install`).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -49,6 +54,7 @@ MOVED_MODULES: dict[str, str] = {
 }
 
 _ERRORS = "disentangle.errors"
+_GRID = "disentangle.sweep.grid"
 #: (new module path, name) -> (module the name lives in now, its name there), for names that left
 #: the module an old path now leads to
 MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
@@ -78,15 +84,28 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
     ("disentangle.zoo.weights", "HashMismatchError"): (_ERRORS, "HashMismatchError"),
     ("disentangle.zoo.manifest", "ManifestError"): (_ERRORS, "ManifestError"),
     ("disentangle.objectives.losses", "reparameterize"): ("disentangle.models.vae", "reparameterize"),
+    # "study" meant both a sweep's YAML file and the analysis package disentangle.study: the file is
+    # a "sweep file" now (configs/sweeps/), parsed into a SweepPlan
+    ("disentangle.sweep", "Study"): (_GRID, "SweepPlan"),
+    ("disentangle.sweep", "load_study"): (_GRID, "load_sweep"),
+    ("disentangle.sweep", "study_from_dict"): (_GRID, "sweep_from_dict"),
+    ("disentangle.sweep", "shipped_study_names"): (_GRID, "shipped_sweep_names"),
+    (_GRID, "Study"): (_GRID, "SweepPlan"),
+    (_GRID, "load_study"): (_GRID, "load_sweep"),
+    (_GRID, "study_from_dict"): (_GRID, "sweep_from_dict"),
+    (_GRID, "shipped_study_names"): (_GRID, "shipped_sweep_names"),
+    (_GRID, "studies_root"): (_GRID, "sweeps_root"),
+    (_GRID, "study_path"): (_GRID, "sweep_path"),
+    (_GRID, "STUDY_KEYS"): (_GRID, "SWEEP_KEYS"),
 }
 
 
-def _warn(old: str, new: str) -> None:
-    warnings.warn(
-        f"{old} moved to {new} in disentangle 0.2; the old path goes away in {REMOVED_IN}. Import {new}.",
-        DeprecationWarning,
-        stacklevel=3,
-    )
+def _warn(old: str, new: str, what: str = "moved", stacklevel: int = 3) -> None:
+    if what == "moved":
+        text = f"{old} moved to {new} in disentangle 0.2; the old path goes away in {REMOVED_IN}. Import {new}."
+    else:
+        text = f"{old} {what} to {new} in disentangle 0.2; the old name goes away in {REMOVED_IN}. Use {new}."
+    warnings.warn(text, DeprecationWarning, stacklevel=stacklevel)
 
 
 def moved_name(module: str, name: str, shown: str | None = None) -> Any:
@@ -97,7 +116,7 @@ def moved_name(module: str, name: str, shown: str | None = None) -> Any:
         home, new_name = MOVED_NAMES[(module, name)]
     except KeyError:
         raise AttributeError(f"module '{shown or module}' has no attribute '{name}'") from None
-    _warn(f"{shown or module}.{name}", f"{home}.{new_name}")
+    _warn(f"{shown or module}.{name}", f"{home}.{new_name}", stacklevel=4)  # the line of the caller's code
     return getattr(importlib.import_module(home), new_name)
 
 
@@ -105,6 +124,38 @@ def module_getattr(module: str):
     """A module-level ``__getattr__`` for ``module`` that finds its moved names
     (``__getattr__ = _compat.module_getattr(__name__)``)."""
     return lambda name: moved_name(module, name)
+
+
+def renamed_keyword(old: str, new: str):
+    """A decorator: the function's keyword argument ``old`` (its name in 0.1) is taken as ``new``,
+    with a warning (``run(study=...)`` is ``run(sweep_file=...)``); ``new`` is the first parameter."""
+
+    def decorate(function):
+        shown = f"{function.__module__}.{function.__qualname__}"
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if old in kwargs:
+                if new in kwargs or args:
+                    raise TypeError(f"{shown}() got {new} twice: as {old}= (its old name) and as {new}.")
+                _warn(f"The keyword {old}= of {shown}()", f"{new}=", what="was renamed")
+                kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def renamed_attribute(old: str, new: str, owner: str) -> property:
+    """A read-only property ``old`` of the class ``owner`` that gives the attribute ``new``, with a
+    warning (``SweepReport.study`` is ``SweepReport.plan``)."""
+
+    def get(self: Any) -> Any:
+        _warn(f"{owner}.{old}", f"{owner}.{new}", what="was renamed")
+        return getattr(self, new)
+
+    return property(get, doc=f"Deprecated: :attr:`{new}` (its name before 0.2).")
 
 
 class _MovedModule(types.ModuleType):

@@ -29,6 +29,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from . import _compat
 from ._core import checks
 from ._core.choices import (
     DEFAULT_INIT,
@@ -97,9 +98,10 @@ class TrainConfig:
     device: str = "auto"  #: auto | cpu | cuda | cuda:N | mps
     precision: PrecisionName = "fp32"  #: autocast dtype; GradScaler for fp16
     compile: bool | Literal["reduce-overhead"] = False  #: torch.compile the networks (reduce-overhead: CUDA graphs)
-    #: the networks' 4-D weights in channels-last memory layout (faster convolutions on many CPUs with
-    #: oneDNN and on GPUs under autocast; values differ from the default layout only by rounding)
-    channels_last: bool = False
+    #: the networks' 4-D weights in channels-last memory layout (faster convolutions on CPUs with
+    #: oneDNN; values differ from the default layout only by rounding); auto: on for an AVX512/AMX
+    #: CPU, off elsewhere (:func:`disentangle.training.runtime.choose_channels_last`)
+    channels_last: bool | Literal["auto"] = "auto"
     #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision); unset (null):
     #: PyTorch's defaults (TF32 convolutions, full-precision matmuls), true/false: both on/off
     tf32: bool | None = None
@@ -164,8 +166,8 @@ class Config:
 
 
 # ---------------------------------------------------------------------- shipped configs
-#: folders of the shipped configs that are not training configs
-_NON_TRAINING_FOLDERS = ("studies",)
+#: folders of the shipped configs that are not training configs: the sweep files
+_NON_TRAINING_FOLDERS = ("sweeps",)
 
 
 def configs_root() -> Path:
@@ -181,14 +183,15 @@ def configs_root() -> Path:
     )
 
 
-def shipped_config_names(include_studies: bool = False) -> list[str]:
+@_compat.renamed_keyword("include_studies", "include_sweeps")  # its name in 0.1
+def shipped_config_names(include_sweeps: bool = False) -> list[str]:
     """Names of the shipped configs (``quickstart``, ``dsprites/factor_vae``, ...), sorted; the
-    ``studies/`` sweep files are listed only with ``include_studies``."""
+    sweep files of ``configs/sweeps/`` are listed only with ``include_sweeps``."""
     root = configs_root()
     names = []
     for path in sorted(root.rglob("*.yaml")):
         name = path.relative_to(root).with_suffix("").as_posix()
-        if not include_studies and name.split("/")[0] in _NON_TRAINING_FOLDERS:
+        if not include_sweeps and name.split("/")[0] in _NON_TRAINING_FOLDERS:
             continue
         names.append(name)
     return names
@@ -199,7 +202,7 @@ def shipped_config_path(name: str) -> Path:
     clean = name[:-5] if name.endswith(".yaml") else name
     path = configs_root() / f"{clean}.yaml"
     if ".." in Path(clean).parts or not path.is_file():
-        options = shipped_config_names()  # the sweeps' study files are not training configs
+        options = shipped_config_names()  # the sweep files are not training configs
         raise ConfigError(
             f"'{name}' is neither a config file nor a shipped config name.{did_you_mean(clean, options)} "
             f"Shipped configs: {', '.join(options)}. Pass a path to a YAML file, a shipped name, or "

@@ -52,7 +52,8 @@ def report(error: BaseException, interrupted: str = "interrupted.") -> int:
 def run_main(main: Callable[..., int | None], *args: object) -> NoReturn:
     """``sys.exit(main(*args))``, exiting quietly with :data:`BROKEN_PIPE_STATUS` when stdout's
     reader went away (module docstring). The package's own warnings (a checkpoint that fell back
-    to the previous one, ...) print as ``warning: MESSAGE``, without a file and line."""
+    to the previous one, a deprecated spelling the command was given, ...) print as
+    ``warning: MESSAGE``, without a file and line."""
     warnings.formatwarning = _format_warning
     try:
         code = main(*args)
@@ -67,7 +68,7 @@ _PLAIN_FORMAT = warnings.formatwarning
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
-    if f"{os.sep}disentangle{os.sep}" in str(filename) and issubclass(category, UserWarning):
+    if f"{os.sep}disentangle{os.sep}" in str(filename) and issubclass(category, (UserWarning, DeprecationWarning)):
         return f"warning: {message}\n"
     return _PLAIN_FORMAT(message, category, filename, lineno, line)
 

@@ -115,6 +115,11 @@ class SpriteVariant(GridDataset):
     def raw(self, indices: torch.Tensor) -> torch.Tensor:
         return self.base.raw(indices)
 
+    def materialize(self) -> None:
+        """Materialise the wrapped sprites' grid (the variant's own draws stay per batch)."""
+        if hasattr(self.base, "materialize"):
+            self.base.materialize()
+
     def transform(self, batch: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         mask = self.base.transform(batch, generator)
         if mask.dtype == torch.uint8:

@@ -114,10 +114,10 @@ def validate_settings(name: str, settings: Mapping[str, Any], dataset: Any = Non
             )
     if spec.check is None:
         return dict(settings)
-    checked = spec.check(**{**parameters, **settings})
-    if dataset is not None and checked.get("factors") is not None:
-        select_factors(dataset, checked["factors"])
-    return {key: checked[key] for key in settings}
+    checked = spec.settings(**settings)  # the frozen settings dataclass: every value checked
+    if dataset is not None and getattr(checked, "factors", None) is not None:
+        select_factors(dataset, checked.factors)
+    return {key: getattr(checked, key) for key in settings}
 
 
 def evaluate_metrics(

@@ -4,7 +4,8 @@
     def mig(dataset, representation, *, seed=0, num_train=10_000, ...): ...
 
 registers the function in :data:`METRICS` under its name and records a :class:`MetricSpec`: the
-value checks of its settings, whether it needs the model's ``encode`` rather than codes, always or
+value checks of its settings, their frozen dataclass (:attr:`MetricSpec.settings_type`, built from
+the signature, validated at construction), whether it needs the model's ``encode`` rather than codes, always or
 for some settings. A setting is declared once, as a keyword-only parameter of the function with
 its default; the registered function checks every setting (the defaults too) before its body
 runs, so the body reads its parameters as validated, converted values. Code that runs metrics asks
@@ -13,10 +14,12 @@ the spec (:func:`metric_spec`) and never a metric's internals. Every module of
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._core.registry import Registry
@@ -57,6 +60,41 @@ class MetricSpec:
     def needs_model(self, settings: Settings) -> bool:
         """Whether a call with ``settings`` (given ones; the rest default) needs the model."""
         return self.requires_encoder or self.needs_model_for({**self.defaults(), **settings})
+
+    @functools.cached_property
+    def settings_type(self) -> type:
+        """The metric's settings as a frozen dataclass (``MigSettings`` for ``mig``): one field per
+        keyword-only parameter of the function, with its annotation and default. Constructing one
+        runs the metric's checks on every field, so an instance holds validated, converted values."""
+        fields = []
+        for p in inspect.signature(self.function).parameters.values():
+            if p.kind is not inspect.Parameter.KEYWORD_ONLY:
+                continue
+            annotation = Any if p.annotation is inspect.Parameter.empty else p.annotation
+            default = p.default
+            if isinstance(default, (list, dict, set)):  # a dataclass field needs a factory for these
+                value = field(default_factory=functools.partial(copy.deepcopy, default))
+            else:
+                value = field(default=default)
+            fields.append((p.name, annotation, value))
+        check = self.check
+
+        def __post_init__(settings: Any) -> None:
+            if check is not None:
+                for key, value in check(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}).items():
+                    object.__setattr__(settings, key, value)  # the checked, converted value
+
+        name = "".join(part.capitalize() for part in self.name.split("_")) + "Settings"
+        doc = f"The settings of the metric ``{self.name}`` (validated at construction)."
+        return dataclasses.make_dataclass(
+            name, fields, frozen=True, namespace={"__post_init__": __post_init__, "__doc__": doc}
+        )
+
+    def settings(self, **given: Any) -> Any:
+        """A validated :attr:`settings_type` instance: the ``given`` settings, the rest at their
+        defaults; an unknown setting raises ``TypeError`` naming it, a bad value the metric's own
+        ``ParameterError``."""
+        return self.settings_type(**given)
 
 
 _SPECS: dict[str, MetricSpec] = {}

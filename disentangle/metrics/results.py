@@ -7,8 +7,8 @@ trainer, only the standard library, :mod:`disentangle._core.atomic` and, for a m
 settings, the metrics registry.
 
 Columns, in order: ``run_id``, ``status`` (``finished``), ``seed``, one column per config key that
-varies across the study (dotted names, e.g. ``objective.name``, ``objective.beta``; the grid's keys
-first in the study's order, then keys that vary as a consequence, e.g. a method's default
+varies across the sweep (dotted names, e.g. ``objective.name``, ``objective.beta``; the grid's keys
+first in the sweep file's order, then keys that vary as a consequence, e.g. a method's default
 parameter), ``dlib_model_number`` when some run is a model of Locatello et al. 2019's grid
 (disentanglement_lib's model number, to match published per-model numbers), then one column per
 metric score, ``<metric>.<score>`` (e.g. ``mig.mig``, ``dci.disentanglement``). A key a run does
@@ -16,7 +16,7 @@ not have (``objective.beta`` of a FactorVAE) is an empty cell; lists are JSON. R
 plan's order (grid point by grid point, seeds fastest).
 
 A column never mixes metric settings. When the finished runs hold a metric computed with different
-settings (``metrics.json`` records them per metric; two studies in one folder asked ``mig:
+settings (``metrics.json`` records them per metric; two sweep files run into one folder asked ``mig:
 {num_train: 300}`` and ``{num_train: 900}``, say), that metric's columns are split, one per
 settings, each named with the settings that differ between them: ``mig.mig[num_train=300]`` and
 ``mig.mig[num_train=900]`` (no plain ``mig.mig``; a run's cell is empty in the columns of the
@@ -304,7 +304,7 @@ def _settings_tags(records: list[dict[str, Any]], metrics: list[str]) -> tuple[d
         shown = ", ".join(dict.fromkeys(f"{metric}.*{t}" for t in tags[metric].values()))
         notes.append(
             f"{metric} was computed with {len(groups)} different settings across the finished runs; its "
-            f"columns are split by settings ({shown}), never mixed. Rerun the study whose settings you "
+            f"columns are split by settings ({shown}), never mixed. Rerun the sweep file whose settings you "
             f"want to score every run with them."
         )
     return tags, notes

@@ -163,7 +163,7 @@ def _compute(design: Design) -> StudyResult:
         why = "the study has a single seed" if distinct_seeds <= 1 else "no method × strength setting has more than one seed"
         skipped["variance_explained"] = (
             f"{why}, so the seed's share (the residual) cannot be separated from the strength's. Run at least two "
-            f"seeds per setting (seeds: [0, 1] in the study file)."
+            f"seeds per setting (seeds: [0, 1] in the sweep file)."
         )
     else:
         for dataset in design.dataset_names:

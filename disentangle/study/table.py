@@ -316,7 +316,7 @@ def infer_design(
     if not available:
         raise InputError(
             f"{where} has no scores: no '<metric>.<score>' column holds a number (columns: "
-            f"{', '.join(table.columns)}). Evaluate the runs first: 'metrics: [mig, dci, ...]' in the study file, "
+            f"{', '.join(table.columns)}). Evaluate the runs first: 'metrics: [mig, dci, ...]' in the sweep file, "
             f"or python -m disentangle.evaluate RUN_DIR for each run and then python -m disentangle.sweep results DIR."
         )
     if scores == "headline":

@@ -1,20 +1,23 @@
 """Command line: ``python -m disentangle.sweep run|status|results``.
 
-    python -m disentangle.sweep run STUDY.yaml --out DIR [--workers N] [--threads-per-run T]
+    python -m disentangle.sweep run SWEEP_FILE --out DIR [--workers N] [--threads-per-run T]
         [--backend local|ray|slurm] [--dry-run] [--retry-failed] [ray/slurm options]
         (slurm needs --time, the time limit of an array task; --max-requeues N, default 3)
     python -m disentangle.sweep status DIR
     python -m disentangle.sweep results DIR [--output FILE]
 
-Problems with the study (any run's config, an unknown key or name) are reported in one paragraph
-on stderr with exit status 2 before anything is created. ``run`` exits with 0 when every run of
-the study is finished, 1 otherwise (failed runs are listed by ``status``).
+``SWEEP_FILE`` is a sweep YAML file or the name of a shipped one (``mini``,
+``locatello2019/dsprites``: ``configs/sweeps/``). Problems with the sweep file (any run's config,
+an unknown key or name) are reported in one paragraph on stderr with exit status 2 before anything
+is created. ``run`` exits with 0 when every run of the sweep is finished, 1 otherwise (failed runs
+are listed by ``status``).
 """
 from __future__ import annotations
 
 import argparse
 import re
 import sys
+import warnings
 
 from .._core.cli import REPORTED
 from .._core.cli import report as report_error
@@ -45,8 +48,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Grids of training runs on a laptop, a Ray cluster or Slurm; safe to kill and rerun.",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run every run of a study that is not finished")
-    r.add_argument("study", help="study YAML file, or a shipped study name (mini, locatello2019/dsprites, ...)")
+    r = sub.add_parser("run", help="run every run of a sweep file that is not finished")
+    r.add_argument("sweep_file", help="sweep YAML file, or a shipped sweep name (mini, locatello2019/dsprites, ...)")
     r.add_argument("--out", "-o", required=True, help="sweep folder (runs go to OUT/runs/<id>)")
     r.add_argument("--backend", "-b", default="local", help="local (default) | ray | slurm")
     r.add_argument("--workers", "-w", type=int, default=None, help="local: worker processes (default 1)")
@@ -118,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             "array_parallelism": args.array_parallelism, "cluster": args.cluster, "wait": not args.no_wait,
             "slurm_params": _slurm_params(args.slurm_params),
         }
-        outcome = api.run(args.study, args.out, backend=args.backend, dry_run=args.dry_run,
-                         retry_failed=args.retry_failed, **options)
+        with warnings.catch_warnings():  # the package's deprecations (configs/studies/NAME) reach the user
+            warnings.filterwarnings("default", category=DeprecationWarning, module=r"disentangle\.")
+            outcome = api.run(args.sweep_file, args.out, backend=args.backend, dry_run=args.dry_run,
+                              retry_failed=args.retry_failed, **options)
     except (*REPORTED, KeyboardInterrupt) as err:
         return report_error(
             err, interrupted="interrupted: finished runs are kept and partial ones resume from their checkpoints on the next run."

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import _compat
 from .._core import checks
 from ..errors import ConfigError
 from .backends import BACKENDS, BackendOptions
@@ -25,7 +26,7 @@ from .files import (
     read_json,
     write_results,
 )
-from .grid import RunSpec, Study, _short, load_study
+from .grid import RunSpec, SweepPlan, _short, load_sweep
 from .ids import canonical_json
 from .runner import RunOutcome, RunTask, missing_metrics, outcome_line
 
@@ -69,9 +70,10 @@ class SweepStatus:
 
 @dataclass
 class SweepReport:
-    """What :func:`run` did: the plan's counts before it started, each outcome, the results."""
+    """What :func:`run` did: the plan (the sweep file it ran), the counts before it started, each
+    outcome, the results."""
 
-    study: Study
+    plan: SweepPlan
     out_dir: Path
     before: dict[str, int]
     to_run: int
@@ -86,9 +88,11 @@ class SweepReport:
 
     @property
     def ok(self) -> bool:
-        """Every run of the study is finished now."""
+        """Every run of the sweep is finished now."""
         done = {row["run_id"] for row in self.results.rows} if self.results else set()
-        return all(r.run_id in done for r in self.study.runs)
+        return all(r.run_id in done for r in self.plan.runs)
+
+    study = _compat.renamed_attribute("study", "plan", "SweepReport")  # its name in 0.1
 
 
 # ---------------------------------------------------------------------- state of a run folder
@@ -143,7 +147,7 @@ def _last_logged_step(run_dir: Path) -> int | None:
 
 
 # ---------------------------------------------------------------------- plan
-def _plan_entries(study: Study) -> list[dict[str, Any]]:
+def _plan_entries(plan: SweepPlan) -> list[dict[str, Any]]:
     return [
         {
             "run_id": r.run_id,
@@ -152,59 +156,79 @@ def _plan_entries(study: Study) -> list[dict[str, Any]]:
             "steps": r.config["train"]["steps"],
             "dlib_model_number": r.dlib_model_number,
         }
-        for r in study.runs
+        for r in plan.runs
     ]
 
 
 PLAN_FORMAT = 2
 
 
-def write_plan(study: Study, out_dir: Path) -> None:
-    """Write (merge into) ``DIR/sweep.json``: the runs of every study run into this folder.
+def write_plan(plan: SweepPlan, out_dir: Path) -> None:
+    """Write (merge into) ``DIR/sweep.json``: the runs of every sweep file run into this folder.
 
-    Each study keeps its own entry (``studies``: source, name, the study as written, its
-    ``metrics``, ``metric_settings`` and ``run_ids``; a study run again replaces its entry and moves
-    last), so ``status`` judges each run by the studies that hold it. ``metrics`` (top level) is
-    the union, the order of the results' columns. The read-modify-write holds the folder's plan lock
-    (``DIR/.plan.lock``): two sweeps starting together in one folder both keep their plans.
+    Each sweep file keeps its own entry (``studies``: source, name, the file's mapping as written
+    (``study``), its ``metrics``, ``metric_settings`` and ``run_ids``; a sweep file run again
+    replaces its entry and moves last), so ``status`` judges each run by the sweep files that hold
+    it. ``metrics`` (top level) is the union, the order of the results' columns. The
+    read-modify-write holds the folder's plan lock (``DIR/.plan.lock``): two sweeps starting
+    together in one folder both keep their plans.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / PLAN_NAME
     with FolderLock(out_dir / PLAN_LOCK_NAME, PLAN_NAME):
         old = read_json(path) or {}
-        entries = _plan_entries(study)
+        entries = _plan_entries(plan)
         ids = {e["run_id"] for e in entries}
         kept = [e for e in old.get("runs", []) if e.get("run_id") not in ids]
-        varying = list(study.varying_keys) + [k for k in old.get("varying_keys", []) if k not in study.varying_keys]
-        metrics = list(study.metrics) + [m for m in old.get("metrics", []) if m not in study.metrics]
-        studies = [s for s in old.get("studies", []) if s.get("source") != study.source]
-        studies.append({
-            "source": study.source, "name": study.name, "study": study.raw, "metrics": list(study.metrics),
-            "metric_settings": study.metric_settings, "run_ids": [e["run_id"] for e in entries],
+        varying = list(plan.varying_keys) + [k for k in old.get("varying_keys", []) if k not in plan.varying_keys]
+        metrics = list(plan.metrics) + [m for m in old.get("metrics", []) if m not in plan.metrics]
+        # The persisted key names "studies" (the list of sweep files) and "study" (a file's mapping)
+        # are those of the releases before the rename to "sweep file": kept, so that old and new
+        # versions share a folder. A shipped file's source under its old folder (configs/studies/)
+        # is the same file.
+        source = _same_source(plan.source)
+        files = [s for s in old.get(PLAN_FILES_KEY, []) if _same_source(s.get("source")) != source]
+        files.append({
+            "source": plan.source, "name": plan.name, PLAN_FILE_KEY: plan.raw, "metrics": list(plan.metrics),
+            "metric_settings": plan.metric_settings, "run_ids": [e["run_id"] for e in entries],
         })
-        plan = {
+        atomic_write_json(path, {
             "format": PLAN_FORMAT,
-            "studies": studies,
+            PLAN_FILES_KEY: files,
             "varying_keys": varying,
             "metrics": metrics,
             "runs": kept + entries,
-        }
-        atomic_write_json(path, plan)
+        })
+
+
+#: keys of ``sweep.json``: the list of the sweep files run into the folder, and in each entry the
+#: file's mapping as written; named as before the rename (compatibility of persisted data)
+PLAN_FILES_KEY = "studies"
+PLAN_FILE_KEY = "study"
+
+
+def _same_source(source: Any) -> Any:
+    """``source`` with a shipped sweep file's old folder (``configs/studies/``) spelled as the new."""
+    if not isinstance(source, str):
+        return source
+    if source.startswith("configs/studies/"):
+        source = "configs/sweeps/" + source[len("configs/studies/"):]
+    return source.replace("/configs/studies/", "/configs/sweeps/")
 
 
 def plan_requirements(plan: dict[str, Any]) -> dict[str, tuple[list[str], dict[str, dict[str, Any]]]]:
-    """``{run_id: (metrics, settings)}``: what finishes each run of a plan, by the studies that hold it.
+    """``{run_id: (metrics, settings)}``: what finishes each run of a plan, by the sweep files that hold it.
 
-    A run held by several studies needs the metrics of all of them; where two ask one metric with
-    different settings, the study run last into the folder (last in ``studies``) wins. Plans
-    written before per-study entries (no ``run_ids``) judge every run by the top-level ``metrics``
-    with the studies' ``metric_settings`` as written (the last study's first).
+    A run held by several sweep files needs the metrics of all of them; where two ask one metric
+    with different settings, the file run last into the folder (last in ``studies``) wins. Plans
+    written before per-file entries (no ``run_ids``) judge every run by the top-level ``metrics``
+    with the files' ``metric_settings`` as written (the last file's first).
     """
     runs = [e["run_id"] for e in plan.get("runs", []) if isinstance(e, dict) and "run_id" in e]
-    studies = [s for s in plan.get("studies", []) if isinstance(s, dict)]
-    if studies and all(isinstance(s.get("run_ids"), list) for s in studies):
+    files = [s for s in plan.get(PLAN_FILES_KEY, []) if isinstance(s, dict)]
+    if files and all(isinstance(s.get("run_ids"), list) for s in files):
         needs: dict[str, tuple[list[str], dict[str, dict[str, Any]]]] = {rid: ([], {}) for rid in runs}
-        for entry in studies:
+        for entry in files:
             for rid in entry["run_ids"]:
                 metrics, settings = needs.setdefault(rid, ([], {}))
                 for metric in entry.get("metrics") or []:
@@ -213,8 +237,8 @@ def plan_requirements(plan: dict[str, Any]) -> dict[str, tuple[list[str], dict[s
                     settings[metric] = dict((entry.get("metric_settings") or {}).get(metric) or {})
         return needs
     settings = {}
-    for entry in studies:
-        raw = (entry.get("study") or {}).get("metric_settings") or {}
+    for entry in files:
+        raw = (entry.get(PLAN_FILE_KEY) or {}).get("metric_settings") or {}
         if isinstance(raw, dict):
             settings.update({m: dict(v) for m, v in raw.items() if isinstance(v, dict)})
     metrics = list(plan.get("metrics", []))
@@ -265,8 +289,9 @@ def _stderr(line: str) -> None:
 
 
 # ---------------------------------------------------------------------- run
+@_compat.renamed_keyword("study", "sweep_file")  # run(study=...): its name in 0.1
 def run(
-    study: str | Path | Study,
+    sweep_file: str | Path | SweepPlan,
     out: str | Path,
     *,
     backend: str = "local",
@@ -275,9 +300,10 @@ def run(
     log: Callable[[str], None] | None = _stderr,
     **options: Any,
 ) -> SweepReport:
-    """Run every run of ``study`` that is not finished into ``out`` (``out/runs/<id>``).
+    """Run every run of ``sweep_file`` that is not finished into ``out`` (``out/runs/<id>``).
 
-    ``study`` is a study file, a shipped study name (``"mini"``) or a :class:`Study`. The whole
+    ``sweep_file`` is a sweep file (a YAML path), a shipped sweep name (``"mini"``,
+    ``"locatello2019/dsprites"``) or a :class:`~disentangle.sweep.grid.SweepPlan`. The whole
     grid is validated before anything is created. Finished runs are skipped, partial ones resumed
     from their checkpoints, failed ones left failed unless ``retry_failed``. ``options`` are the
     fields of :class:`~disentangle.sweep.backends.BackendOptions` (``workers``,
@@ -291,40 +317,39 @@ def run(
         raise ConfigError(f"Unknown sweep option(s) {', '.join(sorted(unknown))}. Valid options: {', '.join(names)}.")
     opts = BackendOptions(**options)
     _check_options(backend, opts)
-    if not isinstance(study, Study):
-        study = load_study(study)
+    plan = sweep_file if isinstance(sweep_file, SweepPlan) else load_sweep(sweep_file)
     out_dir = Path(out)
     states = {
-        r.run_id: run_state(out_dir / RUNS_DIR / r.run_id, study.metrics, study.metric_settings) for r in study.runs
+        r.run_id: run_state(out_dir / RUNS_DIR / r.run_id, plan.metrics, plan.metric_settings) for r in plan.runs
     }
     before = {s.value: 0 for s in STATES}
     for state, _ in states.values():
         before[state] += 1
     todo = [
-        r for r in study.runs
+        r for r in plan.runs
         if states[r.run_id][0] != RunState.FINISHED and (retry_failed or states[r.run_id][0] != RunState.FAILED)
     ]
-    report = SweepReport(study, out_dir, before, len(todo), dry_run=dry_run)
+    report = SweepReport(plan, out_dir, before, len(todo), dry_run=dry_run)
     if log:
         counts = ", ".join(f"{n} {s}" for s, n in before.items() if n)
-        merged = f" ({study.merged_duplicates} duplicate grid points merged)" if study.merged_duplicates else ""
-        log(f"study {study.name}: {len(study.runs)} runs{merged}: {counts}; {len(todo)} to run -> {out_dir}")
+        merged = f" ({plan.merged_duplicates} duplicate grid points merged)" if plan.merged_duplicates else ""
+        log(f"sweep {plan.name}: {len(plan.runs)} runs{merged}: {counts}; {len(todo)} to run -> {out_dir}")
         if before[RunState.FAILED] and not retry_failed:
             log(f"{before[RunState.FAILED]} failed runs are left as they are; rerun with --retry-failed to train them again")
     if dry_run:
         if log:
-            for r in study.runs:
+            for r in plan.runs:
                 state, detail = states[r.run_id]
                 log(f"  {r.run_id}  {state:<11}  {r.describe()}" + (f"  [{detail}]" if detail else ""))
         return report
 
-    write_plan(study, out_dir)
+    write_plan(plan, out_dir)
     threads = opts.threads_per_run
     if backend == "local":
         from .backends.local import available_cores
 
         threads = threads or max(1, available_cores() // min(opts.workers or 1, max(1, len(todo))))
-    tasks = [_task(r, out_dir, study, threads or 1, retry_failed) for r in todo]
+    tasks = [_task(r, out_dir, plan, threads or 1, retry_failed) for r in todo]
     tasks.sort(key=lambda t: canonical_json(t.config["data"]))  # runs on the same data together
     done = 0
 
@@ -349,16 +374,16 @@ def run(
     return report
 
 
-def _task(spec: RunSpec, out_dir: Path, study: Study, threads: int, retry_failed: bool) -> RunTask:
+def _task(spec: RunSpec, out_dir: Path, plan: SweepPlan, threads: int, retry_failed: bool) -> RunTask:
     return RunTask(
         run_id=spec.run_id,
         run_dir=str((out_dir / RUNS_DIR / spec.run_id).resolve()),
         config=spec.config,
         seed=spec.seed,
         values=spec.values,
-        metrics=list(study.metrics),
-        metric_settings=study.metric_settings,
-        imports=list(study.imports),
+        metrics=list(plan.metrics),
+        metric_settings=plan.metric_settings,
+        imports=list(plan.imports),
         threads=threads,
         retry_failed=retry_failed,
         dlib_model_number=spec.dlib_model_number,
@@ -370,9 +395,9 @@ def _task(spec: RunSpec, out_dir: Path, study: Study, threads: int, retry_failed
 def status(out: str | Path) -> SweepStatus:
     """The state of every run of a sweep folder (the plan's runs and any other run folder).
 
-    Each run is judged by the studies that hold it (:func:`plan_requirements`): a run of study A
-    is finished when it holds A's metrics with A's settings, whatever another study in the folder
-    asks. A run folder outside the plan is finished when it has a ``metrics.json``."""
+    Each run is judged by the sweep files that hold it (:func:`plan_requirements`): a run of sweep
+    file A is finished when it holds A's metrics with A's settings, whatever another sweep file in
+    the folder asks. A run folder outside the plan is finished when it has a ``metrics.json``."""
     out_dir = Path(out)
     if not out_dir.is_dir():
         raise ConfigError(f"'{out}' is not a folder. Pass the --out folder of a sweep.")

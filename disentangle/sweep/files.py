@@ -2,8 +2,9 @@
 
 Layout of ``DIR``::
 
-    sweep.json             the plan: every run of the studies run into DIR (id, seed, grid values)
-                           and, per study, its runs, metrics and metric settings
+    sweep.json             the plan: every run of the sweep files run into DIR (id, seed, grid
+                           values) and, per sweep file, its runs, metrics and metric settings
+                           (under the key ``studies``, its name before 0.2, kept for compatibility)
     .plan.lock             held (fcntl.flock) while sweep.json is read, changed and rewritten
     results.csv            one row per finished run (rewritten atomically after every finished run;
                            its columns: :mod:`disentangle.metrics.results`)

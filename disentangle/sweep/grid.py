@@ -1,8 +1,11 @@
-"""Study files -> the grid of runs: parse, expand the grid, validate every run before anything is created.
+"""Sweep files -> the grid of runs: parse, expand the grid, validate every run before anything is created.
 
-(A study *file* says what to train; the package :mod:`disentangle.study` analyses the results.)
+A *sweep file* says what to train: a base config, overrides, a grid, seeds and metrics. Parsed,
+expanded and validated it is a :class:`SweepPlan`. The shipped sweep files live in
+``configs/sweeps/`` (:func:`shipped_sweep_names`). Analysing the results of a sweep is the work of
+another package, :mod:`disentangle.study` (Locatello et al.'s analyses).
 
-A study is a YAML mapping::
+A sweep file is a YAML mapping::
 
     name: mini                       # optional; defaults to the file name
     description: ...                 # optional free text
@@ -32,6 +35,7 @@ import copy
 import dataclasses
 import inspect
 import itertools
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,20 +43,22 @@ from typing import Any
 
 import yaml
 
+from .. import _compat
+from .._compat import REMOVED_IN
 from .._core.registry import did_you_mean
 from ..errors import ConfigError
 from ..metrics import results as results_table
 from .ids import EXCLUDED_KEYS, run_id
 
-STUDY_KEYS = ("name", "description", "base", "set", "grid", "seeds", "metrics", "metric_settings", "imports")
-#: sections whose registry name resets the section when a study changes it: (section, name key, kept keys)
+SWEEP_KEYS = ("name", "description", "base", "set", "grid", "seeds", "metrics", "metric_settings", "imports")
+#: sections whose registry name resets the section when a sweep file changes it: (section, name key, kept keys)
 _NAMED_SECTIONS = (("data", "name", ()), ("model", "backbone", ("latent_dim",)), ("objective", "name", ()))
 _CONFIG_SECTIONS = ("seed", "data", "model", "objective", "train")
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a study: its id, seed, grid values (those of the keys that vary across the study)
+    """One run of a sweep: its id, seed, grid values (those of the keys that vary across the sweep)
     and resolved config (``train.out_dir`` as in the base)."""
 
     run_id: str
@@ -69,8 +75,8 @@ class RunSpec:
 
 
 @dataclass
-class Study:
-    """A parsed, expanded and validated study (see the module docstring for the file format)."""
+class SweepPlan:
+    """A parsed, expanded and validated sweep file (see the module docstring for the file format)."""
 
     source: str
     name: str
@@ -88,64 +94,87 @@ class Study:
     description: str = ""
 
 
-# ---------------------------------------------------------------------- locating a study file
-def studies_root() -> Path:
+# ---------------------------------------------------------------------- locating a sweep file
+#: prefixes of a shipped sweep name that are dropped (``sweeps/mini``, ``configs/sweeps/mini``)
+_PREFIXES = ("configs/sweeps/", "sweeps/")
+#: the folder's name before release 0.2 (``configs/studies/``): still read, with a warning
+_OLD_PREFIXES = ("configs/studies/", "studies/")
+
+
+def sweeps_root() -> Path:
+    """The folder of the shipped sweep files (``configs/sweeps/``)."""
     from ..config import configs_root
 
-    return configs_root() / "studies"
+    return configs_root() / "sweeps"
 
 
-def shipped_study_names() -> list[str]:
-    """Names of the shipped studies (``mini``, ``locatello2019/dsprites``, ...)."""
-    root = studies_root()
+def shipped_sweep_names() -> list[str]:
+    """Names of the shipped sweep files (``mini``, ``locatello2019/dsprites``, ...)."""
+    root = sweeps_root()
     if not root.is_dir():
         return []
     return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
 
 
-def study_path(source: str | Path) -> Path:
-    """The file of a study: a YAML path, or a shipped study name (``mini``, ``studies/mini``)."""
+def sweep_path(source: str | Path) -> Path:
+    """The file of a sweep: a YAML path, or a shipped sweep name (``mini``, ``locatello2019/dsprites``;
+    ``sweeps/mini`` and ``configs/sweeps/mini`` too). The old spellings ``studies/NAME`` and
+    ``configs/studies/NAME`` still find ``NAME``, with a :class:`DeprecationWarning`."""
     path = Path(source)
     if path.is_file():
         return path
     name = path.as_posix()
-    for prefix in ("configs/studies/", "studies/"):
+    for prefix in _PREFIXES:
         if name.startswith(prefix):
             name = name[len(prefix):]
+            break
+    else:
+        for prefix in _OLD_PREFIXES:
+            if name.startswith(prefix):
+                name = name[len(prefix):]
+                bare = name[:-5] if name.endswith(".yaml") else name
+                warnings.warn(
+                    f"The shipped sweep files moved from configs/studies/ to configs/sweeps/ in disentangle "
+                    f"0.2; the spelling '{source}' goes away in {REMOVED_IN}. Write '{bare}' or "
+                    f"'configs/sweeps/{name}'.",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                break
     name = name[:-5] if name.endswith(".yaml") else name
-    candidate = studies_root() / f"{name}.yaml"
+    candidate = sweeps_root() / f"{name}.yaml"
     if ".." not in Path(name).parts and candidate.is_file():
         return candidate
-    options = shipped_study_names()
+    options = shipped_sweep_names()
     raise ConfigError(
-        f"Study '{source}' is neither a file nor a shipped study name.{did_you_mean(name, options)} "
-        f"Shipped studies: {', '.join(options) or '(none)'}. Pass a path to a study YAML file or one of "
+        f"Sweep file '{source}' is neither a file nor a shipped sweep name.{did_you_mean(name, options)} "
+        f"Shipped sweep files: {', '.join(options) or '(none)'}. Pass a path to a sweep YAML file or one of "
         f"those names."
     )
 
 
 # ---------------------------------------------------------------------- parsing
-def load_study(source: str | Path) -> Study:
-    """Read, expand and validate a study; raises :class:`~disentangle.ConfigError` (one paragraph
-    naming the run and the key) for any problem, before anything is created."""
-    path = study_path(source)
+def load_sweep(source: str | Path) -> SweepPlan:
+    """Read, expand and validate a sweep file; raises :class:`~disentangle.ConfigError` (one
+    paragraph naming the run and the key) for any problem, before anything is created."""
+    path = sweep_path(source)
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise ConfigError(f"Study file '{path}' is not valid YAML: {err}") from None
-    return study_from_dict(raw, source=str(path), folder=path.parent)
+        raise ConfigError(f"Sweep file '{path}' is not valid YAML: {err}") from None
+    return sweep_from_dict(raw, source=str(path), folder=path.parent)
 
 
-def study_from_dict(raw: Any, source: str = "<dict>", folder: str | Path | None = None) -> Study:
-    """Parse, expand and validate a study given as a dict (the YAML layout)."""
-    where = f"Study '{source}'"
+def sweep_from_dict(raw: Any, source: str = "<dict>", folder: str | Path | None = None) -> SweepPlan:
+    """Parse, expand and validate a sweep given as a dict (the YAML layout of a sweep file)."""
+    where = f"Sweep file '{source}'"
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where} must be a mapping with the keys {', '.join(STUDY_KEYS)}; got {type(raw).__name__}.")
+        raise ConfigError(f"{where} must be a mapping with the keys {', '.join(SWEEP_KEYS)}; got {type(raw).__name__}.")
     for key in raw:
-        if key not in STUDY_KEYS:
+        if key not in SWEEP_KEYS:
             raise ConfigError(
-                f"{where} has an unknown key '{key}'.{did_you_mean(str(key), STUDY_KEYS)} "
-                f"Valid keys: {', '.join(STUDY_KEYS)}."
+                f"{where} has an unknown key '{key}'.{did_you_mean(str(key), SWEEP_KEYS)} "
+                f"Valid keys: {', '.join(SWEEP_KEYS)}."
             )
     folder = Path(folder) if folder is not None else Path.cwd()
     if "base" not in raw or not isinstance(raw["base"], str) or not raw["base"].strip():
@@ -163,13 +192,13 @@ def study_from_dict(raw: Any, source: str = "<dict>", folder: str | Path | None 
     grid = _parse_grid(raw.get("grid", {}), where)
     seeds = _parse_seeds(raw.get("seeds", [0]), where)
     metrics, metric_settings = _parse_metrics(raw.get("metrics", []), raw.get("metric_settings", {}), where)
-    study = Study(
+    plan = SweepPlan(
         source=source, name=name, base=raw["base"], set=set_values, grid=grid, seeds=seeds, metrics=metrics,
         metric_settings=metric_settings, imports=imports, raw=copy.deepcopy(raw), description=str(description),
     )
     base_raw = _read_base(raw["base"], where, folder)
-    _expand(study, base_raw)
-    return study
+    _expand(plan, base_raw)
+    return plan
 
 
 def _parse_imports(value: Any, where: str, folder: Path) -> list[str]:
@@ -216,7 +245,7 @@ def import_plugins(imports: list[str]) -> None:
                 importlib.import_module(item)
             except ImportError as err:
                 raise ConfigError(
-                    f"The study's import '{item}' cannot be imported ({err}). Install it or give a .py path."
+                    f"The sweep file's import '{item}' cannot be imported ({err}). Install it or give a .py path."
                 ) from None
 
 
@@ -247,7 +276,7 @@ def _check_dotted_key(key: str, where: str, what: str) -> None:
             f"Keys start with a config section: {', '.join(_CONFIG_SECTIONS)} (e.g. objective.beta)."
         )
     if key == "seed":
-        raise ConfigError(f"{where}: give the seeds with the study's 'seeds' key (a count or a list), not in '{what}'.")
+        raise ConfigError(f"{where}: give the seeds with the sweep file's 'seeds' key (a count or a list), not in '{what}'.")
 
 
 def _parse_grid(value: Any, where: str) -> list[dict[str, list[Any]]]:
@@ -310,7 +339,7 @@ def _parse_metrics(names: Any, settings: Any, where: str) -> tuple[list[str], di
     for metric, options in settings.items():
         if metric not in resolved:
             raise ConfigError(
-                f"{where}: 'metric_settings' has settings for '{metric}', which is not among the study's "
+                f"{where}: 'metric_settings' has settings for '{metric}', which is not among the sweep file's "
                 f"metrics ({', '.join(resolved) or 'none'}).{did_you_mean(str(metric), resolved)}"
             )
         if not isinstance(options, dict):
@@ -377,42 +406,42 @@ def apply_assignments(base_raw: dict[str, Any], assignments: Mapping[str, Any]) 
     return raw
 
 
-def _expand(study: Study, base_raw: dict[str, Any]) -> None:
+def _expand(plan: SweepPlan, base_raw: dict[str, Any]) -> None:
     from ..config import Config
 
-    points = grid_points(study.grid)
-    total = len(points) * len(study.seeds)
+    points = grid_points(plan.grid)
+    total = len(points) * len(plan.seeds)
     runs: list[RunSpec] = []
     point_configs: list[dict[str, Any]] = []  # one per grid point: the seeds vary nothing else
     seen: set[str] = set()
     for p, point in enumerate(points):
-        raw = apply_assignments(base_raw, {**study.set, **point})
-        raw["seed"] = study.seeds[0]
+        raw = apply_assignments(base_raw, {**plan.set, **point})
+        raw["seed"] = plan.seeds[0]
         label = ", ".join(f"{k}={_short(v)}" for k, v in point.items()) or "the base config"
         try:
             config = Config.from_dict(raw)
         except ConfigError as err:
             raise ConfigError(
-                f"Study '{study.source}', grid point {p + 1} of {len(points)} ({label}; runs "
-                f"{p * len(study.seeds) + 1}-{(p + 1) * len(study.seeds)} of {total}): {err} "
-                f"Fix the study's 'grid', 'set' or its base '{study.base}'."
+                f"Sweep file '{plan.source}', grid point {p + 1} of {len(points)} ({label}; runs "
+                f"{p * len(plan.seeds) + 1}-{(p + 1) * len(plan.seeds)} of {total}): {err} "
+                f"Fix the sweep file's 'grid', 'set' or its base '{plan.base}'."
             ) from None
         point_configs.append(config.to_dict())
-        for seed in study.seeds:
+        for seed in plan.seeds:
             seeded = dataclasses.replace(config, seed=seed)
             resolved = seeded.to_dict()
             rid = run_id(resolved)
             if rid in seen:
-                study.merged_duplicates += 1
+                plan.merged_duplicates += 1
                 continue
             seen.add(rid)
             runs.append(RunSpec(rid, len(runs), seed, dict(point), resolved, _dlib_model_number(seeded)))
-    study.runs = runs
-    grid_keys = [k for block in study.grid for k in block]
-    swept = [k for block in study.grid for k, values in block.items() if len(values) > 1]
-    study.varying_keys = varying_keys(point_configs, first=grid_keys, swept=swept)
-    shown = set(study.varying_keys)  # a run is described by the grid values that vary, not by fixed ones
-    study.runs = [dataclasses.replace(r, values={k: v for k, v in r.values.items() if k in shown}) for r in runs]
+    plan.runs = runs
+    grid_keys = [k for block in plan.grid for k in block]
+    swept = [k for block in plan.grid for k, values in block.items() if len(values) > 1]
+    plan.varying_keys = varying_keys(point_configs, first=grid_keys, swept=swept)
+    shown = set(plan.varying_keys)  # a run is described by the grid values that vary, not by fixed ones
+    plan.runs = [dataclasses.replace(r, values={k: v for k, v in r.values.items() if k in shown}) for r in runs]
 
 
 def _dlib_model_number(config: Any) -> int | None:
@@ -440,3 +469,6 @@ def _short(value: Any) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value)) if abs(value) >= 1 or value == 0 else repr(value)
     return str(value)
+
+
+__getattr__ = _compat.module_getattr(__name__)  # the names of 0.1: Study, load_study, ... (warn)

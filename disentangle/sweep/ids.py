@@ -27,6 +27,10 @@ A key added to the config later, at the value that reproduces the runs from befo
 (:data:`disentangle._core.choices.LEGACY_VALUES`: ``model.init: pytorch``), is dropped too, so those runs
 keep their ids; any other value of it (``model.init: reference``, the default) counts.
 
+``data.materialize`` (render the dataset's grid once or per batch: the same images) is hashed as
+``false`` whatever its value (:data:`NORMALISED_KEYS`), the value every id hashed before ``auto``
+became its default.
+
 Everything else counts, including ``train.precision`` and ``data.path`` (which file is read: a
 user's own copy may differ from the published one). A new config key added by
 a later version of the library, or a changed default, changes the ids of the runs it affects: the
@@ -61,6 +65,11 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "data.cache_dir",
 )
 
+#: execution strategies that are dataset parameters, hashed at the one value every run id has
+#: always hashed whatever the run chose (a materialised grid holds the same images as one
+#: rendered per batch; ``auto`` became the default after ids were pinned)
+NORMALISED_KEYS: dict[str, Any] = {"data.materialize": False}
+
 ID_SCHEME = "disentangle-run-v1"
 ID_LENGTH = 16
 
@@ -72,12 +81,16 @@ def canonical_json(value: Any) -> str:
 
 def identity(config: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a resolved nested config that defines the result: ``config`` minus
-    :data:`EXCLUDED_KEYS`."""
+    :data:`EXCLUDED_KEYS`, with :data:`NORMALISED_KEYS` at their one hashed value."""
     out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in config.items()}  # sections copied, not shared
     for key in EXCLUDED_KEYS:
         section, _, name = key.partition(".")
         if isinstance(out.get(section), dict):
             out[section].pop(name, None)
+    for key, value in NORMALISED_KEYS.items():
+        section, _, name = key.partition(".")
+        if isinstance(out.get(section), dict) and name in out[section]:
+            out[section][name] = value
     for key, value in LEGACY_VALUES.items():  # a key at the value runs used before it existed
         section, _, name = key.partition(".")
         if isinstance(out.get(section), dict) and out[section].get(name) == value:

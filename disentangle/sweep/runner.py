@@ -100,7 +100,7 @@ _DATASET_CACHE_SIZE = 1  # a dSprites-sized dataset is ~3 GB: keep only the last
 
 
 def configure_worker(threads: int | None, imports: list[str] = ()) -> None:
-    """Set torch's thread count and import the study's plugins (idempotent)."""
+    """Set torch's thread count and import the sweep file's plugins (idempotent)."""
     if threads:
         import torch
 

@@ -20,6 +20,10 @@ RESUMABLE_KEYS = (
 )
 
 
+#: data keys that may differ too: execution strategies of the dataset (the same images either way)
+RESUMABLE_DATA_KEYS = ("materialize",)
+
+
 def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """``"section.key: checkpoint A, now B"`` for every difference between a checkpoint's config
     dict and the current one, outside :data:`RESUMABLE_KEYS`; train keys that the checkpoint lacks
@@ -33,6 +37,9 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[s
             a = {**defaults, **(a or {})}
             a = {k: v for k, v in a.items() if k not in RESUMABLE_KEYS}
             b = {k: v for k, v in (b or {}).items() if k not in RESUMABLE_KEYS}
+        elif section == "data" and isinstance(a, dict) and isinstance(b, dict):
+            a = {k: v for k, v in a.items() if k not in RESUMABLE_DATA_KEYS}
+            b = {k: v for k, v in b.items() if k not in RESUMABLE_DATA_KEYS}
         if a != b:
             if isinstance(a, dict) and isinstance(b, dict):
                 for key in sorted(set(a) | set(b)):

@@ -1,13 +1,33 @@
-"""Where and how a run executes: the device, the seeds, the CUDA backend flags, the memory layout and ``torch.compile``."""
+"""Where and how a run executes: the device, the seeds, the CUDA backend flags, the memory layout,
+a materialised dataset and ``torch.compile``.
+
+Execution strategies change how fast a run trains, not the model it defines (none is part of a run
+id). Two are chosen at start-up when set to ``auto`` (the defaults), by :func:`choose_execution`:
+
+* ``train.channels_last``: on for a CPU whose capability (``torch.backends.cpu.get_cpu_capability()``)
+  is AVX512 or AMX, where oneDNN's channels-last convolutions are faster; off elsewhere (AVX2 CPUs
+  and GPUs: not measured, so left at PyTorch's layout).
+* ``data.materialize`` (datasets that can render their whole grid once, e.g. ``sprites``): on when
+  the session trains at least :data:`MATERIALIZE_MIN_STEPS` steps (the render costs ~10 s on a CPU;
+  per-batch rendering costs ~7 ms a step more) and the grid takes at most a quarter of the memory
+  available on the device.
+
+The choice and its reason are written to the run folder (``execution.jsonl``, one record a session)
+so a user can see what ran; results differ between the choices only by the rounding of the
+convolutions (channels-last) or not at all (a materialised grid holds the same images).
+"""
 from __future__ import annotations
 
+import dataclasses
 import enum
+import math
+import os
 import random
 
 import numpy as np
 import torch
 
-from ..config import TrainConfig
+from ..config import Config, TrainConfig
 from ..errors import ConfigError
 
 
@@ -92,3 +112,114 @@ def compile_networks(model: torch.nn.Module, objective: torch.nn.Module, mode: b
     compile_mode = None if mode is True else str(mode)
     for module in (model.encoder, model.decoder, *objective.children()):
         module.compile(mode=compile_mode)
+
+
+# ---------------------------------------------------------------------------- execution choices
+#: a session this long (in steps) or longer materialises a dataset whose ``materialize`` is ``auto``
+MATERIALIZE_MIN_STEPS = 2_000
+#: CPU capabilities (``torch.backends.cpu.get_cpu_capability()``) on which channels-last is chosen
+CHANNELS_LAST_CPU_CAPABILITIES = ("AVX512", "AMX")
+
+
+@dataclasses.dataclass(frozen=True)
+class Execution:
+    """The execution strategies of one training session and why each was chosen."""
+
+    device: str
+    cpu_capability: str
+    channels_last: bool
+    channels_last_reason: str
+    materialize: bool | None  # None: the dataset has no such choice (or was given prebuilt)
+    materialize_reason: str
+
+    def describe(self) -> str:
+        """One line for the terminal: ``execution: cpu (AVX512), channels-last on (...), ...``."""
+        parts = [f"{self.device} ({self.cpu_capability})" if self.device == "cpu" else self.device,
+                 f"channels-last {'on' if self.channels_last else 'off'} ({self.channels_last_reason})"]
+        if self.materialize is not None:
+            parts.append(f"dataset {'materialised' if self.materialize else 'rendered per batch'} "
+                         f"({self.materialize_reason})")
+        return "execution: " + ", ".join(parts)
+
+
+def cpu_capability() -> str:
+    """``torch.backends.cpu.get_cpu_capability()`` (``AVX512``, ``AVX2``, ...), or ``unknown``."""
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except Exception:  # older builds or exotic platforms
+        return "unknown"
+
+
+def choose_channels_last(setting: bool | str, device: torch.device, capability: str | None = None) -> tuple[bool, str]:
+    """``train.channels_last`` resolved: ``(on, reason)``; ``auto`` is on for a CPU with an AVX512 or
+    AMX capability (the conv64 step 1.19-1.28× faster there, ``benchmarks/RESULTS-train-cpu.md``)."""
+    if setting != "auto":
+        return bool(setting), "set"
+    if device.type != "cpu":
+        return False, f"auto: not measured on {device.type}"
+    capability = cpu_capability() if capability is None else capability
+    if capability.startswith(CHANNELS_LAST_CPU_CAPABILITIES):
+        return True, f"auto: oneDNN on {capability}"
+    return False, f"auto: {capability} CPU, not measured"
+
+
+def available_memory_bytes(device: torch.device) -> int | None:
+    """Free memory where a dataset on ``device`` would live: CUDA's free memory, else the host's
+    available memory (Linux ``MemAvailable``, else free pages); None where it cannot be read."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def choose_materialize(
+    setting: bool | str, grid_bytes: int, session_steps: int, available_bytes: int | None
+) -> tuple[bool, str]:
+    """``data.materialize`` resolved: ``(on, reason)``. ``auto`` materialises when the session trains at
+    least :data:`MATERIALIZE_MIN_STEPS` steps and the grid (``grid_bytes``) takes at most a quarter
+    of ``available_bytes``."""
+    if setting != "auto":
+        return bool(setting), "set"
+    gib = grid_bytes / 2**30
+    if session_steps < MATERIALIZE_MIN_STEPS:
+        return False, f"auto: {session_steps:,} steps < {MATERIALIZE_MIN_STEPS:,}"
+    if available_bytes is None:
+        return False, "auto: free memory unknown"
+    if 4 * grid_bytes > available_bytes:
+        return False, f"auto: {gib:.1f} GiB grid > a quarter of {available_bytes / 2**30:.1f} GiB free"
+    return True, f"auto: {session_steps:,} steps, {gib:.1f} GiB of {available_bytes / 2**30:.1f} GiB free"
+
+
+def grid_bytes(image_shape: tuple[int, ...], num_images: int) -> int:
+    """Bytes of a materialised grid: ``num_images`` uint8 images of ``image_shape``."""
+    return math.prod(int(side) for side in image_shape) * int(num_images)
+
+
+def choose_execution(
+    config: Config, device: torch.device, *, session_steps: int, dataset_size: int | None = None,
+    image_shape: tuple[int, ...] | None = None, materializable: bool = False,
+) -> Execution:
+    """Resolve the ``auto`` execution strategies of a session of ``session_steps`` steps on ``device``.
+
+    ``materializable``: the dataset's builder takes ``materialize`` and the dataset is built here (not
+    given prebuilt); ``dataset_size``/``image_shape`` then size its grid.
+    """
+    capability = cpu_capability()
+    channels_last, cl_reason = choose_channels_last(config.train.channels_last, device, capability)
+    materialize, m_reason = None, "not applicable"
+    setting = config.data.params.get("materialize")
+    if materializable and setting is not None and dataset_size is not None and image_shape is not None:
+        materialize, m_reason = choose_materialize(
+            setting, grid_bytes(image_shape, dataset_size), session_steps, available_memory_bytes(device)
+        )
+    return Execution(str(device), capability, channels_last, cl_reason, materialize, m_reason)

@@ -9,6 +9,8 @@ Run folder (``train.out_dir``)::
     checkpoint.prev.pt  the checkpoint before it (resume falls back to it if the newest is
                      unreadable)
     log.jsonl        one JSON object per logged step with every term the objective returns
+    execution.jsonl  one JSON object per training session: the device and the execution
+                     strategies chosen (channels-last, a materialised dataset) and why
     traversals.png, reconstructions.png   at the end (disentangle.visualize.write_training_pictures)
     events.out.tfevents.*  with train.tensorboard: every logged term, metric scores and, every
                      train.image_every steps, reconstructions and a traversal grid
@@ -40,11 +42,13 @@ Design choices:
   ``KeyboardInterrupt`` is raised. A second Ctrl-C stops at once without saving (the last
   periodic checkpoint stays valid) (:mod:`disentangle.training.interrupt`).
 
-The device, seeds, CUDA flags, the memory layout and ``torch.compile`` are set up by :mod:`disentangle.training.runtime`.
+The device, seeds, CUDA flags, the memory layout, a materialised dataset and ``torch.compile`` are set
+up by :mod:`disentangle.training.runtime` (``auto`` choices: :func:`~disentangle.training.runtime.choose_execution`).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import time
@@ -81,7 +85,9 @@ from .optim import build_optimizers, build_schedulers
 from .precision import Precision
 from .resume import check_resume_config
 from .runtime import (
+    Execution,
     Stream,
+    choose_execution,
     compile_networks,
     configure_cuda_backends,
     resolve_device,
@@ -348,7 +354,10 @@ class Trainer:
             self._checkpoint_step = self.step
         distributed.broadcast_module(self.model)
         distributed.broadcast_module(self.objective)
-        if cfg.channels_last:
+        self.execution = self._choose_execution()
+        if self.execution.materialize:
+            self.dataset.materialize()
+        if self.execution.channels_last:
             to_channels_last(self.model, self.objective)
         compile_networks(self.model, self.objective, cfg.compile)
         session = _Session(self.step, cfg.steps, cfg.progress and self.rank_info.is_main, self.device)
@@ -388,12 +397,25 @@ class Trainer:
         distributed.barrier()  # the run folder is complete when any rank returns
         return TrainResult(self.out_dir, self.step, session.terms)
 
+    def _choose_execution(self) -> Execution:
+        """The ``auto`` execution strategies of this session (:func:`choose_execution`)."""
+        cfg = self.config
+        built_here = self._given_dataset is None and hasattr(self.dataset, "materialize")
+        return choose_execution(
+            cfg, self.device, session_steps=cfg.train.steps - self.step, dataset_size=len(self.dataset),
+            image_shape=tuple(self.dataset.image_shape), materializable=built_here,
+        )
+
     # ------------------------------------------------------------------ the events of a step
     def _open_run_folder(self, session: _Session, resumed: bool) -> None:  # rank 0
         if resumed:
             self._truncate_log(self.step)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.config.save(self.out_dir / "config.yaml")
+        with (self.out_dir / "execution.jsonl").open("a") as f:
+            f.write(json.dumps({"step": self.step, **dataclasses.asdict(self.execution)}) + "\n")
+        if self.config.train.progress:
+            tqdm.write(self.execution.describe())
         if self.config.train.tensorboard:
             from ..visualize import TensorBoardLogger
 

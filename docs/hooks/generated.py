@@ -353,13 +353,13 @@ def shipped_configs() -> str:
     return _table(["`--config`", "data", "objective", "backbone", "steps", "what (from the file's header)"], rows, "llllrl")
 
 
-def shipped_studies() -> str:
-    """Every shipped study file (``python -m disentangle.sweep run NAME``)."""
+def shipped_sweeps() -> str:
+    """Every shipped sweep file (``python -m disentangle.sweep run NAME``)."""
     import yaml
 
-    from disentangle.config import configs_root
+    from disentangle.sweep.grid import sweeps_root
 
-    root = configs_root() / "studies"
+    root = sweeps_root()
     rows = []
     for path in sorted(root.rglob("*.yaml")):
         name = path.relative_to(root).with_suffix("").as_posix()
@@ -389,7 +389,7 @@ def shipped_studies() -> str:
             ", ".join(metrics) if isinstance(metrics, list) else str(metrics),
             _header_comment(path),
         ])
-    return _table(["study", "base", "methods", "strengths that vary", "runs", "metrics", "what (from the file's header)"], rows, "llllrll")
+    return _table(["sweep file", "base", "methods", "strengths that vary", "runs", "metrics", "what (from the file's header)"], rows, "llllrll")
 
 
 #: folders of examples/output whose pictures the guides show by name
@@ -439,7 +439,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "more-figures": more_figures,
     "time-to-disentangle": time_to_disentangle,
     "shipped-configs": shipped_configs,
-    "shipped-studies": shipped_studies,
+    "shipped-sweeps": shipped_sweeps,
 }
 
 

@@ -20,7 +20,7 @@ import torch
 
 from disentangle.backbones import BACKBONES
 from disentangle.config import load_config
-from disentangle.errors import ConfigError
+from disentangle.errors import ConfigError, ParameterError
 from disentangle.metrics import METRICS, metric_spec, validate_settings
 from disentangle.metrics.synthetic import FactorObservationDataset
 from disentangle.models import VAE
@@ -89,6 +89,26 @@ def test_every_metric_validates_first_and_is_deterministic(name):
     again = METRICS.get(name)(dataset, representation, seed=3, **settings)
     assert first and first == again
     assert all(isinstance(v, float) and math.isfinite(v) for v in first.values()), first
+
+
+@pytest.mark.parametrize("name", _public(METRICS))
+def test_every_metric_has_a_frozen_settings_dataclass_validated_at_construction(name):
+    import dataclasses
+
+    spec = metric_spec(name)
+    settings_type = spec.settings_type
+    assert dataclasses.is_dataclass(settings_type) and settings_type.__dataclass_params__.frozen
+    fields = {f.name: f for f in dataclasses.fields(settings_type)}
+    assert list(fields) == list(spec.defaults())  # declared once: the function's keyword parameters
+    defaults = spec.settings()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        defaults.seed = 1
+    if spec.check is not None:  # an instance holds the checked values of every field
+        assert dataclasses.asdict(defaults) == spec.check(**spec.defaults())
+        with pytest.raises(ParameterError):
+            spec.settings(seed="not a seed")
+    with pytest.raises(TypeError, match="no_such_setting"):
+        spec.settings(no_such_setting=1)
 
 
 # ---------------------------------------------------------------------- backbones

@@ -53,7 +53,7 @@ CASES = [
     ("visualize: a missing run", lambda r: ["disentangle.visualize", str(r["missing"])], EXIT_BAD_INPUT, "missing"),
     ("visualize: corrupt checkpoints", lambda r: ["disentangle.visualize", str(r["corrupt"])], EXIT_BAD_DATA, "No readable checkpoint"),
     ("zoo: an unknown model", lambda r: ["disentangle.zoo", "info", "no_such_model"], EXIT_BAD_INPUT, "no_such_model"),
-    ("sweep: a missing study file", lambda r: ["disentangle.sweep", "run", str(r["missing"] / "s.yaml"), "--out", str(r["empty"])], EXIT_BAD_INPUT, "s.yaml"),
+    ("sweep: a missing sweep file", lambda r: ["disentangle.sweep", "run", str(r["missing"] / "s.yaml"), "--out", str(r["empty"])], EXIT_BAD_INPUT, "s.yaml"),
     ("study: a missing results folder", lambda r: ["disentangle.study", str(r["missing"]), "--out", str(r["empty"] / "rep")], EXIT_BAD_INPUT, "missing"),
 ]
 

@@ -24,7 +24,7 @@ def test_a_folder_given_as_the_config_is_named_as_a_folder(tmp_path):
 def test_an_unknown_config_name_offers_training_configs_only():
     with pytest.raises(ConfigError) as info:
         load_config("sprites/beta_vea")
-    assert "sprites/beta_vae" in str(info.value) and "studies/" not in str(info.value)
+    assert "sprites/beta_vae" in str(info.value) and "sweeps/" not in str(info.value) and "studies/" not in str(info.value)
 
 
 def test_an_empty_config_file_is_refused_not_trained_with_every_default(tmp_path):

@@ -222,7 +222,7 @@ def test_the_shipped_configs_page_lists_every_shipped_config():
     table = hook.shipped_configs()
     for name in shipped_config_names():
         assert f"| `{name}` |" in table
-    assert "`mini`" in hook.shipped_studies()
+    assert "`mini`" in hook.shipped_sweeps()
 
 
 def test_every_train_key_is_in_the_config_reference():

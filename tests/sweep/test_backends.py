@@ -14,14 +14,14 @@ from disentangle.sweep.__main__ import main as sweep_cli
 from disentangle.sweep.__main__ import parse_minutes
 from disentangle.sweep.backends.slurm import DEFAULT_MAX_ARRAY_SIZE, chunks
 
-from .test_sweep import write_study
+from .test_sweep import write_sweep_file
 
 
 def _assert_all_finished(report, out):
     assert report.ok, [(o.status, o.message) for o in report.outcomes]
     with open(out / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [r["run_id"] for r in rows] == [r.run_id for r in report.study.runs]
+    assert [r["run_id"] for r in rows] == [r.run_id for r in report.plan.runs]
     for row in rows:
         record = json.loads((out / "runs" / row["run_id"] / "metrics.json").read_text())
         assert float(row["mig.mig"]) == record["metrics"]["mig"]["mig"] and record["steps"] == 12
@@ -29,7 +29,7 @@ def _assert_all_finished(report, out):
 
 def test_ray_backend_end_to_end_on_a_local_instance(tmp_path):
     pytest.importorskip("ray")
-    path = write_study(tmp_path, seeds=1, metrics=["mig"], metric_settings={"mig": {"num_train": 200}})
+    path = write_sweep_file(tmp_path, seeds=1, metrics=["mig"], metric_settings={"mig": {"num_train": 200}})
     out = tmp_path / "out"
     # a local Ray started (and shut down) by the sweep; 2 CPUs, one per run, fractional GPUs unused
     report = api.run(path, out, backend="ray", workers=2, threads_per_run=1, max_retries=1, log=None)
@@ -39,7 +39,7 @@ def test_ray_backend_end_to_end_on_a_local_instance(tmp_path):
 
 def test_slurm_backend_through_submitit_local_executor(tmp_path):
     pytest.importorskip("submitit")
-    path = write_study(tmp_path, grid={"objective.beta": [1.0, 4.0, 8.0]}, seeds=1, metrics=["mig"],
+    path = write_sweep_file(tmp_path, grid={"objective.beta": [1.0, 4.0, 8.0]}, seeds=1, metrics=["mig"],
                        metric_settings={"mig": {"num_train": 200}})
     out = tmp_path / "out"
     # 3 runs, 2 per array task -> 2 tasks; at most 1 task per array -> 2 arrays
@@ -104,7 +104,7 @@ def test_slurm_requires_a_time_limit_and_sets_the_requeues(tmp_path, monkeypatch
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    path = write_study(tmp_path, seeds=1, metrics=["mig"], metric_settings={"mig": {"num_train": 200}})
+    path = write_sweep_file(tmp_path, seeds=1, metrics=["mig"], metric_settings={"mig": {"num_train": 200}})
     out = tmp_path / "out"
 
     with pytest.raises(ConfigError, match="needs a time limit.*--time") as err:

@@ -16,8 +16,8 @@ import yaml
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups and SIGINT")
 
 
-def _study(tmp_path: Path) -> Path:
-    path = tmp_path / "study.yaml"
+def _sweep_file(tmp_path: Path) -> Path:
+    path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump({
         "name": "interrupt",
         "base": "quickstart",
@@ -36,7 +36,7 @@ def _study(tmp_path: Path) -> Path:
 def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     out = tmp_path / "sweep"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "disentangle.sweep", "run", str(_study(tmp_path)), "--out", str(out),
+        [sys.executable, "-m", "disentangle.sweep", "run", str(_sweep_file(tmp_path)), "--out", str(out),
          "--workers", "1", "--threads-per-run", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )

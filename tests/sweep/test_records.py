@@ -1,5 +1,5 @@
 """Sweep records: metric settings per score (metrics.json), results.csv after every run and never
-mixing settings, each study of a folder judged by its own metrics, the plan's lock."""
+mixing settings, each sweep file of a folder judged by its own metrics, the plan's lock."""
 from __future__ import annotations
 
 import csv
@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from disentangle.sweep import api, load_study, study_from_dict
+from disentangle.sweep import api, load_sweep, sweep_from_dict
 from disentangle.sweep.runner import run_one
 
-from .test_sweep import tiny_study_dict, write_study
+from .test_sweep import tiny_sweep_dict, write_sweep_file
 
 REPO = Path(__file__).resolve().parents[2]
 MIG_200 = {"mig": {"num_train": 200}}
@@ -23,10 +23,10 @@ def settings_identity(metric, settings):
     return settings_identity(metric, settings)
 
 
-def run_in_process(study, out: Path):
-    """Every run of ``study`` through the run-one function, in this process (no worker pool)."""
-    api.write_plan(study, out)
-    return [run_one(api._task(r, out, study, 1, False)) for r in study.runs]
+def run_in_process(plan, out: Path):
+    """Every run of ``plan`` through the run-one function, in this process (no worker pool)."""
+    api.write_plan(plan, out)
+    return [run_one(api._task(r, out, plan, 1, False)) for r in plan.runs]
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -37,14 +37,14 @@ def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 # ---------------------------------------------------------------------- item 4: metric settings
 def test_a_metric_scored_with_other_settings_is_missing_and_never_mixed(tmp_path):
-    a = load_study(write_study(tmp_path, grid={}, seeds=2, metrics=["mig"], metric_settings=MIG_200))
+    a = load_sweep(write_sweep_file(tmp_path, grid={}, seeds=2, metrics=["mig"], metric_settings=MIG_200))
     out = tmp_path / "out"
     assert [o.status for o in run_in_process(a, out)] == ["finished", "finished"]
     first = out / "runs" / a.runs[0].run_id
     trained = (first / "log.jsonl").read_text()
 
     (tmp_path / "b").mkdir()
-    b = load_study(write_study(tmp_path / "b", grid={}, seeds=[0], metrics=["mig"],
+    b = load_sweep(write_sweep_file(tmp_path / "b", grid={}, seeds=[0], metrics=["mig"],
                                metric_settings={"mig": {"num_train": 300}}))
     assert b.runs[0].run_id == a.runs[0].run_id  # the same run, asked with other settings
     assert api.run(b, out, dry_run=True, log=None).before["partial"] == 1  # not "finished": mig is missing
@@ -90,7 +90,7 @@ def test_metrics_json_without_settings_per_metric_counts_as_the_defaults(tmp_pat
 
 # ---------------------------------------------------------------------- item 5: results after each run
 def test_results_csv_is_rewritten_after_every_finished_run(tmp_path):
-    path = write_study(tmp_path, grid={}, seeds=2, metrics=["mig"], metric_settings=MIG_200)
+    path = write_sweep_file(tmp_path, grid={}, seeds=2, metrics=["mig"], metric_settings=MIG_200)
     out = tmp_path / "out"
     seen: list[tuple[str, list[str]]] = []
 
@@ -106,11 +106,11 @@ def test_results_csv_is_rewritten_after_every_finished_run(tmp_path):
     assert not list(out.glob(".results.csv.*.tmp"))  # written atomically: no temporary file left
 
 
-# ---------------------------------------------------------------------- item 8: studies in one folder
-def test_each_study_of_a_folder_is_judged_by_its_own_metrics(tmp_path):
-    a = study_from_dict(tiny_study_dict(tmp_path, grid={"objective.beta": [1.0]}, seeds=1, metrics=["mig"],
+# ---------------------------------------------------------------------- item 8: sweep files in one folder
+def test_each_sweep_file_of_a_folder_is_judged_by_its_own_metrics(tmp_path):
+    a = sweep_from_dict(tiny_sweep_dict(tmp_path, grid={"objective.beta": [1.0]}, seeds=1, metrics=["mig"],
                                         metric_settings=MIG_200), source="a.yaml", folder=tmp_path)
-    b = study_from_dict(tiny_study_dict(tmp_path, grid={"objective.beta": [4.0]}, seeds=1,
+    b = sweep_from_dict(tiny_sweep_dict(tmp_path, grid={"objective.beta": [4.0]}, seeds=1,
                                         metrics=["mig", "unsupervised_scores"], metric_settings={}),
                         source="b.yaml", folder=tmp_path)
     out = tmp_path / "out"
@@ -130,18 +130,51 @@ def test_each_study_of_a_folder_is_judged_by_its_own_metrics(tmp_path):
     ]
     assert plan["metrics"] == ["mig", "unsupervised_scores"]  # the union: the results' column order
 
-    # a plan written before per-study entries: every run is judged by the union, as then
+    # a plan written before per-file entries: every run is judged by the union, as then
     for entry in plan["studies"]:
         del entry["run_ids"], entry["metrics"], entry["metric_settings"]
     (out / "sweep.json").write_text(json.dumps(plan))
     assert {r.run_id: r.state for r in api.status(out).runs}[done] == "partial"
 
 
+def test_a_plan_written_by_an_earlier_version_is_read_and_merged_with_its_keys(tmp_path):
+    """sweep.json keeps the key names of the versions before the rename to "sweep file": ``studies``
+    (the sweep files run into the folder) and, in each entry, ``study`` (the file as written)."""
+    plan = sweep_from_dict(tiny_sweep_dict(tmp_path, grid={"objective.beta": [1.0, 4.0]}, seeds=1, metrics=["mig"],
+                                           metric_settings=MIG_200), source="x", folder=tmp_path)
+    done, todo = (r.run_id for r in plan.runs)
+    out = tmp_path / "out"
+    (out / "runs" / done).mkdir(parents=True)
+    (out / "runs" / done / "metrics.json").write_text(json.dumps(
+        {"run_id": done, "metrics": {"mig": {"mig": 0.1}}, "metric_settings": MIG_200}
+    ))
+    old_source = str(tmp_path / "configs" / "studies" / "a.yaml")  # a shipped file in its folder of then
+    old = {  # an entry as written before per-file run ids: the settings are those of the file as written
+        "format": 2, "studies": [{"source": old_source, "name": "a", "study": {"metric_settings": MIG_200}}],
+        "varying_keys": ["objective.beta"], "metrics": ["mig"],
+        "runs": [{"run_id": rid, "seed": 0, "values": {}, "steps": 6} for rid in (done, todo)],
+    }
+    (out / "sweep.json").write_text(json.dumps(old))
+    assert {r.run_id: r.state for r in api.status(out).runs} == {done: "finished", todo: "not started"}
+    old["studies"][0]["study"] = {}  # the file as written asked the defaults: the run's scores are another's
+    (out / "sweep.json").write_text(json.dumps(old))
+    assert {r.run_id: r.state for r in api.status(out).runs}[done] == "partial"
+
+    # the same file run again from its new folder replaces its entry, under the same keys
+    plan.source = str(tmp_path / "configs" / "sweeps" / "a.yaml")
+    api.write_plan(plan, out)
+    written = json.loads((out / "sweep.json").read_text())
+    assert [(s["source"], s["study"], s["run_ids"]) for s in written["studies"]] == [
+        (plan.source, plan.raw, [done, todo])
+    ]
+    assert {r.run_id: r.state for r in api.status(out).runs} == {done: "finished", todo: "not started"}
+
+
 WRITER = """
 import os, sys, time
 from pathlib import Path
 from disentangle.sweep import api
-from disentangle.sweep.grid import RunSpec, Study
+from disentangle.sweep.grid import RunSpec, SweepPlan
 
 name, out, go = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 real_replace = os.replace
@@ -153,12 +186,12 @@ def slow_replace(src, dst, *args, **kwargs):  # widen the window between reading
 
 os.replace = slow_replace
 runs = [RunSpec((name * 16)[:15] + str(i), i, i, {}, {"train": {"steps": 1}}) for i in range(2)]
-study = Study(source=name + ".yaml", name=name, base="quickstart", set={}, grid=[{}], seeds=[0, 1],
+plan = SweepPlan(source=name + ".yaml", name=name, base="quickstart", set={}, grid=[{}], seeds=[0, 1],
               metrics=["mig"], metric_settings={}, imports=[], raw={"name": name}, runs=runs)
 print("ready", flush=True)
 while not go.exists():
     time.sleep(0.005)
-api.write_plan(study, out)
+api.write_plan(plan, out)
 """
 
 

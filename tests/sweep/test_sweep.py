@@ -1,4 +1,4 @@
-"""Sweeps: study parsing and validation, run ids, kill -9 and rerun, failures, results.csv."""
+"""Sweeps: sweep file parsing and validation, run ids, kill -9 and rerun, failures, results.csv."""
 from __future__ import annotations
 
 import csv
@@ -16,13 +16,13 @@ import pytest
 import yaml
 
 from disentangle import ConfigError
-from disentangle.sweep import api, load_study, run_id, study_from_dict
+from disentangle.sweep import api, load_sweep, run_id, sweep_from_dict
 from disentangle.sweep.__main__ import main as sweep_cli
 from disentangle.sweep.ids import EXCLUDED_KEYS, canonical_json, identity
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: a plugin module the studies import in every worker: a tiny dataset (2x3x4 grid of random 16x16
+#: a plugin module the sweep files import in every worker: a tiny dataset (2x3x4 grid of random 16x16
 #: binary images) whose batches can be slowed down, so a kill can land in the middle of a run
 PLUGIN = '''
 import time
@@ -67,10 +67,10 @@ TINY_SET = {
 FAST_METRICS = {"mig": {"num_train": 200}, "unsupervised_scores": {"num_train": 200}}
 
 
-def write_study(folder: Path, **fields) -> Path:
-    """A tiny study file (plus its plugin) in ``folder``; ``fields`` replace or extend the defaults."""
+def write_sweep_file(folder: Path, **fields) -> Path:
+    """A tiny sweep file (plus its plugin) in ``folder``; ``fields`` replace or extend the defaults."""
     (folder / "tiny_plugin.py").write_text(PLUGIN)
-    study = {
+    plan = {
         "base": "quickstart",
         "imports": ["tiny_plugin.py"],
         "set": dict(TINY_SET),
@@ -80,15 +80,15 @@ def write_study(folder: Path, **fields) -> Path:
         "metric_settings": FAST_METRICS,
     }
     extra_set = fields.pop("extra_set", {})
-    study.update(fields)
-    study["set"] = {**study["set"], **extra_set}
-    path = folder / "study.yaml"
-    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    plan.update(fields)
+    plan["set"] = {**plan["set"], **extra_set}
+    path = folder / "sweep.yaml"
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
     return path
 
 
-def tiny_study_dict(tmp_path: Path, **fields) -> dict:
-    return yaml.safe_load(write_study(tmp_path, **fields).read_text())
+def tiny_sweep_dict(tmp_path: Path, **fields) -> dict:
+    return yaml.safe_load(write_sweep_file(tmp_path, **fields).read_text())
 
 
 def files_fingerprint(folder: Path) -> dict[str, tuple[int, str]]:
@@ -100,15 +100,15 @@ def files_fingerprint(folder: Path) -> dict[str, tuple[int, str]]:
 
 # ---------------------------------------------------------------------- expansion
 def test_grid_mapping_is_a_product_with_seeds_fastest(tmp_path):
-    raw = tiny_study_dict(tmp_path, grid={"objective.beta": [1, 2], "train.lr": [1e-3, 1e-2]}, seeds=[3, 5])
-    study = study_from_dict(raw, source="s", folder=tmp_path)
-    got = [(r.values["objective.beta"], r.values["train.lr"], r.seed) for r in study.runs]
+    raw = tiny_sweep_dict(tmp_path, grid={"objective.beta": [1, 2], "train.lr": [1e-3, 1e-2]}, seeds=[3, 5])
+    plan = sweep_from_dict(raw, source="s", folder=tmp_path)
+    got = [(r.values["objective.beta"], r.values["train.lr"], r.seed) for r in plan.runs]
     assert got == [(b, lr, s) for b in (1, 2) for lr in (1e-3, 1e-2) for s in (3, 5)]
     # the values reach the resolved configs, typed by the config schema
-    assert [r.config["objective"]["beta"] for r in study.runs[::4]] == [1.0, 2.0]
-    assert [r.config["seed"] for r in study.runs[:2]] == [3, 5]
-    assert len({r.run_id for r in study.runs}) == 8
-    assert study.varying_keys == ["objective.beta", "train.lr"]
+    assert [r.config["objective"]["beta"] for r in plan.runs[::4]] == [1.0, 2.0]
+    assert [r.config["seed"] for r in plan.runs[:2]] == [3, 5]
+    assert len({r.run_id for r in plan.runs}) == 8
+    assert plan.varying_keys == ["objective.beta", "train.lr"]
 
 
 def test_grid_list_is_a_union_and_a_new_objective_starts_from_its_defaults(tmp_path):
@@ -117,19 +117,19 @@ def test_grid_list_is_a_union_and_a_new_objective_starts_from_its_defaults(tmp_p
         {"objective.name": ["factor_vae"], "objective.gamma": [10, 20]},
         {"objective.name": ["beta_vae"], "objective.beta": [4.0]},  # the same runs as above: merged
     ]
-    study = study_from_dict(tiny_study_dict(tmp_path, grid=grid, seeds=1), source="s", folder=tmp_path)
+    plan = sweep_from_dict(tiny_sweep_dict(tmp_path, grid=grid, seeds=1), source="s", folder=tmp_path)
     assert [(r.config["objective"]["name"], r.values.get("objective.beta", r.values.get("objective.gamma")))
-            for r in study.runs] == [("beta_vae", 1), ("beta_vae", 4), ("factor_vae", 10), ("factor_vae", 20)]
-    assert study.merged_duplicates == 1
-    factor = study.runs[2].config["objective"]
+            for r in plan.runs] == [("beta_vae", 1), ("beta_vae", 4), ("factor_vae", 10), ("factor_vae", 20)]
+    assert plan.merged_duplicates == 1
+    factor = plan.runs[2].config["objective"]
     assert "beta" not in factor  # quickstart's beta: 4.0 does not leak into FactorVAE
     assert factor["gamma"] == 10.0 and factor["discriminator_layers"] == 6  # its own defaults
-    assert study.varying_keys == ["objective.name", "objective.beta", "objective.gamma"]
+    assert plan.varying_keys == ["objective.name", "objective.beta", "objective.gamma"]
 
 
 def test_seeds_as_a_count(tmp_path):
-    study = study_from_dict(tiny_study_dict(tmp_path, grid={}, seeds=3), source="s", folder=tmp_path)
-    assert [r.seed for r in study.runs] == [0, 1, 2] and study.varying_keys == []
+    plan = sweep_from_dict(tiny_sweep_dict(tmp_path, grid={}, seeds=3), source="s", folder=tmp_path)
+    assert [r.seed for r in plan.runs] == [0, 1, 2] and plan.varying_keys == []
 
 
 @pytest.mark.parametrize(
@@ -150,12 +150,12 @@ def test_seeds_as_a_count(tmp_path):
         ({"base": "quickstrat"}, ["'base'", "Did you mean 'quickstart'"]),
     ],
 )
-def test_study_errors_name_the_run_and_the_key(tmp_path, fields, expected):
-    raw = tiny_study_dict(tmp_path, **fields)
+def test_sweep_file_errors_name_the_run_and_the_key(tmp_path, fields, expected):
+    raw = tiny_sweep_dict(tmp_path, **fields)
     if "gird" in fields:
         del raw["grid"]
     with pytest.raises(ConfigError) as info:
-        study_from_dict(raw, source="study.yaml", folder=tmp_path)
+        sweep_from_dict(raw, source="sweep.yaml", folder=tmp_path)
     message = str(info.value)
     assert "\n" not in message.strip()
     for part in expected:
@@ -163,7 +163,7 @@ def test_study_errors_name_the_run_and_the_key(tmp_path, fields, expected):
 
 
 def test_errors_before_anything_is_created_and_cli_exit_2(tmp_path, capsys):
-    path = write_study(tmp_path, grid={"objective.beta": [1, 2], "model.latent_dim": [0]})
+    path = write_sweep_file(tmp_path, grid={"objective.beta": [1, 2], "model.latent_dim": [0]})
     out = tmp_path / "out"
     with pytest.raises(ConfigError, match="model.latent_dim"):
         api.run(path, out, log=None)
@@ -176,7 +176,7 @@ def test_errors_before_anything_is_created_and_cli_exit_2(tmp_path, capsys):
 
 
 def test_backend_options_are_checked(tmp_path):
-    path = write_study(tmp_path)
+    path = write_sweep_file(tmp_path)
     with pytest.raises(ConfigError, match="applies to the slurm backend"):
         api.run(path, tmp_path / "out", partition="gpu", log=None)
     with pytest.raises(ConfigError, match="gpus_per_run"):
@@ -187,25 +187,25 @@ def test_backend_options_are_checked(tmp_path):
 
 
 def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path):
-    path = write_study(tmp_path)
+    path = write_sweep_file(tmp_path)
     lines: list[str] = []
     report = api.run(path, tmp_path / "out", dry_run=True, log=lines.append)
     assert not (tmp_path / "out").exists()
     assert report.to_run == 4 and report.before["not started"] == 4
     assert "4 runs" in lines[0] and "4 to run" in lines[0]
-    assert {r.run_id for r in report.study.runs} == {line.split()[0] for line in lines[1:]}
+    assert {r.run_id for r in report.plan.runs} == {line.split()[0] for line in lines[1:]}
 
 
 # ---------------------------------------------------------------------- run ids
 def test_run_id_is_a_hash_of_the_canonical_resolved_config(tmp_path):
-    study = study_from_dict(tiny_study_dict(tmp_path), source="s", folder=tmp_path)
-    config = study.runs[0].config
+    plan = sweep_from_dict(tiny_sweep_dict(tmp_path), source="s", folder=tmp_path)
+    config = plan.runs[0].config
     kept = {s: (dict(v) if isinstance(v, dict) else v) for s, v in config.items()}
     for key in EXCLUDED_KEYS:
         section, name = key.split(".")
         kept[section].pop(name, None)
     text = "disentangle-run-v1\n" + json.dumps(kept, sort_keys=True, separators=(",", ":"))
-    assert run_id(config) == hashlib.sha256(text.encode()).hexdigest()[:16] == study.runs[0].run_id
+    assert run_id(config) == hashlib.sha256(text.encode()).hexdigest()[:16] == plan.runs[0].run_id
 
     changed = json.loads(json.dumps(config))
     changed["train"].update(device="cuda", out_dir="elsewhere", progress=True, log_every=7, checkpoint_every=9,
@@ -252,14 +252,14 @@ ZOO_SPRITES_CPU20K_IDS = {  # fp32 (the first, bf16 attempt had other ids: preci
 
 
 def test_the_zoo_campaign_run_ids_are_unchanged():
-    study = load_study("zoo_sprites_cpu20k")
-    got = {r.config["objective"]["name"]: r.run_id for r in study.runs}
+    plan = load_sweep("zoo_sprites_cpu20k")
+    got = {r.config["objective"]["name"]: r.run_id for r in plan.runs}
     assert got == ZOO_SPRITES_CPU20K_IDS
-    assert all("cache_dir" not in r.config["data"] for r in study.runs)  # sprites: nothing to drop
+    assert all("cache_dir" not in r.config["data"] for r in plan.runs)  # sprites: nothing to drop
 
 
 def test_run_id_is_the_same_in_another_process(tmp_path):
-    config = study_from_dict(tiny_study_dict(tmp_path), source="s", folder=tmp_path).runs[1].config
+    config = sweep_from_dict(tiny_sweep_dict(tmp_path), source="s", folder=tmp_path).runs[1].config
     # ids.py needs only the standard library and disentangle/_core/choices.py (which imports nothing):
     # load the two alone, under their package names, so the check is quick
     pkg = REPO / "disentangle"
@@ -309,7 +309,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; workers die with the parent on Linux")
 def test_kill_9_of_the_sweep_then_rerun_only_runs_the_missing_ones(tmp_path):
     # 4 runs of 40 steps, each step slowed to 50 ms: 2 s of training per run on 2 workers
-    path = write_study(tmp_path, extra_set={"data.delay": 0.05, "train.steps": 40})
+    path = write_sweep_file(tmp_path, extra_set={"data.delay": 0.05, "train.steps": 40})
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "disentangle.sweep", "run", str(path), "--out", str(out), "--workers", "2",
            "--threads-per-run", "1"]
@@ -341,7 +341,7 @@ def test_kill_9_of_the_sweep_then_rerun_only_runs_the_missing_ones(tmp_path):
     assert report.ok
     ran = {o.run_id for o in report.outcomes}
     assert all(o.status == "finished" for o in report.outcomes)
-    assert ran == {r.run_id for r in report.study.runs} - set(finished)  # only the missing ones
+    assert ran == {r.run_id for r in report.plan.runs} - set(finished)  # only the missing ones
     assert {rid: files_fingerprint(runs / rid) for rid in finished} == before  # finished runs untouched
     for rid in ran:  # resumed or started: one log record per logged step, up to the last one
         steps = [json.loads(line)["step"] for line in (runs / rid / "log.jsonl").read_text().splitlines()]
@@ -353,7 +353,7 @@ def test_kill_9_of_the_sweep_then_rerun_only_runs_the_missing_ones(tmp_path):
     assert columns[:4] == ["run_id", "status", "seed", "objective.beta"]
     assert "mig.mig" in columns and "unsupervised_scores.gaussian_total_correlation" in columns
     assert all(c.split(".")[0] in ("mig", "unsupervised_scores") for c in columns[4:])
-    assert [r["run_id"] for r in rows] == [r.run_id for r in report.study.runs]  # plan order, one row each
+    assert [r["run_id"] for r in rows] == [r.run_id for r in report.plan.runs]  # plan order, one row each
     assert [(float(r["objective.beta"]), int(r["seed"])) for r in rows] == [(1.0, 0), (1.0, 1), (4.0, 0), (4.0, 1)]
     for row in rows:
         assert row["status"] == "finished"
@@ -365,7 +365,7 @@ def test_kill_9_of_the_sweep_then_rerun_only_runs_the_missing_ones(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_kill_9_of_a_worker_restarts_the_pool_and_resumes(tmp_path):
-    path = write_study(tmp_path, extra_set={"data.delay": 0.05, "train.steps": 60}, metrics=[], metric_settings={})
+    path = write_sweep_file(tmp_path, extra_set={"data.delay": 0.05, "train.steps": 60}, metrics=[], metric_settings={})
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "disentangle.sweep", "run", str(path), "--out", str(out), "--workers", "2",
            "--threads-per-run", "1"]
@@ -389,21 +389,21 @@ def test_kill_9_of_a_worker_restarts_the_pool_and_resumes(tmp_path):
 def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys):
     grid = [{"objective.beta": [1.0, 4.0]}, {"objective.beta": [2.0], "train.lr": [1.0e30]}]  # NaN at once
     builds = tmp_path / "builds.txt"
-    path = write_study(tmp_path, grid=grid, seeds=1, metrics=["mig"], metric_settings={"mig": {"num_train": 200}},
+    path = write_sweep_file(tmp_path, grid=grid, seeds=1, metrics=["mig"], metric_settings={"mig": {"num_train": 200}},
                        extra_set={"data.build_log": str(builds)})
     out = tmp_path / "out"
     report = api.run(path, out, workers=1, threads_per_run=1, log=None)
     assert builds.read_text() == "built\n"  # the worker built the dataset once for its 3 runs and their metrics
     statuses = {o.run_id: o.status for o in report.outcomes}
-    bad = report.study.runs[2].run_id
-    assert statuses == {r.run_id: ("failed" if r.run_id == bad else "finished") for r in report.study.runs}
+    bad = report.plan.runs[2].run_id
+    assert statuses == {r.run_id: ("failed" if r.run_id == bad else "finished") for r in report.plan.runs}
     failed = json.loads((out / "runs" / bad / "failed.json").read_text())
     assert failed["error"] == "NonFiniteLossError" and failed["last_line"].startswith("NonFiniteLossError: The loss became NaN")
     assert "Traceback" in (out / "runs" / bad / failed["traceback_file"]).read_text()
     assert not (out / "runs" / bad / "metrics.json").exists()
     assert not report.ok
     with open(out / "results.csv", newline="") as f:
-        assert [r["run_id"] for r in csv.DictReader(f)] == [r.run_id for r in report.study.runs[:2]]
+        assert [r["run_id"] for r in csv.DictReader(f)] == [r.run_id for r in report.plan.runs[:2]]
 
     status = api.status(out)
     assert status.counts == {"finished": 2, "running": 0, "partial": 0, "not started": 0, "failed": 1}
@@ -445,24 +445,64 @@ def test_the_run_lock_excludes_a_second_process(tmp_path):
     assert lock_holder(tmp_path) is None
 
 
-# ---------------------------------------------------------------------- shipped studies
-def test_mini_study_is_shipped_and_valid():
-    study = load_study("mini")
-    assert len(study.runs) == 12 and {r.config["data"]["name"] for r in study.runs} == {"sprites"}
-    assert study.varying_keys[0] == "objective.name" and study.metrics
+# ---------------------------------------------------------------------- shipped sweep files
+def test_mini_sweep_file_is_shipped_and_valid():
+    plan = load_sweep("mini")
+    assert len(plan.runs) == 12 and {r.config["data"]["name"] for r in plan.runs} == {"sprites"}
+    assert plan.varying_keys[0] == "objective.name" and plan.metrics
 
 
-def test_locatello_study_files_match_the_zoo_grid():
+def test_locatello_sweep_files_match_the_zoo_grid():
     from disentangle.config import Config
     from disentangle.zoo import locatello
 
     for d, dataset in enumerate(locatello.DATASETS):
-        study = load_study(f"locatello2019/{dataset}")
-        assert [r.dlib_model_number for r in study.runs] == list(range(d * 1800, (d + 1) * 1800))
-        assert study.varying_keys == ["objective.name", "objective.beta", "objective.gamma", "objective.lambda_od",
-                                      "objective.c_max"]
+        plan = load_sweep(f"locatello2019/{dataset}")
+        assert [r.dlib_model_number for r in plan.runs] == list(range(d * 1800, (d + 1) * 1800))
+        assert plan.varying_keys == ["objective.name", "objective.beta", "objective.gamma", "objective.lambda_od",
+                                     "objective.c_max"]
         step = 5 if dataset == "dsprites" else 97  # every grid point of one file (10 seeds each), a sample of the others
-        for spec in study.runs[::step]:
+        for spec in plan.runs[::step]:
             point = locatello.from_model_number(spec.dlib_model_number)
             expected = Config.from_dict(locatello.grid_config(*point)).to_dict()
             assert identity(spec.config) == identity(expected), (dataset, point)
+
+
+def test_a_shipped_sweep_file_is_found_by_its_name_with_or_without_its_folder():
+    from disentangle.sweep.grid import shipped_sweep_names, sweep_path, sweeps_root
+
+    mini = sweep_path("mini")
+    assert mini == sweeps_root() / "mini.yaml" and mini.parent.name == "sweeps" and mini.is_file()
+    for spelling in ("mini.yaml", "sweeps/mini", "configs/sweeps/mini", "configs/sweeps/mini.yaml"):
+        assert sweep_path(spelling).resolve() == mini, spelling  # a relative file when run from a checkout
+    assert sweep_path("locatello2019/dsprites") == sweeps_root() / "locatello2019" / "dsprites.yaml"
+    assert {"mini", "locatello2019/dsprites", "init_ab/beta_vae"} <= set(shipped_sweep_names())
+
+
+@pytest.mark.parametrize("spelling", ["studies/mini", "configs/studies/mini", "configs/studies/mini.yaml"])
+def test_the_old_folder_of_the_shipped_sweep_files_still_works_with_a_warning(spelling):
+    from disentangle.sweep.grid import sweep_path
+
+    with pytest.warns(DeprecationWarning, match="configs/studies/ to configs/sweeps/.*Write 'mini' or 'configs/sweeps/mini"):
+        assert sweep_path(spelling) == sweep_path("mini")
+
+
+def test_an_unknown_sweep_file_names_the_shipped_ones(tmp_path, capsys):
+    from disentangle.sweep.grid import shipped_sweep_names
+
+    with pytest.raises(ConfigError) as info:
+        load_sweep("mnii")
+    message = str(info.value)
+    assert message.startswith("Sweep file 'mnii' is neither a file nor a shipped sweep name.") and "\n" not in message
+    assert "Did you mean 'mini'" in message and all(name in message for name in shipped_sweep_names())
+    assert sweep_cli(["run", "nosuch", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Sweep file 'nosuch'") and "Shipped sweep files: " in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_cli_runs_a_sweep_file_given_by_its_old_path_and_says_so(tmp_path, capsys):
+    with pytest.warns(DeprecationWarning, match="Write 'mini'"):
+        assert sweep_cli(["run", "studies/mini", "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("sweep mini: 12 runs") and not (tmp_path / "out").exists()

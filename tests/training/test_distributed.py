@@ -381,7 +381,9 @@ def test_nan_on_one_rank_stops_both_with_the_same_message(ddp_root):
 
 
 def test_rank_zero_alone_writes_and_the_batch_must_split(ddp_root, tmp_path):
-    assert {p.name for p in (ddp_root / "ddp" / "beta_vae").iterdir()} == {"config.yaml", "checkpoint.pt", "log.jsonl"}
+    assert {p.name for p in (ddp_root / "ddp" / "beta_vae").iterdir()} == {
+        "config.yaml", "checkpoint.pt", "log.jsonl", "execution.jsonl"
+    }
     with pytest.raises(Exception, match="multiple of 2"):
         distributed.check_batch_size(7, 2)
 

@@ -54,7 +54,8 @@ def test_outputs_and_checkpoint_contents(tmp_path, tiny_overrides):
     fit(load_config(None, tiny_overrides(run, steps=6, **{"train.traversals": "true", "data.size": 64, "model.latent_dim": 3})))
     # steps=6 with checkpoint_every=4: checkpoints at 4 and 6, so the previous one is kept too
     assert {p.name for p in run.iterdir()} == {
-        "config.yaml", "checkpoint.pt", "checkpoint.prev.pt", "log.jsonl", "traversals.png", "reconstructions.png"
+        "config.yaml", "checkpoint.pt", "checkpoint.prev.pt", "log.jsonl", "execution.jsonl", "traversals.png",
+        "reconstructions.png",
     }
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
     assert ckpt["step"] == 6
@@ -322,7 +323,7 @@ def test_channels_last_changes_only_the_rounding_and_resumes_bit_exact(tmp_path,
     from disentangle.training.trainer import Trainer
 
     default, last, split = tmp_path / "default", tmp_path / "last", tmp_path / "split"
-    fit(load_config(None, _conv_overrides(default, 6)))
+    fit(load_config(None, _conv_overrides(default, 6, **{"train.channels_last": "false"})))
     trainer = Trainer(load_config(None, _conv_overrides(last, 6, **{"train.channels_last": "true"})))
     trainer.fit()
     convs = [p for p in trainer.model.parameters() if p.dim() == 4]
@@ -343,3 +344,65 @@ def test_channels_last_changes_only_the_rounding_and_resumes_bit_exact(tmp_path,
     # the checkpoint loads into a model in the default layout
     model = disentangle.load(last)
     assert all(torch.equal(model.state_dict()[k], ca[k]) for k in ca)
+
+
+# ---------------------------------------------------------------------------- execution choices (issue 32)
+@pytest.mark.parametrize(
+    "setting, device, capability, expected",
+    [
+        ("auto", "cpu", "AVX512", True),
+        ("auto", "cpu", "AMX", True),
+        ("auto", "cpu", "AVX2", False),
+        ("auto", "cpu", "DEFAULT", False),
+        ("auto", "meta", "AVX512", False),  # not a CPU: not measured, left off
+        (True, "cpu", "AVX2", True),
+        (False, "cpu", "AVX512", False),
+    ],
+)
+def test_channels_last_auto_follows_the_cpu_capability(setting, device, capability, expected):
+    from disentangle.training.runtime import choose_channels_last
+
+    on, reason = choose_channels_last(setting, torch.device(device), capability)
+    assert on is expected
+    assert reason == "set" if setting != "auto" else reason.startswith("auto: ")
+
+
+def test_materialize_auto_needs_a_long_session_and_a_quarter_of_the_memory():
+    from disentangle.training.runtime import MATERIALIZE_MIN_STEPS, choose_materialize
+
+    gib = 2**30
+    grid = 3 * gib
+    assert choose_materialize("auto", grid, MATERIALIZE_MIN_STEPS, 12 * gib)[0] is True  # exactly a quarter
+    assert choose_materialize("auto", grid, MATERIALIZE_MIN_STEPS, 12 * gib - 1)[0] is False
+    assert choose_materialize("auto", grid, MATERIALIZE_MIN_STEPS - 1, 100 * gib)[0] is False
+    assert choose_materialize("auto", grid, 10**6, None) == (False, "auto: free memory unknown")
+    assert choose_materialize(True, grid, 1, 0) == (True, "set")
+    assert choose_materialize(False, grid, 10**6, 100 * gib) == (False, "set")
+
+
+def test_materialized_run_equals_rendered_run_and_says_so(tmp_path, one_thread, monkeypatch):
+    """``data.materialize: auto`` materialises a long enough session; the losses are the same bits as
+    a run rendering every batch; each session writes what it chose to execution.jsonl; the run id
+    does not depend on the choice, and a run may resume with another choice."""
+    from disentangle.sweep.ids import run_id
+    from disentangle.training import runtime
+
+    monkeypatch.setattr(runtime, "MATERIALIZE_MIN_STEPS", 3)
+    common = {"data.name": "sprites", "data.image_size": 16, "model.backbone": "mlp", "model.latent_dim": 4,
+              "train.batch_size": 8, "train.log_every": 1, "train.checkpoint_every": 2, "train.progress": "false",
+              "train.device": "cpu", "train.traversals": "false"}
+
+    def overrides(out, steps, **extra):
+        return [f"{k}={v}" for k, v in {**common, "train.out_dir": str(out), "train.steps": steps, **extra}.items()]
+
+    rendered, auto = tmp_path / "rendered", tmp_path / "auto"
+    fit(load_config(None, overrides(rendered, 4, **{"data.materialize": "false"})))
+    fit(load_config(None, overrides(auto, 2)))  # a 2-step session: rendered per batch
+    fit(load_config(None, overrides(auto, 5)), resume=True)  # 3 more steps: materialised
+    fit(load_config(None, overrides(auto, 6, **{"data.materialize": "false"})), resume=True)
+    sessions = [json.loads(line) for line in (auto / "execution.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["materialize"]) for r in sessions] == [(0, False), (2, True), (5, False)]
+    assert sessions[0]["materialize_reason"].startswith("auto: 2 steps") and sessions[2]["materialize_reason"] == "set"
+    assert _loss_fields(_records(auto))[:4] == _loss_fields(_records(rendered))
+    ids = {run_id(load_config(None, overrides(tmp_path, 4, **{"data.materialize": v}))) for v in ("auto", "true", "false")}
+    assert len(ids) == 1

@@ -1,4 +1,4 @@
-"""Sweep backends: the engines that run the run-one function over the runs of a study.
+"""Sweep backends: the engines that run the run-one function over the runs of a sweep.
 
 Every backend is a function ``backend(tasks, options, report)`` registered in :data:`BACKENDS`;
 it runs :func:`disentangle.sweep.runner.run_one` on every task (on a local process pool, Ray

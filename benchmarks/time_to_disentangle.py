@@ -157,9 +157,17 @@ def is_recipe_run(run: dict) -> bool:
     return run["seed"] == 0 and run["precision"] == "fp32" and run["strength"] == recipe_strength(run["objective"])
 
 
+WIDTH_IN = 8.0
+"""The figure's width: the documentation shows it in a ~750-px column, where a figure W inches wide
+shows an s-point character about s · 750 / (72 · W) px high; at 8 inches the 8.5-pt legend reads at
+11 px. The panels stack one under the other rather than widening the figure."""
+DPI = 150
+
+
 def plot(runs: list[dict], path: Path, title: str) -> None:
-    """Two panels: the recipe run of each objective, and every run of the objectives trained more
-    than once (other seeds thinner, other strengths dashed, bf16 dotted)."""
+    """Two panels, one under the other: the recipe run of each objective, and every run of the
+    objectives trained more than once (other seeds thinner, other strengths dashed, bf16 dotted).
+    Each panel's legend lies under it, clear of the curves."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,8 +179,16 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
     panels = [("the zoo's recipes (seed 0, fp32)", [r for r in runs if is_recipe_run(r)]),
               ("seeds, strengths and precision", [r for r in runs if r["objective"] in repeated])]
     panels = [(name, chosen) for name, chosen in panels if chosen]
-    fig, axes = plt.subplots(1, len(panels), figsize=(8.5 * len(panels), 5.5), sharey=True, squeeze=False)
-    for ax, (name, chosen) in zip(axes[0], panels):
+    axes_in, legend_row_in = 3.4, 0.19  # a panel's plot, and each row of its two-column legend
+    heights = [axes_in + 0.9 + legend_row_in * -(-len(chosen) // 2) for _, chosen in panels]
+    fig = plt.figure(figsize=(WIDTH_IN, sum(heights) + 0.6), layout="constrained")
+    blocks = fig.subfigures(len(panels), 1, squeeze=False, height_ratios=heights)[:, 0]
+    axes = []
+    for block, (name, chosen) in zip(blocks, panels):
+        ax = block.subplots()
+        if axes:
+            ax.sharey(axes[0])
+        axes.append(ax)
         for r in chosen:
             steps, values = zip(*r["curve"])
             seed = r.get("seed", 0)
@@ -182,16 +198,17 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
             label = f"{r['objective']} ({', '.join(details)})"
             ax.plot(steps, values, style, color=colours(objectives.index(r["objective"])), marker="o", markersize=3,
                     linewidth=1.0 if seed else 1.8, alpha=0.75 if seed else 1.0, label=label)
-        ax.set_xlabel("training step (batch 64)")
+        ax.set_xlabel("training step (batch 64)", fontsize=9)
+        ax.set_ylabel("MIG", fontsize=9)
+        ax.tick_params(labelsize=8.5)
         ax.grid(alpha=0.3)
-        ax.set_title(name, fontsize=10)
-        ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
-    axes[0][0].set_ylabel("MIG")
+        ax.set_title(name, fontsize=10.5)
+        block.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=8.5,
+                     frameon=False)
     top = max(value for _, chosen in panels for r in chosen for _, value in r["curve"])
-    axes[0][0].set_ylim(0, top * 1.05)  # shared: set once every panel is drawn
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    axes[0].set_ylim(0, top * 1.05)  # shared: set once every panel is drawn
+    fig.suptitle(title, fontsize=10)
+    fig.savefig(path, dpi=DPI, facecolor="white", bbox_inches="tight", pad_inches=0.1)
     plt.close(fig)
 
 
@@ -204,7 +221,8 @@ def _shown(path: str | Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep_dirs", type=Path, nargs="+", metavar="SWEEP_DIR")
-    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("time_to_disentangle"),
+    default_out = Path(__file__).with_name("time_to_disentangle")
+    parser.add_argument("--out", type=Path, default=default_out,
                         help="output prefix: OUT.png and OUT.md (default: benchmarks/time_to_disentangle)")
     args = parser.parse_args(argv)
     runs = []
@@ -229,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     print(note)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".md").write_text(
-        f"# Time to disentangle\n\n`python benchmarks/time_to_disentangle.py {' '.join(_shown(d) for d in args.sweep_dirs)}`\n\n{text}\n\n{note}\n"
+        f"# Time to disentangle\n\n`python benchmarks/time_to_disentangle.py {' '.join(_shown(d) for d in args.sweep_dirs)}"
+        f"{'' if args.out.resolve() == default_out.resolve() else f' --out {args.out.as_posix()}'}`\n\n{text}\n\n{note}\n"
     )
     plot(runs, args.out.with_suffix(".png"), f"MIG during training, sprites, conv64, batch 64, Adam 1e-4\n{cpu}")
     return 0

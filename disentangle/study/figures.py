@@ -1,7 +1,10 @@
 """The study's figures, drawn with matplotlib's object-oriented API (no pyplot, no global state).
 
 matplotlib is imported inside each function (it is the optional ``plots`` extra); callers check
-:func:`matplotlib_available` first. Every function writes one PNG atomically.
+:func:`matplotlib_available` first. Every public function writes one PNG atomically; the private
+``_draw_*`` function behind it builds and returns the Figure (what the tests read). The figures are
+at most :data:`MAX_WIDTH_IN` wide with no text under 8 pt, so that they read on the documentation
+site; many panels wrap into more rows instead of widening a figure.
 """
 from __future__ import annotations
 
@@ -17,6 +20,20 @@ from ._io import atomic_write_bytes
 from .statistics import ALPHA, Matrix, VarianceShares
 
 DPI = 150
+MAX_WIDTH_IN = 8.0
+"""The widest a figure is drawn, in inches (``MAX_WIDTH_IN * DPI`` = 1,200 px).
+
+The documentation site shows a picture in its content column, about 750 px wide: a figure ``W``
+inches wide is scaled by 750 / (``DPI`` · W), so a character of ``s`` points shows about
+s · 750 / (72 · W) px high. At 8 inches the smallest text here (8 pt) shows 10.4 px high, the least
+that reads comfortably; a wider figure would need larger type. Figures with many panels wrap them
+into rows (:func:`_wrap`) and grow taller instead of wider.
+"""
+# The type sizes, in points: every text of a figure is at least TICK_PT (see MAX_WIDTH_IN).
+TICK_PT = 8.0  # tick labels, annotations in the cells and on the bars
+LABEL_PT = 8.5  # axis labels, legends
+TITLE_PT = 10.0  # panel titles
+SUPTITLE_PT = 11.5  # the figure's title
 PRETTY = {
     "beta_vae_score.eval_accuracy": "BetaVAE score",
     "factor_vae_score.eval_accuracy": "FactorVAE score",
@@ -65,7 +82,10 @@ def pretty_method(method: str) -> str:
 def _new_figure(width: float, height: float):
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(min(width, MAX_WIDTH_IN), height), dpi=DPI, layout="constrained")
+    # the gaps between rows of panels in inches: constrained layout's default hspace is a fraction of
+    # the figure's height, which would open wider gaps the taller a figure grows
+    fig.get_layout_engine().set(h_pad=0.06, hspace=0.0)
     return fig
 
 
@@ -76,32 +96,63 @@ def _save(fig: Any, path: str | Path) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
+def _wrap(n: int, max_columns: int) -> tuple[int, int]:
+    """Rows and columns of a grid holding ``n`` panels, at most ``max_columns`` to a row.
+
+    The panels fill the rows in reading order; the last row's empty slots are hidden by the caller.
+    """
+    cols = max(1, min(n, max_columns))
+    return math.ceil(n / cols), cols
+
+
+def _text_width_in(text: str, size: float) -> float:
+    """About how wide ``text`` is set at ``size`` points, in inches (DejaVu Sans: ~0.6 em a character)."""
+    return 0.6 * size / 72 * max((len(line) for line in text.split("\n")), default=0)
+
+
 def correlation_figure(matrices: dict[str, Matrix], path: str | Path, *, title: str, several_datasets: bool) -> None:
     """One annotated heatmap of Spearman's ρ per dataset, a shared colorbar in [−1, 1]."""
+    _save(_draw_correlation(matrices, title=title, several_datasets=several_datasets), path)
+
+
+def _draw_correlation(matrices: dict[str, Matrix], *, title: str, several_datasets: bool) -> Any:
+    """The heatmaps two to a row where two fit in :data:`MAX_WIDTH_IN`, else one to a row."""
     names = list(matrices)
-    first = matrices[names[0]]
-    cell = 0.55
-    width = max(3.5, cell * len(first.columns) + 2.6) * len(names) + 1.0
-    height = max(2.8, cell * len(first.rows) + 2.4)
-    fig = _new_figure(min(width, 30), min(height, 20))
-    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    n_rows = max(len(m.rows) for m in matrices.values())
+    n_cols = max(len(m.columns) for m in matrices.values())
+    label_in = max(_text_width_in(pretty(r), TICK_PT) for m in matrices.values() for r in m.rows) + 0.15
+    colorbar_in, min_cell, max_cell = 1.0, 0.42, 0.55
+    fits_two = 2 * (n_cols * min_cell + label_in) + colorbar_in <= MAX_WIDTH_IN
+    rows, cols = _wrap(len(names), 2 if fits_two else 1)
+    cell = min(max_cell, (MAX_WIDTH_IN - colorbar_in - cols * label_in) / (cols * n_cols))
+    decimals = 2 if cell >= 0.36 else 1  # "−0.23" at 8 pt is ~0.3 in wide
+    column_labels_in = 0.72 * max(_text_width_in(pretty(c), TICK_PT) for m in matrices.values() for c in m.columns)
+    panel_height = n_rows * cell + column_labels_in + (0.55 if several_datasets else 0.35)
+    fig = _new_figure(cols * (n_cols * cell + label_in) + colorbar_in, rows * panel_height + 0.5)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
     image = None
     for ax, name in zip(axes, names):
         m = matrices[name]
         image = ax.imshow(m.values, cmap="RdBu_r", vmin=-1, vmax=1, aspect="equal")
-        ax.set_xticks(range(len(m.columns)), [pretty(c) for c in m.columns], rotation=45, ha="right", fontsize=8)
-        ax.set_yticks(range(len(m.rows)), [pretty(r) for r in m.rows], fontsize=8)
+        ax.set_xticks(range(len(m.columns)), [pretty(c) for c in m.columns], rotation=45, ha="right",
+                      rotation_mode="anchor", fontsize=TICK_PT)
+        ax.set_yticks(range(len(m.rows)), [pretty(r) for r in m.rows], fontsize=TICK_PT)
         for i in range(len(m.rows)):
             for j in range(len(m.columns)):
                 v = m.values[i, j]
-                text = "–" if math.isnan(v) else f"{v:.2f}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if abs(v) > 0.6 else "black")
+                text = "–" if math.isnan(v) else f"{v:.{decimals}f}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=TICK_PT,
+                        color="white" if abs(v) > 0.6 else "black")
         n = m.counts[m.counts > 0]
         runs = f"{n.min()}" if n.size and n.min() == n.max() else (f"{n.min()}–{n.max()}" if n.size else "0")
-        ax.set_title(f"{name}\n({runs} runs)" if several_datasets else f"{runs} runs", fontsize=9)
-    fig.suptitle(title, fontsize=11)
-    fig.colorbar(image, ax=list(axes), shrink=0.8, label="Spearman rank correlation")
-    _save(fig, path)
+        ax.set_title(f"{name}\n({runs} runs)" if several_datasets else f"{runs} runs", fontsize=TITLE_PT)
+    for ax in axes[len(names):]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=SUPTITLE_PT)
+    colorbar = fig.colorbar(image, ax=list(axes[: len(names)]), shrink=0.8 if rows == 1 else 0.5)
+    colorbar.set_label("Spearman rank correlation", fontsize=LABEL_PT)
+    colorbar.ax.tick_params(labelsize=TICK_PT)
+    return fig
 
 
 def variance_figure(shares: dict[str, dict[str, VarianceShares]], path: str | Path, *, several_datasets: bool,
@@ -111,15 +162,21 @@ def variance_figure(shares: dict[str, dict[str, VarianceShares]], path: str | Pa
     Columns: method, strength within method, residual (seed and noise); one row of panels per
     dataset. Each bar is a share (η²) of the score's sum of squares; the black tick on it marks its
     chance level, the share pure noise gives on average (df / (N − 1)). Method and strength bars
-    are solid where the share beats chance (F-test, Holm-adjusted p < ``alpha``, printed after the
+    are solid where the share beats chance (F-test, Holm-adjusted p < ``alpha``, printed under the
     share) and pale where it does not; the residual is grey.
     """
+    _save(_draw_variance(shares, several_datasets=several_datasets, alpha=alpha), path)
+
+
+def _draw_variance(shares: dict[str, dict[str, VarianceShares]], *, several_datasets: bool,
+                   alpha: float = ALPHA) -> Any:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     names = list(shares)
     n_scores = max(len(v) for v in shares.values())
-    fig = _new_figure(12.0, (0.34 * n_scores + 1.1) * len(names) + 1.1)
+    # a row holds two lines of annotation (the share, its p-value under it)
+    fig = _new_figure(MAX_WIDTH_IN, (0.42 * n_scores + 1.2) * len(names) + 1.3)
     axes = fig.subplots(len(names), 3, squeeze=False, sharey="row")
     labels = ("method", "strength within method", "residual (seed and noise)")
     for r, name in enumerate(names):
@@ -138,33 +195,36 @@ def variance_figure(shares: dict[str, dict[str, VarianceShares]], path: str | Pa
                     ax.plot([chance, chance], [yi - 0.45, yi + 0.45], color="black", lw=1.6, solid_capstyle="butt")
                 text = "–" if math.isnan(share) else f"{share:.0%}"
                 if c < 2 and math.isfinite(p):
-                    text += f"  p={_p_text(p)}"
+                    text += f"\n{_p_text(p)}"
                 x = max(width, chance if math.isfinite(chance) else 0.0) + 0.02
-                ax.text(x, yi, text, ha="left", va="center", fontsize=7, fontweight="bold" if beats else "normal")
-            ax.set_xlim(0, 1.32)
-            ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+                ax.text(x, yi, text, ha="left", va="center", fontsize=TICK_PT, linespacing=1.0,
+                        fontweight="bold" if beats else "normal")
+            ax.set_xlim(0, 1.5)  # room right of a full bar for its annotation
+            ax.set_ylim(-0.6, len(items) - 0.4)
+            ax.set_xticks([0, 0.5, 1.0])
+            ax.set_xticks([0.25, 0.75], minor=True)  # gridlines without labels: 8-pt labels every 25 % would touch
             ax.xaxis.set_major_formatter(_percent())
-            ax.tick_params(axis="x", labelsize=8)
-            ax.grid(axis="x", alpha=0.25)
-            ax.set_title(f"{name}: {label}" if several_datasets else label, fontsize=9)
+            ax.tick_params(axis="x", labelsize=TICK_PT)
+            ax.grid(axis="x", which="both", alpha=0.25)
+            ax.set_title(f"{name}\n{label}" if several_datasets else label, fontsize=TITLE_PT)
             if c == 0:
-                ax.set_yticks(y, [f"{pretty(score)} (n={s.n_runs})" for score, s in items], fontsize=8)
+                ax.set_yticks(y, [f"{pretty(score)} (n={s.n_runs})" for score, s in items], fontsize=TICK_PT)
             else:
                 ax.tick_params(axis="y", left=False)
-            if r == len(names) - 1:
-                ax.set_xlabel("share of the score's sum of squares", fontsize=8)
+            if r == len(names) - 1 and c == 1:
+                ax.set_xlabel("share of the score's sum of squares", fontsize=LABEL_PT)
     handles = [
         Patch(color=SHARE_COLORS[0], label=f"beats chance (F-test, Holm-adjusted p < {alpha:g})"),
         Patch(color=SHARE_COLORS[0], alpha=0.3, label="within chance"),
         Line2D([], [], color="black", lw=1.6, label="chance level: what pure noise gives on average"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    fig.suptitle("Variance explained by the method, its strength and the seed, against chance", fontsize=11)
-    _save(fig, path)
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=LABEL_PT, frameon=False)
+    fig.suptitle("Variance explained by the method, its strength and the seed, against chance", fontsize=SUPTITLE_PT)
+    return fig
 
 
 def _p_text(p: float) -> str:
-    return "<0.001" if p < 0.001 else (f"{p:.3f}" if p < 0.1 else f"{p:.2f}")
+    return "p<0.001" if p < 0.001 else (f"p={p:.3f}" if p < 0.1 else f"p={p:.2f}")
 
 
 def _percent():
@@ -173,25 +233,29 @@ def _percent():
     return PercentFormatter(1.0, decimals=0)
 
 
-def _grid(n: int, max_columns: int = 4) -> tuple[int, int]:
-    cols = min(n, max_columns)
-    return math.ceil(n / cols), cols
-
-
 def scores_by_method_figure(
     scores: dict[str, np.ndarray], groups: list[tuple[str, str]], group_of_run: Sequence[tuple[str, str]],
     path: str | Path, *, several_datasets: bool,
 ) -> None:
-    """One panel per score: the distribution over all runs of each method (violin, quartiles, points).
+    """One panel per score, two to a row: the distribution over all runs of each method (violin, quartiles, points).
 
     With several datasets the methods of each dataset stand side by side, one colour per method.
     """
+    _save(_draw_scores_by_method(scores, groups, group_of_run, several_datasets=several_datasets), path)
+
+
+def _draw_scores_by_method(
+    scores: dict[str, np.ndarray], groups: list[tuple[str, str]], group_of_run: Sequence[tuple[str, str]], *,
+    several_datasets: bool,
+) -> Any:
     names = list(scores)
-    rows, cols = _grid(len(names))
-    fig = _new_figure(min(4.0 * cols, 18), 3.2 * rows + (0.9 if several_datasets else 0.6))
+    rows, cols = _wrap(len(names), 2)
+    method_names = list(dict.fromkeys(m for _, m in groups))
+    labels_in = 0.25 if several_datasets else 0.5 * max(_text_width_in(pretty_method(m), TICK_PT) for m in method_names)
+    legend_in = 0.25 * math.ceil(len(method_names) / 4) if several_datasets else 0.0
+    fig = _new_figure(MAX_WIDTH_IN, (2.4 + labels_in) * rows + 0.6 + legend_in)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     group_index = np.array([groups.index(g) for g in group_of_run])
-    method_names = list(dict.fromkeys(m for _, m in groups))
     method_color = dict(zip(method_names, _palette(len(method_names))))
     datasets = list(dict.fromkeys(d for d, _ in groups))
     positions, x = [], 0.0
@@ -223,13 +287,14 @@ def scores_by_method_figure(
                 ax.scatter([positions[g]], [med], marker="_", s=180, color="black", zorder=5)
         if several_datasets:
             centres = [np.mean([positions[g] for g, (d, _) in enumerate(groups) if d == ds]) for ds in datasets]
-            ax.set_xticks(centres, datasets, fontsize=8)
+            ax.set_xticks(centres, datasets, fontsize=TICK_PT)
         else:
             labels = [pretty_method(m) for _, m in groups]
             tilt = len(groups) > 3
-            ax.set_xticks(positions, labels, rotation=30 if tilt else 0, ha="right" if tilt else "center", fontsize=8)
-        ax.set_title(pretty(score), fontsize=9)
-        ax.tick_params(axis="y", labelsize=8)
+            ax.set_xticks(positions, labels, rotation=40 if tilt else 0, ha="right" if tilt else "center",
+                          rotation_mode="anchor" if tilt else "default", fontsize=TICK_PT)
+        ax.set_title(pretty(score), fontsize=TITLE_PT)
+        ax.tick_params(axis="y", labelsize=TICK_PT)
         ax.grid(axis="y", alpha=0.3)
     for ax in axes[len(names):]:
         ax.set_visible(False)
@@ -237,9 +302,11 @@ def scores_by_method_figure(
         from matplotlib.patches import Patch
 
         handles = [Patch(color=method_color[m], alpha=0.6, label=pretty_method(m)) for m in method_names]
-        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 8), fontsize=8, frameon=False)
-    fig.suptitle("Scores by method (all strengths and seeds; black: median and interquartile range)", fontsize=11)
-    _save(fig, path)
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=LABEL_PT,
+                   frameon=False)
+    fig.suptitle("Scores by method (all strengths and seeds)\nblack: median and interquartile range",
+                 fontsize=SUPTITLE_PT)
+    return fig
 
 
 def _palette(n: int) -> list[Any]:
@@ -254,11 +321,25 @@ def score_vs_strength_figure(
     strength_names: dict[tuple[str, str], str],
     path: str | Path,
 ) -> None:
-    """Rows: scores; columns: methods. Median over seeds against the strength, with the interquartile band and each seed.
+    """One block per score, one panel per method in it (three to a row): median over seeds against the
+    strength, with the interquartile band and each seed.
 
     ``panels[score][(dataset, method)]`` is a list of ``(strength value or None, label, values)``
-    in strength order; one line per dataset within a method's panel.
+    in strength order; one line per dataset within a method's panel. Each block is headed by its
+    score, which also labels the y axis of each of its rows; each panel is titled by its method and
+    its x axis by the method's strength. A method keeps its place in every block.
     """
+    _save(_draw_score_vs_strength(panels, strength_names), path)
+
+
+METHODS_PER_ROW = 3
+"""Panels to a row in :func:`score_vs_strength_figure` (at :data:`MAX_WIDTH_IN`, ~2.7 in each)."""
+
+
+def _draw_score_vs_strength(
+    panels: dict[str, dict[tuple[str, str], list[tuple[Any, str, np.ndarray]]]],
+    strength_names: dict[tuple[str, str], str],
+) -> Any:
     scores = list(panels)
     methods: list[str] = []
     datasets: list[str] = []
@@ -269,17 +350,26 @@ def score_vs_strength_figure(
             if d not in datasets:
                 datasets.append(d)
     colors = dict(zip(datasets, _palette(len(datasets))))
-    fig = _new_figure(min(2.9 * len(methods) + 0.8, 24), min(2.3 * len(scores) + 1.0, 40))
-    axes = fig.subplots(len(scores), len(methods), squeeze=False)
-    for r, score in enumerate(scores):
-        for c, method in enumerate(methods):
-            ax = axes[r, c]
-            any_line = False
-            for d in datasets:
-                series = panels[score].get((d, method))
+    rows, cols = _wrap(len(methods), METHODS_PER_ROW)
+    block_in = 1.95 * rows + 0.35  # the panels and the score's heading
+    legend_in = 0.25 * math.ceil(len(datasets) / 4) + 0.1 if len(datasets) > 1 else 0.0
+    fig = _new_figure(MAX_WIDTH_IN, block_in * len(scores) + 0.6 + legend_in)
+    # the datasets' legend heads the figure, in a band of its own under the title
+    heights = ([legend_in] if legend_in else []) + [block_in] * len(scores)
+    blocks = list(fig.subfigures(len(heights), 1, squeeze=False, height_ratios=heights).ravel())
+    legend_band = blocks.pop(0) if legend_in else None
+    for block, score in zip(blocks, scores):
+        axes = block.subplots(rows, cols, squeeze=False).ravel()
+        block.suptitle(pretty(score), fontsize=TITLE_PT + 1, fontweight="bold", x=0.01, ha="left")
+        for slot, ax in enumerate(axes):
+            method = methods[slot] if slot < len(methods) else None
+            series_of = {d: panels[score].get((d, method)) for d in datasets} if method else {}
+            if not any(series_of.values()):
+                ax.set_visible(False)
+                continue
+            for d, series in series_of.items():
                 if not series:
                     continue
-                any_line = True
                 numeric = all(v is not None for v, _, _ in series)
                 x = np.array([v if numeric else i for i, (v, _, _) in enumerate(series)], dtype=np.float64)
                 med = np.array([np.median(s[np.isfinite(s)]) if np.isfinite(s).any() else np.nan for _, _, s in series])
@@ -297,29 +387,26 @@ def score_vs_strength_figure(
                     ax.minorticks_off()
                 elif numeric:
                     ax.set_xticks(x, [f"{v:g}" for v in x])
+                elif len(series) > 1:
+                    ax.set_xticks(x, [lab for _, lab, _ in series], rotation=20, ha="right")
                 else:
-                    ax.set_xticks(x, [lab for _, lab, _ in series], rotation=30, ha="right")
-            if not any_line:
-                ax.set_visible(False)
-                continue
-            ax.tick_params(labelsize=7)
+                    ax.set_xticks(x, [series[0][1]])
+            ax.tick_params(labelsize=TICK_PT)
             ax.grid(alpha=0.3)
-            if r == 0:
-                ax.set_title(pretty_method(method), fontsize=9)
-            if c == 0 or not axes[r, c - 1].get_visible():
-                ax.set_ylabel(pretty(score), fontsize=8)
-            if r == len(scores) - 1:
-                key = next((strength_names.get((d, method)) for d in datasets if (d, method) in strength_names), "")
-                ax.set_xlabel((key or "setting").replace("objective.", ""), fontsize=8)
-    if len(datasets) > 1:
+            ax.set_title(pretty_method(method), fontsize=TITLE_PT)
+            if slot % cols == 0 or not axes[slot - 1].get_visible():
+                ax.set_ylabel(pretty(score), fontsize=LABEL_PT)
+            key = next((strength_names.get((d, method)) for d in datasets if (d, method) in strength_names), "")
+            ax.set_xlabel((key or "setting").replace("objective.", ""), fontsize=LABEL_PT)
+    if legend_band is not None:
         handles, labels = [], []
-        for ax in axes.ravel():
+        for ax in fig.axes:
             h, lab = ax.get_legend_handles_labels()
             for hh, ll in zip(h, lab):
                 if ll not in labels:
                     handles.append(hh)
                     labels.append(ll)
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
-    fig.suptitle("Scores against the regularisation strength (median over seeds, interquartile band, dots: seeds)",
-                 fontsize=11)
-    _save(fig, path)
+        legend_band.legend(handles, labels, loc="center", ncol=min(len(labels), 4), fontsize=LABEL_PT, frameon=False)
+    fig.suptitle("Scores against the regularisation strength\n(median over seeds, interquartile band, dots: seeds)",
+                 fontsize=SUPTITLE_PT)
+    return fig

@@ -35,9 +35,12 @@ def _cpu() -> str:
     return f"{model}, torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}), {torch.get_num_threads()} threads"
 
 
-def one_evaluation(source: str, batch_size: int, metrics: list[str]) -> tuple[dict[str, float], dict, float]:
+def one_evaluation(source: str, batch_size: int, metrics: list[str], channels_last: bool = False):
+    """(seconds per metric, scores, total seconds) of one whole evaluation, as ``evaluate`` runs it."""
     start = time.perf_counter()
     model = disentangle.load(source)
+    if channels_last:
+        model.to(memory_format=torch.channels_last)
     dataset = build_dataset(dict(model.config["data"]))
     seconds: dict[str, float] = {}
     settings = {m: {"representation_batch_size": batch_size} for m in metrics}
@@ -48,45 +51,53 @@ def one_evaluation(source: str, batch_size: int, metrics: list[str]) -> tuple[di
     return seconds, scores, time.perf_counter() - start
 
 
+def _summary(scores: dict) -> str:
+    if {"mig", "dci", "beta_vae_score", "factor_vae_score"} <= set(scores):
+        return (f"MIG {scores['mig']['mig']:.4f}, DCI {scores['dci']['disentanglement']:.4f}, "
+                f"BetaVAE {scores['beta_vae_score']['eval_accuracy']:.4f}, "
+                f"FactorVAE {scores['factor_vae_score']['eval_accuracy']:.4f}")
+    return str(scores)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", help="run folder, checkpoint or zoo:NAME")
     parser.add_argument("--batch-sizes", default="64,1024", help="representation batch sizes to compare")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="also time each batch size with the model in channels-last layout")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--metrics", default=",".join(PUBLISHED_METRICS))
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    sizes = [int(s) for s in args.batch_sizes.split(",")]
     metrics = [m for m in args.metrics.split(",") if m]
-    totals: dict[int, list[float]] = {b: [] for b in sizes}
-    per_metric: dict[int, dict[str, list[float]]] = {b: {m: [] for m in metrics} for b in sizes}
+    arms = [(f"batch {b}" + (", channels-last" if cl else ""), int(b), cl)
+            for b in args.batch_sizes.split(",") for cl in ((False, True) if args.channels_last else (False,))]
+    totals: dict[str, list[float]] = {a: [] for a, _, _ in arms}
+    per_metric: dict[str, dict[str, list[float]]] = {a: {m: [] for m in metrics} for a, _, _ in arms}
     last_scores = {}
     for r in range(args.rounds):
-        for b in sizes:
-            seconds, scores, total = one_evaluation(args.source, b, metrics)
-            totals[b].append(total)
+        for arm, batch, cl in arms:
+            seconds, scores, total = one_evaluation(args.source, batch, metrics, cl)
+            totals[arm].append(total)
             for m in metrics:
-                per_metric[b][m].append(seconds[m])
-            last_scores[b] = scores
-            print(f"round {r}, batch {b}: {total:.1f} s", flush=True)
+                per_metric[arm][m].append(seconds[m])
+            last_scores[arm] = scores
+            print(f"round {r}, {arm}: {total:.1f} s", flush=True)
     print(f"\n{args.source}; {_cpu()}; median of {args.rounds} round(s)\n")
-    print("| metric | " + " | ".join(f"batch {b} (s)" for b in sizes) + " |")
-    print("|---|" + "---:|" * len(sizes))
+    print("| metric | " + " | ".join(f"{a} (s)" for a, _, _ in arms) + " |")
+    print("|---|" + "---:|" * len(arms))
     for m in metrics:
-        print(f"| {m} | " + " | ".join(f"{statistics.median(per_metric[b][m]):.1f}" for b in sizes) + " |")
+        print(f"| {m} | " + " | ".join(f"{statistics.median(per_metric[a][m]):.1f}" for a, _, _ in arms) + " |")
     print("| **whole evaluation** (load, dataset, all metrics) | "
-          + " | ".join(f"**{statistics.median(totals[b]):.1f}**" for b in sizes) + " |")
-    if len(sizes) > 1:
-        base = statistics.median(totals[sizes[-1]])
-        for b in sizes[:-1]:
-            print(f"\nbatch {b} / batch {sizes[-1]}: {base / statistics.median(totals[b]):.2f}x faster")
-    for b in sizes:
-        s = last_scores[b]
-        print(f"batch {b}: MIG {s['mig']['mig']:.4f}, DCI {s['dci']['disentanglement']:.4f}, "
-              f"BetaVAE {s['beta_vae_score']['eval_accuracy']:.4f}, FactorVAE {s['factor_vae_score']['eval_accuracy']:.4f}"
-              if {"mig", "dci", "beta_vae_score", "factor_vae_score"} <= set(s) else f"batch {b}: {s}")
+          + " | ".join(f"**{statistics.median(totals[a]):.1f}**" for a, _, _ in arms) + " |")
+    base = arms[-1][0] if not args.channels_last else arms[0][0]
+    for arm, _, _ in arms:
+        if arm != base:
+            print(f"\n{arm} / {base}: {statistics.median(totals[base]) / statistics.median(totals[arm]):.2f}x faster")
+    for arm, _, _ in arms:
+        print(f"{arm}: {_summary(last_scores[arm])}")
     return 0
 
 

@@ -144,3 +144,26 @@ def test_a_record_without_settings_keeps_its_other_metrics_at_their_defaults():
                             "metric_settings": {"mig": {"num_train": 5}}, "seconds": {"mig": 1.0}})
     assert merged["metric_settings"] == {"sap_score": settings_identity("sap_score", {}), "mig": {"num_train": 5}}
     assert merged["metrics"] == {"sap_score": {"sap": 0.1}, "mig": {"mig": 0.2}} and merged["run_dir"] == "r"
+
+
+def test_channels_last_changes_the_scores_by_rounding_only(tmp_path, capsys, one_thread):
+    """A conv model evaluated with its weights in channels-last layout (``--channels-last true``,
+    what ``auto`` picks on an AVX512 CPU) scores as in the default layout, up to rounding."""
+    run = tmp_path / "conv"
+    fit(load_config(None, [
+        "data.name=sprites", "model.backbone=conv64", "model.latent_dim=4", "train.steps=3", "train.batch_size=8",
+        f"train.out_dir={run}", "train.progress=false", "train.traversals=false", "train.device=cpu",
+    ]))
+    scores = {}
+    for layout in ("false", "true"):
+        out = tmp_path / f"{layout}.json"
+        rc = main([str(run), "--metrics", "mig,factor_vae_score", "--no-progress", "--channels-last", layout,
+                   "--output", str(out), "--set", "mig.num_train=400", "--set", "factor_vae_score.num_train=100",
+                   "--set", "factor_vae_score.num_eval=50", "--set", "factor_vae_score.num_variance_estimate=400"])
+        assert rc == 0, capsys.readouterr().err
+        scores[layout] = json.loads(out.read_text())["metrics"]
+    # codes equal to ~1e-6: a histogram bin or a majority vote may flip at most, nothing more
+    assert scores["true"]["mig"]["mig"] == pytest.approx(scores["false"]["mig"]["mig"], abs=0.01)
+    assert scores["true"]["factor_vae_score"]["eval_accuracy"] == pytest.approx(
+        scores["false"]["factor_vae_score"]["eval_accuracy"], abs=0.05
+    )

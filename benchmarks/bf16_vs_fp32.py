@@ -7,13 +7,14 @@ Reads every run of the sweep folders given (``runs/<id>/config.yaml``, ``log.jso
 ``metrics.json`` once finished), groups them by objective and strength, and pairs the runs that
 differ only in ``train.precision`` (same seed, init, steps). For each pair it reports the MIG
 logged during training (every ``train.eval_every`` steps), the final MIG and DCI disentanglement
-and the training speed (steps/s from ``log.jsonl``). Then, per objective: the mean ± std over
+(no speed: campaign runs share their machine with other work, so their
+wall times compare nothing; ``benchmarks/bench_trainer_options.py`` measures bf16's speed). Then, per objective: the mean ± std over
 seeds of each arm, the seed-paired difference bf16 − fp32, and the fp32 arm's own spread over seeds
 (the "seed noise" the difference is judged against). With ``--figure`` it draws the MIG curves
 (one colour per seed; fp32 solid, bf16 dashed; one panel per objective).
 
 Only runs found on disk are used: a bf16 run without its fp32 twin (or the reverse) is listed but
-not paired. Wall times are those of the machine the runs trained on (the folders' logs).
+not paired.
 """
 from __future__ import annotations
 
@@ -110,8 +111,8 @@ def report(runs: list[Run]) -> str:
     lines = [
         "| objective | strength | seed | precision | steps | "
         + " | ".join(f"MIG@{s // 1000}k" for s in shown)
-        + " | MIG | DCI | steps/s |",
-        "|---|---:|---:|---|---:|" + "---:|" * len(shown) + "---:|---:|---:|",
+        + " | MIG | DCI |",
+        "|---|---:|---:|---|---:|" + "---:|" * len(shown) + "---:|---:|",
     ]
     for key in sorted(by_key, key=lambda k: (k[0], k[1] or 0, k[2])):
         for precision in ("fp32", "bf16", "fp16"):
@@ -122,12 +123,12 @@ def report(runs: list[Run]) -> str:
             curve = " | ".join(_fmt(run.mig_curve.get(s)) for s in shown)
             lines.append(
                 f"| {run.objective} | {run.strength} | {run.seed} | {precision}{partial} | {run.steps:,} | {curve} | "
-                f"{_fmt(run.mig)} | {_fmt(run.dci)} | {_fmt(run.steps_per_s, 1)} |"
+                f"{_fmt(run.mig)} | {_fmt(run.dci)} |"
             )
     lines += ["", "Finished pairs (same objective, strength, seed, init and steps; only the precision differs):", "",
               "| objective | pairs | fp32 MIG | bf16 MIG | bf16 − fp32 MIG (paired) | fp32 DCI | bf16 DCI | "
-              "bf16 − fp32 DCI (paired) | bf16 / fp32 steps/s |",
-              "|---|---:|---|---|---|---|---|---|---|"]
+              "bf16 − fp32 DCI (paired) |",
+              "|---|---:|---|---|---|---|---|---|"]
     objectives = sorted({k[:2] for k in by_key}, key=lambda k: (k[0], k[1] or 0))
     for objective, strength in objectives:
         pairs = [
@@ -137,13 +138,11 @@ def report(runs: list[Run]) -> str:
         ]
         if not pairs:
             continue
-        speed = [b.steps_per_s / a.steps_per_s for a, b in pairs if a.steps_per_s and b.steps_per_s]
         lines.append(
             f"| {objective} ({strength}) | {len(pairs)} | {_mean_std([a.mig for a, _ in pairs])} | "
             f"{_mean_std([b.mig for _, b in pairs])} | {_mean_std([b.mig - a.mig for a, b in pairs])} | "
             f"{_mean_std([a.dci for a, _ in pairs])} | {_mean_std([b.dci for _, b in pairs])} | "
-            f"{_mean_std([b.dci - a.dci for a, b in pairs])} | "
-            f"{statistics.median(speed):.2f}× |" if speed else "– |"
+            f"{_mean_std([b.dci - a.dci for a, b in pairs])} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -157,7 +156,7 @@ def figure(runs: list[Run], path: Path) -> None:
     objectives = sorted({(r.objective, r.strength) for r in runs}, key=lambda k: (k[0], k[1] or 0))
     seeds = sorted({r.seed for r in runs})
     colors = dict(zip(seeds, plt.get_cmap("tab10").colors))
-    fig, axes = plt.subplots(len(objectives), 1, figsize=(7.5, 3.6 * len(objectives)), squeeze=False)
+    fig, axes = plt.subplots(len(objectives), 1, figsize=(7.5, 4.4 * len(objectives)), squeeze=False)
     for ax, (objective, strength) in zip(axes[:, 0], objectives):
         for run in sorted((r for r in runs if (r.objective, r.strength) == (objective, strength)),
                           key=lambda r: (r.seed, r.precision)):
@@ -172,7 +171,7 @@ def figure(runs: list[Run], path: Path) -> None:
         ax.set_ylabel("MIG", fontsize=10)
         ax.tick_params(labelsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8.5, ncol=2, loc="lower right")
+        ax.legend(fontsize=8.5, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.suptitle("MIG during training: fp32 (solid) and bf16 autocast (dashed)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -37,12 +37,13 @@ from ._core.choices import (
     LEGACY_VALUES,
     LR_SCHEDULES,
     OPTIMIZER_NAMES,
-    PRECISIONS,
+    PRECISION_SETTINGS,
     InitName,
     LrScheduleName,
     OptimizerName,
-    PrecisionName,
+    PrecisionSetting,
 )
+from ._core.hardware import auto_precision
 from ._core.registry import Registry, did_you_mean
 from .errors import ConfigError, UnknownNameError
 
@@ -96,7 +97,9 @@ class TrainConfig:
     lr_schedule: LrScheduleName = "constant"  #: factor on every optimizer's lr after the warm-up
     warmup_steps: int = 0  #: linear warm-up from lr/warmup_steps to lr over these first steps
     device: str = "auto"  #: auto | cpu | cuda | cuda:N | mps
-    precision: PrecisionName = "fp32"  #: autocast dtype; GradScaler for fp16
+    #: autocast dtype (GradScaler for fp16); auto: bf16 on a CPU with native bf16 (AVX512-BF16, AMX),
+    #: fp32 elsewhere, resolved when the config is loaded (:func:`disentangle._core.hardware.auto_precision`)
+    precision: PrecisionSetting = "auto"
     compile: bool | Literal["reduce-overhead"] = False  #: torch.compile the networks (reduce-overhead: CUDA graphs)
     #: the networks' 4-D weights in channels-last memory layout (faster convolutions on CPUs with
     #: oneDNN; values differ from the default layout only by rounding); auto: on for an AVX512/AMX
@@ -366,6 +369,8 @@ def _from_dict(raw: dict[str, Any], *, resolve: bool) -> Config:
     config = Config(seed=seed, data=data_cfg, model=model_cfg, objective=objective_cfg, train=train_cfg)
     if resolve:
         _resolve_registries(config)
+        if config.train.precision == "auto":  # the saved config and the run id name the precision used
+            config.train.precision = auto_precision(config.train.device)
     return config
 
 
@@ -402,7 +407,7 @@ def _train_config(values: dict[str, Any]) -> TrainConfig:
     cfg.lr = checks.in_range("train.lr", cfg.lr, 0, None, low_open=True, hint="A typical value is 1e-4.")
     cfg.eps = checks.in_range("train.eps", cfg.eps, 0, None, low_open=True)
     cfg.betas = checks.adam_betas("train.betas", cfg.betas)
-    checks.choice("train.precision", cfg.precision, PRECISIONS)
+    checks.choice("train.precision", cfg.precision, PRECISION_SETTINGS)
     if Path(cfg.out_dir).exists() and not Path(cfg.out_dir).is_dir():
         raise ConfigError(
             f"train.out_dir is '{cfg.out_dir}', which is a file, not a folder. Name a folder for the run "

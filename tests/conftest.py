@@ -12,13 +12,19 @@ Tests take what they need as fixtures (never ``from conftest import ...``):
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 import torch
 
+from disentangle._core.hardware import CPU_BF16_ENV
 from disentangle.data import DATASETS, IndexedImageDataset
+
+# train.precision: auto means bf16 on a CPU with native bf16 and fp32 elsewhere; the suite's runs
+# (subprocesses included) train in fp32 on every machine, the tests of auto set the variable themselves
+os.environ[CPU_BF16_ENV] = "0"
 
 _TINY_NAME = "_tiny_test"
 

@@ -17,6 +17,9 @@ LrScheduleName = Literal["constant", "linear", "cosine"]
 """``train.lr_schedule``: the factor on every optimizer's learning rate after the warm-up."""
 PrecisionName = Literal["fp32", "bf16", "fp16"]
 """``train.precision``: the autocast dtype (fp16 adds a GradScaler)."""
+PrecisionSetting = Literal["auto", PrecisionName]
+"""``train.precision`` as written in a config: ``auto`` is resolved when the config is loaded
+(:func:`disentangle._core.hardware.auto_precision`)."""
 
 InitName = Literal["reference", "pytorch"]
 """``model.init``: disentanglement_lib's Glorot-uniform weights and zero biases, or PyTorch's defaults."""
@@ -24,6 +27,7 @@ InitName = Literal["reference", "pytorch"]
 OPTIMIZER_NAMES: tuple[str, ...] = typing.get_args(OptimizerName)
 LR_SCHEDULES: tuple[str, ...] = typing.get_args(LrScheduleName)
 PRECISIONS: tuple[str, ...] = typing.get_args(PrecisionName)
+PRECISION_SETTINGS: tuple[str, ...] = typing.get_args(PrecisionSetting)
 INITS: tuple[str, ...] = typing.get_args(InitName)
 DEFAULT_INIT: InitName = "reference"
 #: the value of ``model.init`` for configs written before the key existed (their runs used it)

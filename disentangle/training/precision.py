@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from .._core.choices import PRECISIONS  # train.precision's choices, written once (a Literal)
+from .._core.hardware import auto_precision
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -33,10 +34,13 @@ class Precision:
         """``sync_gradients(optimizer)``, if given, runs after every backward and before the step
         and its overflow check (the trainer passes
         :func:`disentangle._core.distributed.sync_optimizer_gradients` in a multi-process run)."""
+        device = torch.device(device)
+        if precision == "auto":  # a config loaded without resolving (configs resolve it when loaded)
+            precision = auto_precision(device.type)
         if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
+            raise ValueError(f"precision must be one of {PRECISIONS} or auto, got {precision!r}.")
         self.precision = precision
-        self.device = torch.device(device)
+        self.device = device
         self.sync_gradients = sync_gradients
         self.scaler = (
             torch.amp.GradScaler(self.device.type) if precision == "fp16" else None

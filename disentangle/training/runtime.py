@@ -27,6 +27,7 @@ import random
 import numpy as np
 import torch
 
+from .._core.hardware import cpu_capability
 from ..config import Config, TrainConfig
 from ..errors import ConfigError
 
@@ -140,14 +141,6 @@ class Execution:
             parts.append(f"dataset {'materialised' if self.materialize else 'rendered per batch'} "
                          f"({self.materialize_reason})")
         return "execution: " + ", ".join(parts)
-
-
-def cpu_capability() -> str:
-    """``torch.backends.cpu.get_cpu_capability()`` (``AVX512``, ``AVX2``, ...), or ``unknown``."""
-    try:
-        return str(torch.backends.cpu.get_cpu_capability())
-    except Exception:  # older builds or exotic platforms
-        return "unknown"
 
 
 def choose_channels_last(setting: bool | str, device: torch.device, capability: str | None = None) -> tuple[bool, str]:

@@ -274,12 +274,13 @@ def test_each_choice_list_is_written_once():
     hints = typing.get_type_hints(config.TrainConfig)
     assert hints["optimizer"] is choices.OptimizerName
     assert hints["lr_schedule"] is choices.LrScheduleName
-    assert hints["precision"] is choices.PrecisionName
+    assert hints["precision"] is choices.PrecisionSetting
+    assert choices.PRECISION_SETTINGS == ("auto", *choices.PRECISIONS)  # the concrete ones, written once
     assert tuple(optim.OPTIMIZERS) == typing.get_args(choices.OptimizerName)
     with pytest.warns(DeprecationWarning, match="disentangle.trainer.LR_SCHEDULES moved"):
         old_path = importlib.import_module("disentangle.trainer").LR_SCHEDULES  # the 0.1 path
     assert optim.LR_SCHEDULES is old_path is config.LR_SCHEDULES is choices.LR_SCHEDULES
-    assert precision.PRECISIONS is config.PRECISIONS is choices.PRECISIONS
+    assert precision.PRECISIONS is choices.PRECISIONS and config.PRECISION_SETTINGS is choices.PRECISION_SETTINGS
 
 
 def test_metric_names_are_written_once_in_a_light_module():

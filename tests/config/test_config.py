@@ -3,6 +3,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from disentangle import ConfigError
@@ -90,3 +91,42 @@ def test_cli_trains_resumes_and_refuses_overwrite(tmp_path):
     resumed = _run_cli("--resume", str(run), "train.steps=3")
     assert resumed.returncode == 0, resumed.stderr
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 3
+
+
+# ---------------------------------------------------------------------------- train.precision: auto (issue 32)
+def test_precision_auto_is_bf16_on_a_cpu_with_native_bf16_and_resolved_when_loaded(monkeypatch):
+    from disentangle._core import hardware
+    from disentangle._core.hardware import CPU_BF16_ENV, auto_precision
+    from disentangle.sweep.ids import run_id
+    from disentangle.training.precision import Precision
+
+    monkeypatch.setattr(hardware, "accelerator_available", lambda: False)
+    monkeypatch.setenv(CPU_BF16_ENV, "1")
+    assert auto_precision("cpu") == auto_precision("auto") == "bf16"
+    assert auto_precision("cuda") == auto_precision("mps") == "fp32"  # accelerators: not measured
+    auto = load_config(None, ["train.steps=10"])
+    assert auto.train.precision == "bf16" and auto.to_dict()["train"]["precision"] == "bf16"
+    assert run_id(auto) == run_id(load_config(None, ["train.steps=10", "train.precision=bf16"]))
+    assert load_config(None, ["train.steps=10", "train.precision=fp32"]).train.precision == "fp32"  # as written
+    assert Precision("auto", torch.device("cpu")).precision == "bf16"
+    monkeypatch.setattr(hardware, "accelerator_available", lambda: True)
+    assert auto_precision("auto") == "fp32"  # device auto picks the accelerator
+    monkeypatch.setenv(CPU_BF16_ENV, "0")  # no native bf16 (or forced off): fp32
+    monkeypatch.setattr(hardware, "accelerator_available", lambda: False)
+    assert auto_precision("cpu") == "fp32"
+    assert load_config(None, ["train.steps=10"]).train.precision == "fp32"
+    with pytest.raises(ConfigError, match="train.precision"):
+        load_config(None, ["train.precision=bf32"])
+
+
+def test_native_cpu_bf16_reads_the_cpu_when_not_forced(monkeypatch, tmp_path):
+    from disentangle._core import hardware
+
+    monkeypatch.delenv(hardware.CPU_BF16_ENV, raising=False)
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("model name\t: Some CPU\nflags\t\t: fpu sse2 avx512f avx512_bf16\n")
+    assert hardware._cpu_flags(str(cpuinfo)) == {"fpu", "sse2", "avx512f", "avx512_bf16"}
+    expected = bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()) or bool(
+        {"avx512_bf16", "amx_bf16"} & hardware._cpu_flags()
+    )
+    assert hardware.native_cpu_bf16() is expected

@@ -27,7 +27,7 @@ import random
 import numpy as np
 import torch
 
-from .._core.hardware import cpu_capability
+from .._core.hardware import auto_precision, cpu_capability
 from ..config import Config, TrainConfig
 from ..errors import ConfigError
 
@@ -128,6 +128,7 @@ class Execution:
 
     device: str
     cpu_capability: str
+    precision: str  # train.precision as trained (auto resolved: disentangle._core.hardware.auto_precision)
     channels_last: bool
     channels_last_reason: str
     materialize: bool | None  # None: the dataset has no such choice (or was given prebuilt)
@@ -136,6 +137,7 @@ class Execution:
     def describe(self) -> str:
         """One line for the terminal: ``execution: cpu (AVX512), channels-last on (...), ...``."""
         parts = [f"{self.device} ({self.cpu_capability})" if self.device == "cpu" else self.device,
+                 self.precision,
                  f"channels-last {'on' if self.channels_last else 'off'} ({self.channels_last_reason})"]
         if self.materialize is not None:
             parts.append(f"dataset {'materialised' if self.materialize else 'rendered per batch'} "
@@ -215,4 +217,7 @@ def choose_execution(
         materialize, m_reason = choose_materialize(
             setting, grid_bytes(image_shape, dataset_size), session_steps, available_memory_bytes(device)
         )
-    return Execution(str(device), capability, channels_last, cl_reason, materialize, m_reason)
+    precision = config.train.precision
+    if precision == "auto":  # a config built without resolving
+        precision = auto_precision(device.type)
+    return Execution(str(device), capability, precision, channels_last, cl_reason, materialize, m_reason)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -25,20 +26,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-#: option set -> the train overrides it adds to the quickstart
+#: option set -> (the overrides it adds to the quickstart, the environment it runs in)
+_UNTUNED = {"DISENTANGLE_MALLOC_TUNING": "0"}
 OPTIONS = {
-    "default": [],  # today's defaults: channels-last and data.materialize at auto (a short run: rendered)
-    "plain": ["train.channels_last=false", "data.materialize=false"],  # the defaults of 0.2 and before
-    "channels_last": ["train.channels_last=true", "data.materialize=false"],
-    "materialize": ["train.channels_last=false", "data.materialize=true"],
-    "channels_last+materialize": ["train.channels_last=true", "data.materialize=true"],
-    "compile": ["train.compile=true"],
-    "bf16": ["train.precision=bf16"],
-    "bf16+channels_last+materialize": ["train.precision=bf16", "train.channels_last=true", "data.materialize=true"],
+    # today's defaults: channels-last and data.materialize at auto (a short run: rendered), glibc tuned
+    "default": ([], {}),
+    # the defaults of 0.2 and before: PyTorch's layout, rendered batches, glibc's allocator as it comes
+    "plain": (["train.channels_last=false", "data.materialize=false"], _UNTUNED),
+    "malloc": (["train.channels_last=false", "data.materialize=false"], {}),
+    "channels_last": (["train.channels_last=true", "data.materialize=false"], _UNTUNED),
+    "materialize": (["train.channels_last=false", "data.materialize=true"], _UNTUNED),
+    "channels_last+materialize+malloc": (["train.channels_last=true", "data.materialize=true"], {}),
+    "compile": (["train.compile=true"], {}),
+    "bf16": (["train.precision=bf16", "train.channels_last=false", "data.materialize=false"], _UNTUNED),
+    "bf16+channels_last+materialize+malloc": (
+        ["train.precision=bf16", "train.channels_last=true", "data.materialize=true"], {}
+    ),
 }
 
 
-def steps_per_s(overrides: list[str], steps: int, threads: int) -> float:
+def steps_per_s(overrides: list[str], steps: int, threads: int, env: dict[str, str] | None = None) -> float:
     folder = Path(tempfile.mkdtemp())
     try:
         args = ["--config", "quickstart", f"train.steps={steps + 20}", f"train.out_dir={folder / 'run'}",
@@ -46,7 +53,8 @@ def steps_per_s(overrides: list[str], steps: int, threads: int) -> float:
                 "train.checkpoint_every=100000", *overrides]
         code = (f"import torch, runpy, sys; torch.set_num_threads({threads}); sys.argv = ['train', *{args!r}]; "
                 "runpy.run_module('disentangle.train', run_name='__main__')")
-        subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL, cwd=REPO)
+        subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL, cwd=REPO,
+                       env={**os.environ, **(env or {})})
         rows = [json.loads(line) for line in (folder / "run" / "log.jsonl").read_text().splitlines()]
         first, last = rows[0], rows[-1]
         seconds = last["step"] / last["steps_per_s"] - first["step"] / first["steps_per_s"]
@@ -73,7 +81,8 @@ def main() -> None:
     rates: dict[str, list[float]] = {n: [] for n in names}
     for r in range(args.rounds):
         for name in names:
-            rates[name].append(steps_per_s(OPTIONS[name], args.steps, args.threads))
+            overrides, env = OPTIONS[name]
+            rates[name].append(steps_per_s(overrides, args.steps, args.threads, env))
         print(f"round {r}: " + ", ".join(f"{n} {rates[n][-1]:.2f}" for n in names), flush=True)
     base_name = "plain" if "plain" in names else "default"
     base = statistics.median(rates[base_name])

@@ -163,9 +163,12 @@ def _load_run(run_dir: Path, device: str, channels_last: str = "false"):
 
     import disentangle
 
+    from ._core.hardware import keep_freed_memory
     from .data import build_dataset
     from .training.runtime import choose_channels_last
 
+    if torch.device(device).type == "cpu":
+        keep_freed_memory()  # a metric after another one would otherwise fault its memory in again
     model = disentangle.load(run_dir, map_location=device)
     setting = channels_last if channels_last == "auto" else channels_last == "true"
     if choose_channels_last(setting, torch.device(device))[0]:  # faster convolutions; rounding only

@@ -61,3 +61,55 @@ def auto_precision(device: str) -> str:
     a CPU with native bf16, ``fp32`` otherwise (GPUs and other CPUs: not measured)."""
     on_cpu = device == "cpu" or (device == "auto" and not accelerator_available())
     return "bf16" if on_cpu and native_cpu_bf16() else "fp32"
+
+
+# ---------------------------------------------------------------------------- the memory allocator
+#: the environment variable that turns :func:`keep_freed_memory` off (``0``)
+MALLOC_TUNING_ENV = "DISENTANGLE_MALLOC_TUNING"
+#: glibc mallopt parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: blocks up to this size come from the heap (glibc's largest mmap threshold on 64-bit systems)
+MMAP_THRESHOLD_BYTES = 32 << 20
+#: freed heap memory is returned to the system only above this much
+TRIM_THRESHOLD_BYTES = 1 << 30
+_tuned: str | None = None
+
+
+def keep_freed_memory() -> str:
+    """Make glibc's allocator keep and reuse freed memory, once per process; returns what was done.
+
+    A training step on a CPU allocates and frees the same tensors of a few MB every step. With
+    glibc's defaults such blocks are mapped from the system and unmapped when freed (or the heap is
+    trimmed), so every step faults its memory in again: thousands of page faults a step, a large and
+    history-dependent share of a conv64 step (measured with ``benchmarks/peers.py``). Serving blocks
+    up to :data:`MMAP_THRESHOLD_BYTES` from the heap and trimming it only above
+    :data:`TRIM_THRESHOLD_BYTES` keeps them mapped; the cost is memory the process holds at its peak
+    instead of returning. Linux with glibc only; elsewhere, or with ``DISENTANGLE_MALLOC_TUNING=0``,
+    nothing changes. The same effect as ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` in
+    the environment, applied from inside the process.
+    """
+    global _tuned
+    if _tuned is not None:
+        return _tuned
+    if os.environ.get(MALLOC_TUNING_ENV, "").strip() == "0":
+        _tuned = f"unchanged ({MALLOC_TUNING_ENV}=0)"
+        return _tuned
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        _tuned = "unchanged (not glibc)"
+        return _tuned
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        ok = libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) and libc.mallopt(
+            _M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES
+        )
+    except (OSError, AttributeError):
+        ok = 0
+    _tuned = (
+        f"glibc: mmap threshold {MMAP_THRESHOLD_BYTES >> 20} MiB, trim threshold {TRIM_THRESHOLD_BYTES >> 20} MiB"
+        if ok else "unchanged (mallopt refused)"
+    )
+    return _tuned

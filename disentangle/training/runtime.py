@@ -12,6 +12,9 @@ id). Two are chosen at start-up when set to ``auto`` (the defaults), by :func:`c
   per-batch rendering costs ~7 ms a step more) and the grid takes at most a quarter of the memory
   available on the device.
 
+On a CPU run, glibc's allocator is told to keep and reuse freed memory
+(:func:`disentangle._core.hardware.keep_freed_memory`: thousands of page faults a step fewer).
+
 The choice and its reason are written to the run folder (``execution.jsonl``, one record a session)
 so a user can see what ran; results differ between the choices only by the rounding of the
 convolutions (channels-last) or not at all (a materialised grid holds the same images).
@@ -27,7 +30,7 @@ import random
 import numpy as np
 import torch
 
-from .._core.hardware import auto_precision, cpu_capability
+from .._core.hardware import auto_precision, cpu_capability, keep_freed_memory
 from ..config import Config, TrainConfig
 from ..errors import ConfigError
 
@@ -133,6 +136,7 @@ class Execution:
     channels_last_reason: str
     materialize: bool | None  # None: the dataset has no such choice (or was given prebuilt)
     materialize_reason: str
+    allocator: str = "unchanged"  # disentangle._core.hardware.keep_freed_memory
 
     def describe(self) -> str:
         """One line for the terminal: ``execution: cpu (AVX512), channels-last on (...), ...``."""
@@ -142,6 +146,7 @@ class Execution:
         if self.materialize is not None:
             parts.append(f"dataset {'materialised' if self.materialize else 'rendered per batch'} "
                          f"({self.materialize_reason})")
+        parts.append(f"allocator {self.allocator}")
         return "execution: " + ", ".join(parts)
 
 
@@ -220,4 +225,5 @@ def choose_execution(
     precision = config.train.precision
     if precision == "auto":  # a config built without resolving
         precision = auto_precision(device.type)
-    return Execution(str(device), capability, precision, channels_last, cl_reason, materialize, m_reason)
+    allocator = keep_freed_memory() if device.type == "cpu" else "unchanged (not a CPU run)"
+    return Execution(str(device), capability, precision, channels_last, cl_reason, materialize, m_reason, allocator)

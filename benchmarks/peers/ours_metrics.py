@@ -46,7 +46,10 @@ def main() -> None:
     _common.set_threads(args.threads)
 
     import disentangle
+    from disentangle._core.hardware import keep_freed_memory
     from disentangle.data import build_dataset
+
+    keep_freed_memory()  # what evaluate and evaluate_metrics do first
 
     settings = json.loads(args.settings)
     model = disentangle.load(args.model)

@@ -1,4 +1,5 @@
-"""Training worker, ours: ``python -m disentangle.train --config sprites/beta_vae`` in-process.
+"""Training worker, ours: ``python -m disentangle.train --config sprites/beta_vae`` in-process
+(``--config-mode defaults``: the same model and objective, every other key at its default).
 
 The run is the command line's (the shipped config, the procedural sprites rendered per batch below
 2,000 steps, the execution choices made for this CPU such as channels-last, logging, checkpoints,
@@ -21,6 +22,9 @@ CONFIG = "sprites/beta_vae"
 def main() -> None:
     p = _common.parser(__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--config-mode", choices=("recipe", "defaults"), default="recipe",
+                   help="recipe: the shipped sprites/beta_vae (fp32, as written); defaults: the same model and "
+                        "objective with every other key at its default (train.precision auto, ...)")
     args = p.parse_args()
     _common.set_threads(args.threads)
 
@@ -41,7 +45,14 @@ def main() -> None:
             f"train.steps={args.steps}", f"train.out_dir={tmp}/run", "train.progress=false",
             "train.lr=1e-4", "objective.beta=4",
         ]
-        trainer = TimedTrainer(load_config(CONFIG, overrides))
+        if args.config_mode == "recipe":
+            config = load_config(CONFIG, overrides)
+        else:  # what a user's config naming only the model, the objective and the batch gets
+            config = load_config(None, [
+                "data.name=sprites", "model.backbone=conv64", "model.latent_dim=10", "objective.name=beta_vae",
+                "objective.reconstruction=bernoulli", "train.batch_size=64", *overrides,
+            ])
+        trainer = TimedTrainer(config)
         trainer.fit()
         model_params = _common.parameter_count(trainer.model)
         execution = getattr(trainer, "execution", None)  # the auto choices (channels-last, ...), where recorded
@@ -51,7 +62,9 @@ def main() -> None:
         "params": {"encoder": _common.parameter_count(encoder), "decoder": _common.parameter_count(decoder),
                    "trained_model": model_params},
         "versions": _common.versions("disentangle-torch", "torch"),
-        "setup": f"python -m disentangle.train --config {CONFIG} " + " ".join(overrides[:1] + overrides[2:])
+        "setup": (f"python -m disentangle.train --config {CONFIG} " if args.config_mode == "recipe"
+                  else "python -m disentangle.train (defaults: sprites, conv64, beta_vae, batch 64) ")
+                 + " ".join(overrides[:1] + overrides[2:]) + f"; precision {config.train.precision}"
                  + (f"; {execution.describe()}" if execution is not None else ""),
     })
 

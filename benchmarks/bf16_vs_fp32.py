@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from s2_vs_twin import _mean_sd  # the same 'mean ± sd (n = …)' cells as the S² report
 
 STRENGTH_KEYS = {"beta_vae": "beta", "beta_tcvae": "beta", "factor_vae": "gamma", "annealed_vae": "c_max"}
 
@@ -90,14 +91,6 @@ def read_runs(folders: list[Path]) -> list[Run]:
     return runs
 
 
-def _mean_std(values: list[float]) -> str:
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return f"{values[0]:.3f} (n = 1)"
-    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f} (n = {len(values)})"
-
-
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -139,10 +132,10 @@ def report(runs: list[Run]) -> str:
         if not pairs:
             continue
         lines.append(
-            f"| {objective} ({strength}) | {len(pairs)} | {_mean_std([a.mig for a, _ in pairs])} | "
-            f"{_mean_std([b.mig for _, b in pairs])} | {_mean_std([b.mig - a.mig for a, b in pairs])} | "
-            f"{_mean_std([a.dci for a, _ in pairs])} | {_mean_std([b.dci for _, b in pairs])} | "
-            f"{_mean_std([b.dci - a.dci for a, b in pairs])} |"
+            f"| {objective} ({strength}) | {len(pairs)} | {_mean_sd([a.mig for a, _ in pairs])} | "
+            f"{_mean_sd([b.mig for _, b in pairs])} | {_mean_sd([b.mig - a.mig for a, b in pairs])} | "
+            f"{_mean_sd([a.dci for a, _ in pairs])} | {_mean_sd([b.dci for _, b in pairs])} | "
+            f"{_mean_sd([b.dci - a.dci for a, b in pairs])} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -9,8 +9,9 @@ Run folder (``train.out_dir``)::
     checkpoint.prev.pt  the checkpoint before it (resume falls back to it if the newest is
                      unreadable)
     log.jsonl        one JSON object per logged step with every term the objective returns
-    execution.jsonl  one JSON object per training session: the device and the execution
-                     strategies chosen (channels-last, a materialised dataset) and why
+    execution.jsonl  one JSON object per training session: the device, the precision and the
+                     execution strategies chosen (channels-last, a materialised dataset, the
+                     allocator) and why
     traversals.png, reconstructions.png   at the end (disentangle.visualize.write_training_pictures)
     events.out.tfevents.*  with train.tensorboard: every logged term, metric scores and, every
                      train.image_every steps, reconstructions and a traversal grid

@@ -134,7 +134,7 @@ class Execution:
     precision: str  # train.precision as trained (auto resolved: disentangle._core.hardware.auto_precision)
     channels_last: bool
     channels_last_reason: str
-    materialize: bool | None  # None: the dataset has no such choice (or was given prebuilt)
+    materialize: bool | None  # None: the dataset has no such choice
     materialize_reason: str
     allocator: str = "unchanged"  # disentangle._core.hardware.keep_freed_memory
 
@@ -211,8 +211,8 @@ def choose_execution(
 ) -> Execution:
     """Resolve the ``auto`` execution strategies of a session of ``session_steps`` steps on ``device``.
 
-    ``materializable``: the dataset's builder takes ``materialize`` and the dataset is built here (not
-    given prebuilt); ``dataset_size``/``image_shape`` then size its grid.
+    ``materializable``: the dataset can render its grid once (it has ``materialize()``, as the
+    sprites family); ``dataset_size``/``image_shape`` then size its grid.
     """
     capability = cpu_capability()
     channels_last, cl_reason = choose_channels_last(config.train.channels_last, device, capability)

@@ -401,11 +401,16 @@ class Trainer:
     def _choose_execution(self) -> Execution:
         """The ``auto`` execution strategies of this session (:func:`choose_execution`)."""
         cfg = self.config
-        built_here = self._given_dataset is None and hasattr(self.dataset, "materialize")
-        return choose_execution(
+        execution = choose_execution(
             cfg, self.device, session_steps=cfg.train.steps - self.step, dataset_size=len(self.dataset),
-            image_shape=tuple(self.dataset.image_shape), materializable=built_here,
+            image_shape=tuple(self.dataset.image_shape), materializable=hasattr(self.dataset, "materialize"),
         )
+        if execution.materialize is False and getattr(self.dataset, "materialized", False):
+            # a given dataset (a sweep worker's, reused across runs) that an earlier run materialised
+            execution = dataclasses.replace(
+                execution, materialize=True, materialize_reason="the given dataset was already materialised"
+            )
+        return execution
 
     # ------------------------------------------------------------------ the events of a step
     def _open_run_folder(self, session: _Session, resumed: bool) -> None:  # rank 0

@@ -407,3 +407,29 @@ def test_materialized_run_equals_rendered_run_and_says_so(tmp_path, one_thread, 
     assert _loss_fields(_records(auto))[:4] == _loss_fields(_records(rendered))
     ids = {run_id(load_config(None, overrides(tmp_path, 4, **{"data.materialize": v}))) for v in ("auto", "true", "false")}
     assert len(ids) == 1
+
+
+def test_a_given_dataset_is_materialised_too_and_says_so_when_it_already_was(tmp_path, one_thread, monkeypatch):
+    """A sweep worker builds its dataset once and gives it to each run's Trainer: ``auto`` materialises
+    it for a long session as it does a dataset built by the trainer, and the next run on the same
+    dataset records that it trains on the materialised grid even when its own session is short."""
+    from disentangle.data import build_dataset
+    from disentangle.training import runtime
+
+    monkeypatch.setattr(runtime, "MATERIALIZE_MIN_STEPS", 3)
+    dataset = build_dataset({"name": "sprites", "image_size": 16}, device="cpu")
+
+    def run(name, steps):
+        cfg = load_config(None, [f"{k}={v}" for k, v in {
+            "data.name": "sprites", "data.image_size": 16, "model.backbone": "mlp", "model.latent_dim": 4,
+            "train.batch_size": 8, "train.steps": steps, "train.progress": "false", "train.device": "cpu",
+            "train.traversals": "false", "train.out_dir": str(tmp_path / name)}.items()])
+        Trainer(cfg, dataset=dataset).fit()
+        return json.loads((tmp_path / name / "execution.jsonl").read_text().splitlines()[0])
+
+    assert not dataset.materialized
+    first = run("long", 3)
+    assert (first["materialize"], dataset.materialized) == (True, True)
+    second = run("short", 2)
+    assert second["materialize"] is True
+    assert second["materialize_reason"] == "the given dataset was already materialised"

@@ -18,7 +18,10 @@ CHECK_SETTINGS = SettingsChecks(
 )
 
 
-@register_metric(checks=CHECK_SETTINGS)
+@register_metric(
+    checks=CHECK_SETTINGS,
+    draws=lambda settings: 2 * settings["batch_size"] * (settings["num_train"] + settings["num_eval"]),
+)
 def beta_vae_score(
     dataset: Any,
     representation: Any,

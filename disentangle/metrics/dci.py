@@ -24,7 +24,7 @@ CHECK_SETTINGS = SettingsChecks(
 EPSILON = 1e-11
 
 
-@register_metric(checks=CHECK_SETTINGS)
+@register_metric(checks=CHECK_SETTINGS, draws=lambda settings: settings["num_train"] + settings["num_test"])
 def dci(
     dataset: Any,
     representation: Any,

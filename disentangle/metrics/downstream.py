@@ -55,7 +55,10 @@ CHECK_SETTINGS = SettingsChecks(
 )
 
 
-@register_metric(checks=CHECK_SETTINGS)
+@register_metric(
+    checks=CHECK_SETTINGS,
+    draws=lambda s: sum(_check_sizes(s["num_train"])) + len(_check_sizes(s["num_train"])) * s["num_test"],
+)
 def downstream_task(
     dataset: Any,
     representation: Any,

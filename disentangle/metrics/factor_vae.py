@@ -21,7 +21,10 @@ CHECK_SETTINGS = SettingsChecks(
 )
 
 
-@register_metric(checks=CHECK_SETTINGS)
+@register_metric(
+    checks=CHECK_SETTINGS,
+    draws=lambda s: s["num_variance_estimate"] + s["batch_size"] * (s["num_train"] + s["num_eval"]),
+)
 def factor_vae_score(
     dataset: Any,
     representation: Any,

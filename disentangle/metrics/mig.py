@@ -26,7 +26,10 @@ CHECK_SETTINGS = SettingsChecks(
 )
 
 
-@register_metric(checks=CHECK_SETTINGS, needs_model=lambda settings: settings["estimator"] == "chen")
+@register_metric(
+    checks=CHECK_SETTINGS, needs_model=lambda settings: settings["estimator"] == "chen",
+    draws=lambda settings: settings["num_train"],
+)
 def mig(
     dataset: Any,
     representation: Any,

@@ -18,7 +18,7 @@ CHECK_SETTINGS = SettingsChecks(
 )
 
 
-@register_metric(checks=CHECK_SETTINGS)
+@register_metric(checks=CHECK_SETTINGS, draws=lambda settings: settings["num_train"] + settings["num_test"])
 def modularity_explicitness(
     dataset: Any,
     representation: Any,

@@ -48,6 +48,10 @@ class MetricSpec:
     needs_model_for: Callable[[Settings], bool] = _never
     """Whether, with these settings, it needs the model itself rather than codes of observations
     (MIG with Chen et al.'s estimator): such a call never goes through a code table."""
+    draws_for: Callable[[Settings], int] | None = None
+    """How many observations it draws with these settings (every setting given), e.g.
+    ``num_train + num_test``; None: not declared. ``evaluate_metrics`` weighs it against the size of
+    the factor grid to decide whether a code table pays."""
 
     def defaults(self) -> dict[str, Any]:
         """Every setting with its default (the function's keyword-only parameters)."""
@@ -60,6 +64,12 @@ class MetricSpec:
     def needs_model(self, settings: Settings) -> bool:
         """Whether a call with ``settings`` (given ones; the rest default) needs the model."""
         return self.requires_encoder or self.needs_model_for({**self.defaults(), **settings})
+
+    def draws(self, settings: Settings) -> int | None:
+        """Observations a call with ``settings`` (given ones; the rest default) draws; None if undeclared."""
+        if self.draws_for is None:
+            return None
+        return int(self.draws_for({**self.defaults(), **settings}))
 
     @functools.cached_property
     def settings_type(self) -> type:
@@ -106,14 +116,16 @@ def register_metric(
     checks: Callable[..., dict[str, Any]] | None = None,
     requires_encoder: bool = False,
     needs_model: Callable[[Settings], bool] = _never,
+    draws: Callable[[Settings], int] | None = None,
 ) -> Callable[[Callable[..., dict[str, float]]], Callable[..., dict[str, float]]]:
-    """Register the decorated metric function under ``name`` (default: its own name) with its spec."""
+    """Register the decorated metric function under ``name`` (default: its own name) with its spec
+    (:class:`MetricSpec`: ``needs_model`` is its ``needs_model_for``, ``draws`` its ``draws_for``)."""
 
     def decorate(function: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
         key = name or function.__name__
         checked = function if checks is None else _checked(function, checks)
         METRICS.register(key, checked)
-        _SPECS[key] = MetricSpec(key, checked, checks, requires_encoder, needs_model)
+        _SPECS[key] = MetricSpec(key, checked, checks, requires_encoder, needs_model, draws)
         return checked
 
     return decorate

@@ -89,3 +89,42 @@ def test_evaluate_metrics_uses_the_table_and_gives_the_model_to_metrics_that_nee
         settings={"mig": {"num_train": 200}, "elbo_decomposition": {"num_samples": 24}},
     )
     assert np.isfinite(out["elbo_decomposition"]["kl"]) and 0.0 <= out["mig"]["mig"] <= 1.0
+
+
+DOWNSTREAM_SMALL = {"num_train": [20, 40], "num_test": 30, "predictors": ["gradient_boosting"], "n_jobs": 1}
+
+
+@pytest.mark.parametrize("name", [*SMALL, "downstream_task"])
+def test_each_metric_declares_the_draws_it_makes(tiny_dataset, name):
+    """``metric_spec(name).draws(settings)`` is the number of observations the metric encodes when
+    every draw is encoded (no code table): what ``code_table="auto"`` weighs against the grid."""
+    from disentangle.metrics import metric_spec
+
+    settings = DOWNSTREAM_SMALL if name == "downstream_task" else SMALL[name]
+    counting = CountingProjection(256)
+    METRICS.get(name)(tiny_dataset, counting, seed=3, **settings)
+    assert metric_spec(name).draws(settings) == counting.images
+
+
+def test_a_code_table_is_used_only_where_draws_repeat_grid_points(tiny_dataset):
+    """``auto``: a table when the metrics that would use it draw at least a fifth of the grid's size."""
+    from disentangle.metrics import CODE_TABLE_MIN_DRAWS_PER_POINT, code_table_pays
+
+    assert CODE_TABLE_MIN_DRAWS_PER_POINT == 0.2
+    sprites = DATASETS.build("sprites")  # 737,280 grid points: the threshold is 147,456 draws
+    assert not code_table_pays(sprites, {"sap_score": {}})  # 15,000
+    assert not code_table_pays(sprites, {"mig": {}, "dci": {}, "sap_score": {}, "unsupervised_scores": {}})  # 50,000
+    assert code_table_pays(sprites, {"mig": {}, "factor_vae_score": {}})  # 10,000 + 970,000
+    assert code_table_pays(sprites, {"mig": {"num_train": 147_456}})
+    assert not code_table_pays(sprites, {"mig": {"num_train": 147_455}})
+    assert not code_table_pays(sprites, {"mig": {"estimator": "chen", "num_train": 10**6}})  # gets the model
+    assert code_table_pays(tiny_dataset, {"mig": {"num_train": 5}})  # 24 grid points: 5 >= 4.8
+
+    torch.manual_seed(0)
+    model = VAE.from_backbone("conv64", image_shape=(1, 64, 64), latent_dim=3).eval()
+    seen: list[int] = []
+    evaluate_metrics(sprites, model, ["mig"], settings={"mig": {"num_train": 200}}, on_encode=lambda n, t: seen.append(n))
+    assert seen == []  # 200 draws from 737,280 points: encoded draw by draw
+    evaluate_metrics(sprites, model, ["mig"], settings={"mig": {"num_train": 200}}, code_table=True,
+                     on_encode=lambda n, t: seen.append(n))
+    assert 0 < sum(seen) <= 200

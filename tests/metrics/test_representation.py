@@ -51,7 +51,9 @@ def test_evaluate_metrics_passes_the_progress_on(monkeypatch):
     torch.manual_seed(0)
     model = VAE.from_backbone("conv64", image_shape=(1, 64, 64), latent_dim=4)
     seen = []
-    evaluate_metrics(dataset, model, ["mig"], settings={"mig": {"num_train": 200}}, on_encode=lambda n, t: seen.append(n))
+    evaluate_metrics(
+        dataset, model, ["mig"], settings={"mig": {"num_train": 200}}, code_table=True, on_encode=lambda n, t: seen.append(n)
+    )
     assert 0 < sum(seen) <= 200
 
 

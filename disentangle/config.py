@@ -103,7 +103,7 @@ class TrainConfig:
     compile: bool | Literal["reduce-overhead"] = False  #: torch.compile the networks (reduce-overhead: CUDA graphs)
     #: the networks' 4-D weights in channels-last memory layout (faster convolutions on CPUs with
     #: oneDNN; values differ from the default layout only by rounding); auto: on for an AVX512/AMX
-    #: CPU, off elsewhere (:func:`disentangle.training.runtime.choose_channels_last`)
+    #: CPU, off elsewhere (:func:`disentangle._core.hardware.choose_channels_last`)
     channels_last: bool | Literal["auto"] = "auto"
     #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision); unset (null):
     #: PyTorch's defaults (TF32 convolutions, full-precision matmuls), true/false: both on/off

@@ -158,21 +158,17 @@ def _type_hints(fn: Any) -> dict[str, Any]:
         return {}
 
 
-def _load_run(run_dir: Path, device: str, channels_last: str = "false"):
+def _load_run(run_dir: Path, device: str):
     import torch
 
     import disentangle
 
     from ._core.hardware import keep_freed_memory
     from .data import build_dataset
-    from .training.runtime import choose_channels_last
 
     if torch.device(device).type == "cpu":
         keep_freed_memory()  # a metric after another one would otherwise fault its memory in again
     model = disentangle.load(run_dir, map_location=device)
-    setting = channels_last if channels_last == "auto" else channels_last == "true"
-    if choose_channels_last(setting, torch.device(device))[0]:  # faster convolutions; rounding only
-        model.to(memory_format=torch.channels_last)
     config = getattr(model, "config", None)
     if not isinstance(config, dict) or "data" not in config:
         raise ConfigError(f"the model loaded from '{run_dir}' has no config with a 'data' section.")
@@ -189,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         names = resolve_metric_names(args.metrics)  # fails fast on a typo, before loading anything
         settings = parse_settings(args.settings, names)
         run_dir = Path(args.run_dir)
-        model, dataset, config = _load_run(run_dir, args.device, args.channels_last)
+        model, dataset, config = _load_run(run_dir, args.device)
         names = resolve_metric_names(args.metrics, model)  # "all" now knows whether there is an encoder
         seed = args.seed if args.seed is not None else int(config.get("seed", 0) or 0)
         output = Path(args.output) if args.output else (run_dir if run_dir.is_dir() else run_dir.parent) / "metrics.json"
@@ -229,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             results = evaluate_metrics(
                 dataset, model, names, seed=seed, settings=settings, callback=done,
                 code_table=False if args.no_code_table else "auto", on_encode=encoded,
+                channels_last={"auto": "auto", "true": True, "false": False}[args.channels_last],
             )
         finally:
             for b in (grid_bar, bar):

@@ -56,6 +56,26 @@ def cpu_capability() -> str:
         return "unknown"
 
 
+#: CPU capabilities (``torch.backends.cpu.get_cpu_capability()``) on which channels-last is chosen
+CHANNELS_LAST_CPU_CAPABILITIES = ("AVX512", "AMX")
+
+
+def choose_channels_last(setting: bool | str, device: torch.device, capability: str | None = None) -> tuple[bool, str]:
+    """A ``channels_last`` setting (``train.channels_last``, ``evaluate --channels-last``,
+    ``evaluate_metrics(channels_last=...)``) resolved: ``(on, reason)``. ``auto`` is on for a CPU with
+    an AVX512 or AMX capability, where oneDNN's convolutions are faster on channels-last weights (the
+    conv64 training step and encoding both measured faster: ``benchmarks/RESULTS-train-cpu.md``,
+    ``benchmarks/RESULTS-peers-metrics.md``), off elsewhere (not measured)."""
+    if setting != "auto":
+        return bool(setting), "set"
+    if device.type != "cpu":
+        return False, f"auto: not measured on {device.type}"
+    capability = cpu_capability() if capability is None else capability
+    if capability.startswith(CHANNELS_LAST_CPU_CAPABILITIES):
+        return True, f"auto: oneDNN on {capability}"
+    return False, f"auto: {capability} CPU, not measured"
+
+
 def auto_precision(device: str) -> str:
     """``train.precision: auto`` for a run on ``device`` (``train.device``): ``bf16`` when it trains on
     a CPU with native bf16, ``fp32`` otherwise (GPUs and other CPUs: not measured)."""

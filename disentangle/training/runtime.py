@@ -30,7 +30,13 @@ import random
 import numpy as np
 import torch
 
-from .._core.hardware import auto_precision, cpu_capability, keep_freed_memory
+from .._core.hardware import (  # noqa: F401  (choose_channels_last: re-exported, where it lived before)
+    CHANNELS_LAST_CPU_CAPABILITIES,
+    auto_precision,
+    choose_channels_last,
+    cpu_capability,
+    keep_freed_memory,
+)
 from ..config import Config, TrainConfig
 from ..errors import ConfigError
 
@@ -121,8 +127,6 @@ def compile_networks(model: torch.nn.Module, objective: torch.nn.Module, mode: b
 # ---------------------------------------------------------------------------- execution choices
 #: a session this long (in steps) or longer materialises a dataset whose ``materialize`` is ``auto``
 MATERIALIZE_MIN_STEPS = 2_000
-#: CPU capabilities (``torch.backends.cpu.get_cpu_capability()``) on which channels-last is chosen
-CHANNELS_LAST_CPU_CAPABILITIES = ("AVX512", "AMX")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,19 +152,6 @@ class Execution:
                          f"({self.materialize_reason})")
         parts.append(f"allocator {self.allocator}")
         return "execution: " + ", ".join(parts)
-
-
-def choose_channels_last(setting: bool | str, device: torch.device, capability: str | None = None) -> tuple[bool, str]:
-    """``train.channels_last`` resolved: ``(on, reason)``; ``auto`` is on for a CPU with an AVX512 or
-    AMX capability (the conv64 step 1.19-1.28× faster there, ``benchmarks/RESULTS-train-cpu.md``)."""
-    if setting != "auto":
-        return bool(setting), "set"
-    if device.type != "cpu":
-        return False, f"auto: not measured on {device.type}"
-    capability = cpu_capability() if capability is None else capability
-    if capability.startswith(CHANNELS_LAST_CPU_CAPABILITIES):
-        return True, f"auto: oneDNN on {capability}"
-    return False, f"auto: {capability} CPU, not measured"
 
 
 def available_memory_bytes(device: torch.device) -> int | None:

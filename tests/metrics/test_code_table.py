@@ -128,3 +128,44 @@ def test_a_code_table_is_used_only_where_draws_repeat_grid_points(tiny_dataset):
     evaluate_metrics(sprites, model, ["mig"], settings={"mig": {"num_train": 200}}, code_table=True,
                      on_encode=lambda n, t: seen.append(n))
     assert 0 < sum(seen) <= 200
+
+
+def test_evaluate_metrics_encodes_with_a_channels_last_copy_and_leaves_the_model_alone(monkeypatch):
+    """``channels_last``: a conv VAE encodes through a copy in channels-last layout (on: the same
+    scores up to rounding, the user's weights untouched); off, or a model without 4-D weights, or
+    any other callable: the representation itself. ``auto`` follows the CPU capability."""
+    from disentangle._core import hardware
+    from disentangle.errors import ParameterError
+    from disentangle.metrics import encoding_representation
+
+    torch.manual_seed(0)
+    conv = VAE.from_backbone("conv64", image_shape=(1, 64, 64), latent_dim=3).eval()
+    weights = {n: p.detach().clone() for n, p in conv.named_parameters()}
+    copy = encoding_representation(conv, True)
+    assert copy is not conv and isinstance(copy, VAE)
+    four_d = [p for p in copy.parameters() if p.dim() == 4]
+    assert all(p.is_contiguous(memory_format=torch.channels_last) for p in four_d)
+    assert any(not p.is_contiguous() for p in four_d)  # the layout really changed
+    assert all(p.is_contiguous() for p in conv.parameters())  # the user's model is left as it was
+    assert isinstance(encoding_representation(conv.representation, True), VAE)
+    assert encoding_representation(copy, True) is copy  # already channels-last: nothing to copy
+    assert encoding_representation(conv, False) is conv
+    mlp = VAE.from_backbone("mlp", image_shape=(1, 16, 16), latent_dim=3, hidden_sizes=[8])
+    assert encoding_representation(mlp, True) is mlp
+    plain = CountingProjection(4096)
+    assert encoding_representation(plain, True) is plain
+    monkeypatch.setattr(hardware, "cpu_capability", lambda: "AVX2")
+    assert encoding_representation(conv, "auto") is conv
+    monkeypatch.setattr(hardware, "cpu_capability", lambda: "AVX512")
+    assert encoding_representation(conv, "auto") is not conv
+
+    dataset = DATASETS.build("sprites")
+    settings = {"mig": {"num_train": 300}, "sap_score": {"num_train": 300, "num_test": 100, "n_jobs": 1}}
+    on = evaluate_metrics(dataset, conv, ["mig", "sap_score"], settings=settings, channels_last=True)
+    off = evaluate_metrics(dataset, conv, ["mig", "sap_score"], settings=settings, channels_last=False)
+    for name in on:
+        for key in on[name]:
+            assert on[name][key] == pytest.approx(off[name][key], abs=1e-6), (name, key)
+    assert all(torch.equal(p, weights[n]) and p.is_contiguous() for n, p in conv.named_parameters())
+    with pytest.raises(ParameterError, match="channels_last"):
+        evaluate_metrics(dataset, conv, ["mig"], settings=settings, channels_last="yes")

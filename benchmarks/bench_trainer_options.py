@@ -42,6 +42,9 @@ OPTIONS = {
     "bf16+channels_last+materialize+malloc": (
         ["train.precision=bf16", "train.channels_last=true", "data.materialize=true"], {}
     ),
+    "bf16+channels_last+materialize+malloc+compile": (
+        ["train.precision=bf16", "train.channels_last=true", "data.materialize=true", "train.compile=true"], {}
+    ),
 }
 
 

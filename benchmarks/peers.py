@@ -411,28 +411,30 @@ TIMED_METRICS = {"mig": "mig", "dci": "dci", "sap_score": "sap", "factor_vae_sco
 BETA_VAE_FAST = {"num_train": 700, "num_eval": 350}
 
 
-def matched_settings(disent: dict[str, dict], threads: int, fast: bool) -> dict[str, dict]:
-    """Our metrics' settings from the ones disent used (``disent[name]["settings"]``)."""
+def matched_settings(disent: dict[str, dict], threads: int, fast: bool, selected: tuple[str, ...] = tuple(TIMED_METRICS)) -> dict[str, dict]:
+    """Our metrics' settings (those ``selected``) from the ones disent used (``disent[name]["settings"]``)."""
     s = {name: r["settings"] for name, r in disent.items()}
-    if s["dci"]["boost_mode"] != "sklearn":
+    if "dci" in s and s["dci"]["boost_mode"] != "sklearn":
         raise BenchmarkError(f"disent's DCI used boost_mode={s['dci']['boost_mode']!r}; ours matches only 'sklearn'.")
-    return {
-        "mig": {"num_train": s["mig"]["num_train"], "num_bins": s["mig"]["num_bins"],
+    builders = {
+        "mig": lambda: {"num_train": s["mig"]["num_train"], "num_bins": s["mig"]["num_bins"],
                 "representation_batch_size": s["mig"]["batch_size"]},
         # booster "exact" (our default) grows the trees of sklearn's GradientBoostingClassifier() defaults
-        "dci": {"num_train": s["dci"]["num_train"], "num_test": s["dci"]["num_test"], "booster": "exact",
+        "dci": lambda: {"num_train": s["dci"]["num_train"], "num_test": s["dci"]["num_test"], "booster": "exact",
                 "representation_batch_size": s["dci"]["batch_size"], "n_jobs": threads},
-        "sap_score": {"num_train": s["sap"]["num_train"], "num_test": s["sap"]["num_test"],
+        "sap_score": lambda: {"num_train": s["sap"]["num_train"], "num_test": s["sap"]["num_test"],
                       "continuous_factors": s["sap"]["continuous_factors"],
                       "representation_batch_size": s["sap"]["batch_size"], "n_jobs": threads},
-        "factor_vae_score": {
+        "factor_vae_score": lambda: {
             "batch_size": s["factor_vae"]["batch_size"], "num_train": s["factor_vae"]["num_train"],
             "num_eval": s["factor_vae"]["num_eval"], "num_variance_estimate": s["factor_vae"]["num_variance_estimate"],
             "prune_threshold": s["factor_vae"]["prune_threshold"],
             "representation_batch_size": s["factor_vae"]["variance_batch_size"],
         },
-        "beta_vae_score": dict(BETA_VAE_FAST) if fast else {},
+        "beta_vae_score": lambda: dict(BETA_VAE_FAST) if fast else {},
     }
+    return {ours: build() for ours, build in builders.items()
+            if ours in selected and (TIMED_METRICS[ours] is None or TIMED_METRICS[ours] in s)}
 
 
 def metrics_benchmark(args, disent_env: PeerEnv, workdir: Path) -> dict:
@@ -441,10 +443,12 @@ def metrics_benchmark(args, disent_env: PeerEnv, workdir: Path) -> dict:
     runs = {}
     for suffix, malloc_env in malloc_modes(args).items():
         print(f"metrics{suffix}: disent (renders the whole sprites grid first)", flush=True)
-        extra = ["--model", args.model] + (["--fast"] if args.fast_metrics else [])
+        selected = tuple(args.metrics.split(","))
+        only = ",".join(TIMED_METRICS[m] for m in selected if TIMED_METRICS[m] is not None)
+        extra = ["--model", args.model, "--only", only] + (["--fast"] if args.fast_metrics else [])
         disent = run_worker(disent_env.python, "disent_metrics.py", extra, args.threads, workdir,
                             f"metrics-disent{len(runs)}", malloc_env)
-        settings = matched_settings(disent["metrics"], args.threads, args.fast_metrics)
+        settings = matched_settings(disent["metrics"], args.threads, args.fast_metrics, selected)
         print(f"metrics{suffix}: ours", flush=True)
         extra = ["--model", args.model, "--settings", json.dumps(settings)]
         ours = run_worker(sys.executable, "ours_metrics.py", extra, args.threads, workdir,
@@ -455,10 +459,12 @@ def metrics_benchmark(args, disent_env: PeerEnv, workdir: Path) -> dict:
 
 def scores_table(run: dict) -> list[str]:
     ours, disent = run["ours"]["metrics"], run["disent"]["metrics"]
-    lines = ["| score | ours, code table | ours, every observation | disent |", "|---|---:|---:|---:|"]
+    lines = ["| score | ours, defaults | ours, code table | ours, every observation | disent |", "|---|---:|---:|---:|---:|"]
     for row, our_metric, our_key, their_metric, their_key in METRIC_ROWS:
+        if our_metric not in ours:
+            continue
         theirs = f"{disent[their_metric]['scores'][their_key]:.4f}" if their_metric else "n/a"
-        mine = [f"{ours[our_metric][mode]['scores'][our_key]:.4f}" for mode in ("table", "plain")]
+        mine = [f"{ours[our_metric][mode]['scores'][our_key]:.4f}" for mode in ("defaults", "table", "plain")]
         lines.append(f"| {row} | {' | '.join(mine)} | {theirs} |")
     return lines
 
@@ -466,22 +472,23 @@ def scores_table(run: dict) -> list[str]:
 def times_table(run: dict) -> list[str]:
     ours, disent = run["ours"]["metrics"], run["disent"]["metrics"]
     lines = [
-        "| metric | ours, code table (s) | ours, every observation (s) | disent (s) | disent ÷ ours, code table "
-        "| disent ÷ ours, every observation | page faults (thousands): ours table / ours every / disent |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| metric | ours, defaults (s) | ours, code table (s) | ours, every observation (s) | disent (s) "
+        "| **disent ÷ ours, defaults** | disent ÷ ours, code table | disent ÷ ours, every observation "
+        "| page faults (thousands): ours defaults / table / every / disent |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for our_metric, their_metric in TIMED_METRICS.items():
-        table, plain = ours[our_metric]["table"], ours[our_metric]["plain"]
-        faults = f"{table['faults'] / 1e3:,.0f} / {plain['faults'] / 1e3:,.0f}"
+        if our_metric not in ours:
+            continue
+        runs = [ours[our_metric][mode] for mode in ("defaults", "table", "plain")]
+        seconds = " | ".join(f"{r['seconds']:.1f}" for r in runs)
+        faults = " / ".join(f"{r['faults'] / 1e3:,.0f}" for r in runs)
         if their_metric is None:
-            lines.append(f"| {our_metric} | {table['seconds']:.1f} | {plain['seconds']:.1f} | n/a | | | {faults} / - |")
+            lines.append(f"| {our_metric} | {seconds} | n/a | | | | {faults} / - |")
             continue
         theirs = disent[their_metric]
-        lines.append(
-            f"| {our_metric} | {table['seconds']:.1f} | {plain['seconds']:.1f} | {theirs['seconds']:.1f} "
-            f"| {theirs['seconds'] / table['seconds']:.2f}× | {theirs['seconds'] / plain['seconds']:.2f}× "
-            f"| {faults} / {theirs['faults'] / 1e3:,.0f} |"
-        )
+        ratios = " | ".join(f"{theirs['seconds'] / r['seconds']:.2f}×" for r in runs)
+        lines.append(f"| {our_metric} | {seconds} | {theirs['seconds']:.1f} | {ratios} | {faults} / {theirs['faults'] / 1e3:,.0f} |")
     return lines
 
 
@@ -489,6 +496,8 @@ def settings_list(run: dict) -> list[str]:
     ours, disent = run["ours"]["metrics"], run["disent"]["metrics"]
     lines = []
     for our_metric, their_metric in TIMED_METRICS.items():
+        if our_metric not in ours:
+            continue
         text = f"* {our_metric}: ours `{_settings_text(ours[our_metric]['settings'])}`"
         if their_metric is not None:
             text += f"; disent `{their_metric}`: `{_settings_text(disent[their_metric]['settings'])}`"
@@ -545,11 +554,13 @@ def markdown(args, envs, train: dict | None, metrics: dict | None, load) -> str:
         grid = default["disent"]["grid_render_s"]
         lines += [
             f"## Metrics: `{args.model}`" + (" (disent's fast settings)" if args.fast_metrics else ""), "",
-            "Each metric alone, wall time with encoding, model loading excluded. disent reads the whole grid "
-            f"from memory (rendered in {grid:.0f} s, not timed); ours renders per batch, and either encodes each "
-            "grid point at most once per metric (its code table, what `evaluate_metrics` does on this dataset) or "
-            "encodes every drawn observation, as disent does. Both encode in disent's batch sizes (ours: "
-            "`representation_batch_size`).", "",
+            "Each metric alone, wall time with encoding, model loading excluded, the metric's settings "
+            "(points drawn, bins, classifiers) matched to disent's. disent reads the whole grid "
+            f"from memory (rendered in {grid:.0f} s, not timed) and encodes in its own batch sizes; ours renders "
+            "per batch, three ways: **defaults**, `evaluate_metrics` as a user calls it (our encoding batch, 64 "
+            "on a CPU, and a code table only where draws repeat grid points: the BetaVAE and FactorVAE scores); "
+            "and, in disent's batch sizes (`representation_batch_size`), encoding each grid point at most once "
+            "(**code table**) or every drawn observation as disent does (**every observation**).", "",
             *scores_table(default), "",
             *times_table(default), "",
         ]
@@ -563,10 +574,10 @@ def markdown(args, envs, train: dict | None, metrics: dict | None, load) -> str:
             "Settings (disent's, read from its code; ours matched to them):", "",
             *settings_list(default), "",
             "Values differ between libraries by sampling: disent draws from numpy's global generator (seeded 0), "
-            "ours from its own seeded streams. The two modes of ours draw the same training points; with a "
-            "`representation_batch_size` other than 64 the mode that encodes every observation draws other test "
+            "ours from its own seeded streams. The modes of ours draw the same training points; with a "
+            "`representation_batch_size` other than 64 a mode that encodes every observation draws other test "
             "points (our dataset draws from the generator once per encoded chunk), so DCI informativeness and SAP "
-            "may differ between them within sampling noise. disent 0.8.0 has no BetaVAE score.", "",
+            "may differ between the modes within sampling noise. disent 0.8.0 has no BetaVAE score.", "",
         ]
     return "\n".join(lines)
 
@@ -580,6 +591,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip-metrics", action="store_true")
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--fast-metrics", action="store_true", help="disent's fast metric settings (a pilot)")
+    p.add_argument("--metrics", default=",".join(TIMED_METRICS),
+                   help=f"comma-separated metrics to time (ours' names): {', '.join(TIMED_METRICS)}")
     p.add_argument("--malloc-tuned", action="store_true",
                    help="also train every library with glibc malloc keeping freed memory (MALLOC_TUNED_ENV)")
     p.add_argument("--model", default=DEFAULT_MODEL)
@@ -595,6 +608,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--rounds and --threads must be at least 1")
     if args.images < 64:
         p.error("--images must be at least one batch (64)")
+    unknown = sorted(set(args.metrics.split(",")) - set(TIMED_METRICS))
+    if unknown:
+        p.error(f"--metrics: unknown {', '.join(unknown)}; choose from {', '.join(TIMED_METRICS)}")
     return args
 
 

@@ -73,6 +73,7 @@ def main() -> None:
     p = _common.parser(__doc__.splitlines()[0])
     p.add_argument("--model", required=True)
     p.add_argument("--fast", action="store_true", help="disent's fast settings (a pilot)")
+    p.add_argument("--only", default=",".join(METRICS), help=f"comma-separated subset of {', '.join(METRICS)}")
     args = p.parse_args()
     _common.set_threads(args.threads)
     shimmed = _disent_setup.import_torchvision()
@@ -93,7 +94,7 @@ def main() -> None:
 
     hidden = hidden_settings()
     results = {}
-    for name in METRICS:
+    for name in [m for m in METRICS if m in args.only.split(",")]:
         metric = getattr(disent.metrics, f"metric_{name}")
         settings = metric_settings(metric, args.fast)
         np.random.seed(0)

@@ -48,6 +48,14 @@ OPTIONS = {
 }
 
 
+def rate_after_first_record(rows: list[dict]) -> float:
+    """Training steps/s after the first ``log.jsonl`` record (the warm-up): each record's
+    ``steps_per_s`` is the loop's rate since the record before it, so the interval times add up."""
+    timed = [r for r in rows if "steps_per_s" in r]
+    seconds = sum((b["step"] - a["step"]) / b["steps_per_s"] for a, b in zip(timed, timed[1:]))
+    return (timed[-1]["step"] - timed[0]["step"]) / seconds
+
+
 def steps_per_s(overrides: list[str], steps: int, threads: int, env: dict[str, str] | None = None) -> float:
     folder = Path(tempfile.mkdtemp())
     try:
@@ -59,9 +67,7 @@ def steps_per_s(overrides: list[str], steps: int, threads: int, env: dict[str, s
         subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL, cwd=REPO,
                        env={**os.environ, **(env or {})})
         rows = [json.loads(line) for line in (folder / "run" / "log.jsonl").read_text().splitlines()]
-        first, last = rows[0], rows[-1]
-        seconds = last["step"] / last["steps_per_s"] - first["step"] / first["steps_per_s"]
-        return (last["step"] - first["step"]) / seconds
+        return rate_after_first_record(rows)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -54,8 +54,9 @@ def ours(steps):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = [json.loads(l) for l in open(f"{d}/r/log.jsonl")]
     # steps/s over the last `steps` steps, excluding the first 20 (warm-up)
-    r0, r1 = rows[0], rows[-1]
-    rate = (r1["step"] - r0["step"]) / ((r1["step"] / r1["steps_per_s"]) - (r0["step"] / r0["steps_per_s"]))
+    from bench_trainer_options import rate_after_first_record  # a sibling script
+
+    rate = rate_after_first_record(rows)
     shutil.rmtree(d)
     return rate
 

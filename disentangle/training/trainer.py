@@ -387,7 +387,8 @@ class Trainer:
                 stop = self._stop_requested(interrupt, due)
                 if "checkpoint" in due or stop:
                     self._check_finite(session)
-                    self.save_checkpoint()
+                    with session.outside_the_loop():
+                        self.save_checkpoint()
                 if stop:
                     raise KeyboardInterrupt
         finally:
@@ -451,13 +452,14 @@ class Trainer:
 
     def _write_events(self, session: _Session, events: list[str]) -> None:  # rank 0
         for event in events:
-            self._file_handlers[event](session)
+            if event == "log":
+                self._on_log(session)
+            else:  # evaluations and pictures: not training speed
+                with session.outside_the_loop():
+                    self._file_handlers[event](session)
 
     def _on_log(self, session: _Session) -> None:
-        speed = {
-            "steps_per_s": (self.step - session.start_step) / max(time.perf_counter() - session.start_time, 1e-9),
-            "wall_time_s": round(self.wall_time_s, 3),
-        }
+        speed = {"steps_per_s": session.take_rate(self.step), "wall_time_s": round(self.wall_time_s, 3)}
         self._log({"step": self.step, **session.terms, **speed})
         session.bar.set_postfix({k: f"{v:.4g}" for k, v in session.terms.items() if isinstance(v, float)}, refresh=False)
         if session.tensorboard is not None:
@@ -489,11 +491,31 @@ class _Session:
 
     def __init__(self, step: int, steps: int, show_progress: bool, device: torch.device) -> None:
         self.start_step, self.start_time = step, time.perf_counter()
+        # the training rate since the last log record, the time spent outside the loop left out
+        self._rate_step, self._rate_time, self._outside_s = step, self.start_time, 0.0
         self.last_good_step = step
         self.terms: dict[str, Any] = {}
         self.nonfinite = torch.zeros((), dtype=torch.bool, device=device)
         self.tensorboard: Any = None
         self.bar = tqdm(total=steps, initial=step, disable=not show_progress, dynamic_ncols=True, desc="train")
+
+    @contextlib.contextmanager
+    def outside_the_loop(self):
+        """Time spent here (evaluations, pictures, checkpoints) does not count in ``steps_per_s``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._outside_s += time.perf_counter() - start
+
+    def take_rate(self, step: int) -> float:
+        """Steps per second of the training loop since the previous call (or the session's start),
+        the time spent :meth:`outside_the_loop` left out; starts the next interval."""
+        now = time.perf_counter()
+        seconds = max(now - self._rate_time - self._outside_s, 1e-9)
+        rate = (step - self._rate_step) / seconds
+        self._rate_step, self._rate_time, self._outside_s = step, now, 0.0
+        return rate
 
     def close(self) -> None:
         self.bar.close()

@@ -433,3 +433,28 @@ def test_a_given_dataset_is_materialised_too_and_says_so_when_it_already_was(tmp
     second = run("short", 2)
     assert second["materialize"] is True
     assert second["materialize_reason"] == "the given dataset was already materialised"
+
+
+def test_steps_per_s_is_the_loops_rate_since_the_last_record_without_evaluations(tmp_path, one_thread, monkeypatch):
+    """``steps_per_s`` of a log record: steps since the previous record over the time the training
+    loop took for them; an evaluation (here made to take 0.6 s) counts in ``wall_time_s`` only."""
+    import time as time_module
+
+    from disentangle.training.trainer import Trainer as TrainerClass
+
+    monkeypatch.setattr(TrainerClass, "_evaluate", lambda self: (time_module.sleep(0.6), {})[1])
+    cfg = load_config(None, [f"{k}={v}" for k, v in {
+        "data.name": "sprites", "data.image_size": 16, "model.backbone": "mlp", "model.latent_dim": 4,
+        "train.batch_size": 8, "train.steps": 6, "train.log_every": 2, "train.eval_every": 2,
+        "train.eval_metrics": "[mig]", "train.checkpoint_every": 100, "train.progress": "false",
+        "train.device": "cpu", "train.traversals": "false", "train.out_dir": str(tmp_path / "run")}.items()])
+    TrainerClass(cfg).fit()
+    records = [r for r in _records(tmp_path / "run") if "steps_per_s" in r]
+    assert [r["step"] for r in records] == [2, 4, 6]
+    for r in records[1:]:  # each interval holds a 0.6 s evaluation, left out of the rate
+        assert 2 / r["steps_per_s"] < 0.3, r
+    # the wall clock counts the evaluations of steps 2 and 4 (step 6's runs after its log record)
+    assert records[-1]["wall_time_s"] >= 2 * 0.6
+    # the intervals' times add up to the loop's time: rate_after_first_record's premise
+    loop_s = sum(2 / r["steps_per_s"] for r in records)
+    assert loop_s < records[-1]["wall_time_s"] - 2 * 0.6 + 0.05

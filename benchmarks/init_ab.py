@@ -124,23 +124,31 @@ def _wall_minutes(run_dir: Path) -> float | None:
     return walls[-1] / 60 if walls else None
 
 
-def _shipped_curves() -> dict[tuple[str, float, int], dict[int, float]]:
+def _shipped_curves(table: Path | None = None) -> dict[tuple[str, float, int], dict[int, float]]:
     """MIG at 2k / 10k / 20k steps of the shipped (pytorch-init) fp32 runs, from
-    ``benchmarks/time_to_disentangle.md`` (their sweep folders are not in the repository)."""
-    table = Path(__file__).with_name("time_to_disentangle.md")
-    curves = {}
+    ``benchmarks/time_to_disentangle.md`` (their sweep folders are not in the repository). Columns
+    are found by their header; a table without an ``init`` column predates ``model.init``, so all
+    its runs are PyTorch-init; with one, only its ``pytorch`` rows are read."""
+    table = Path(__file__).with_name("time_to_disentangle.md") if table is None else table
+    curves: dict[tuple[str, float, int], dict[int, float]] = {}
+    column: dict[str, int] = {}
     for line in table.read_text().splitlines() if table.is_file() else []:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 10 or cells[3] != "fp32" or not cells[2].isdigit():
+        if cells and cells[0] == "objective":
+            column = {name: k for k, name in enumerate(cells)}
             continue
-        objective, strength = cells[0], float(cells[1].split()[-1])
+        if not column or len(cells) != len(column) or not cells[column["seed"]].isdigit():
+            continue
+        if cells[column["precision"]] != "fp32" or ("init" in column and cells[column["init"]] != "pytorch"):
+            continue
+        objective, strength = cells[column["objective"]], float(cells[column["strength"]].split()[-1])
         values = {}
-        for step, cell in zip((2000, 10000, 20000), cells[7:10]):
+        for step in (2000, 10000, 20000):
             try:
-                values[step] = float(cell)
-            except ValueError:
+                values[step] = float(cells[column[f"MIG@{step // 1000}k"]])
+            except (KeyError, ValueError):
                 pass
-        curves[(objective, strength, int(cells[2]))] = values
+        curves[(objective, strength, int(cells[column["seed"]]))] = values
     return curves
 
 

@@ -61,6 +61,7 @@ def read_run(run_dir: Path) -> dict | None:
         "strength": strength,
         "seed": config.get("seed", 0),
         "precision": config["train"]["precision"],
+        "init": (config.get("model") or {}).get("init", "pytorch"),  # runs from before model.init: PyTorch's
         "steps": int(config["train"]["steps"]),
         "curve": curve,
         "final_mig": final,
@@ -121,9 +122,9 @@ def cpu_description() -> str:
 
 def table(runs: list[dict]) -> str:
     at_steps = [2000, 10000, 20000] + ([40000] if any(40000 in dict(r["curve"]) for r in runs) else [])
-    header = ("| objective | strength | seed | precision | steps done | steps/s (1 thread) | wall time | "
+    header = ("| objective | strength | seed | precision | init | steps done | steps/s (1 thread) | wall time | "
               + "".join(f"MIG@{s // 1000}k | " for s in at_steps) + "first step with MIG ≥ 0.1 | final MIG |")
-    lines = [header, "|---|---|---:|---|---:|---:|---:|" + "---:|" * len(at_steps) + "---:|---:|"]
+    lines = [header, "|---|---|---:|---|---|---:|---:|---:|" + "---:|" * len(at_steps) + "---:|---:|"]
     for r in runs:
         at = dict(r["curve"])
 
@@ -134,7 +135,7 @@ def table(runs: list[dict]) -> str:
         reach_text = f"{reach:,}" if reach else "not yet"
         final_text = f"{r['final_mig']:.3f}" if r["final_mig"] is not None else "–"
         lines.append(
-            f"| {r['objective']} | {r['strength']} | {r['seed']} | {r['precision']} | {r['last_step']:,} | "
+            f"| {r['objective']} | {r['strength']} | {r['seed']} | {r['precision']} | {r['init']} | {r['last_step']:,} | "
             f"{r['steps_per_s']:.1f} | {r['wall_time_s'] / 60:.0f} min | " + "".join(f"{cell(s)} | " for s in at_steps)
             + f"{reach_text} | {final_text} |"
         )

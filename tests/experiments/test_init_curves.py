@@ -77,3 +77,21 @@ def test_summary_and_figure(tmp_path):
     script.plot(reference, pytorch, tmp_path / "curves.png", "title")
     with Image.open(tmp_path / "curves.png") as image:
         assert image.size[0] / DPI <= MAX_WIDTH_IN
+
+
+def test_pytorch_points_come_only_from_pytorch_init_rows(tmp_path):
+    """``init_ab._shipped_curves`` finds its columns by the header; a table with an ``init`` column
+    (time_to_disentangle.md written after model.init existed) gives only its ``pytorch`` rows."""
+    _load_script()  # puts benchmarks/ on sys.path
+    from init_ab import _shipped_curves
+
+    table = tmp_path / "time_to_disentangle.md"
+    table.write_text(
+        "| objective | strength | seed | precision | init | steps done | steps/s (1 thread) | wall time "
+        "| MIG@2k | MIG@10k | MIG@20k | first step with MIG ≥ 0.1 | final MIG |\n"
+        "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| beta_vae | beta 4 | 0 | fp32 | pytorch | 20,000 | 12.0 | 28 min | 0.011 | 0.012 | 0.013 | not yet | 0.013 |\n"
+        "| beta_vae | beta 4 | 1 | fp32 | reference | 20,000 | 12.0 | 28 min | 0.5 | 0.5 | 0.5 | 2,000 | 0.5 |\n"
+        "| beta_vae | beta 4 | 2 | bf16 | pytorch | 20,000 | 12.0 | 28 min | 0.7 | 0.7 | 0.7 | 2,000 | 0.7 |\n"
+    )
+    assert _shipped_curves(table) == {("beta_vae", 4.0, 0): {2000: 0.011, 10000: 0.012, 20000: 0.013}}

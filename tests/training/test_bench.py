@@ -94,7 +94,7 @@ def test_time_to_disentangle_shows_a_continued_run_once_and_its_40k_column():
 
     def run(curve, seed=0, strength="beta 4"):
         return {"run": "r", "objective": "beta_vae", "strength": strength, "seed": seed, "precision": "fp32",
-                "curve": curve, "final_mig": None, "steps_per_s": 10.0, "wall_time_s": 600.0, "last_step": curve[-1][0]}
+                "init": "reference", "curve": curve, "final_mig": None, "steps_per_s": 10.0, "wall_time_s": 600.0, "last_step": curve[-1][0]}
 
     first = [(2000, 0.1), (20000, 0.2)]
     short, longer = run(first), run(first + [(40000, 0.3)])
@@ -104,3 +104,4 @@ def test_time_to_disentangle_shows_a_continued_run_once_and_its_40k_column():
     table = script.table(kept)
     assert "MIG@40k" in table and "| 0.300 |" in table
     assert "MIG@40k" not in script.table([short])
+    assert "| beta 4 | 0 | fp32 | reference | 40,000 |" in table  # the init column

@@ -18,7 +18,6 @@ the table. Nothing is trained here.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -30,7 +29,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:  # the sibling scripts,
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 from init_ab import _shipped_curves  # noqa: E402
 from s2_vs_twin import _mean_sd  # noqa: E402  (the 'mean ± sd (n = …)' cells of the other reports)
-from time_to_disentangle import _shown, cpu_description, drop_continued, read_run  # noqa: E402
+from time_to_disentangle import _shown, cpu_description, drop_continued, parse_sweep_dirs, read_run  # noqa: E402
 
 STEPS = (2000, 10000, 20000)
 """The steps of the table: those at which ``time_to_disentangle.md`` keeps the PyTorch-init MIG."""
@@ -181,17 +180,9 @@ def plot(reference: list[dict], pytorch: list[dict], path: Path, title: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sweep_dirs", type=Path, nargs="+", metavar="SWEEP_DIR")
-    default_out = Path(__file__).with_name("init_curves")
-    parser.add_argument("--out", type=Path, default=default_out,
-                        help="output prefix: OUT.png and OUT.md (default: benchmarks/init_curves)")
-    args = parser.parse_args(argv)
-    for sweep_dir in args.sweep_dirs:
-        if not (sweep_dir.expanduser() / "runs").is_dir():
-            print(f"{sweep_dir / 'runs'} is not a sweep's runs folder: pass the folder given to `sweep run --out`.",
-                  file=sys.stderr)
-            return 2
+    args = parse_sweep_dirs(argv, __doc__.split("\n\n")[0], Path(__file__).with_name("init_curves"))
+    if args is None:
+        return 2
     reference = reference_runs(args.sweep_dirs)
     if not reference:
         print("no fp32 run with model.init: reference of these sweeps logged MIG during training.", file=sys.stderr)
@@ -207,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(note)
     command = (f"python benchmarks/init_curves.py {' '.join(_shown(d) for d in args.sweep_dirs)}"
-               f"{'' if args.out.resolve() == default_out.resolve() else f' --out {args.out.as_posix()}'}")
+               f"{'' if args.out.resolve() == args.default_out.resolve() else f' --out {args.out.as_posix()}'}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".md").write_text(
         f"# Time to disentangle: reference against PyTorch layer initialisation\n\n`{command}`\n\n{text}\n\n{note}\n")

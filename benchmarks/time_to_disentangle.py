@@ -219,19 +219,30 @@ def _shown(path: str | Path) -> str:
     return f"~/{path.relative_to(home).as_posix()}" if path.is_relative_to(home) else str(path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_sweep_dirs(argv: list[str] | None, description: str, default_out: Path) -> argparse.Namespace | None:
+    """``SWEEP_DIR ... [--out PREFIX]`` of a script that reads sweeps' run folders; None (after saying
+    why on stderr) when a folder has no ``runs/``. ``args.default_out`` is the default prefix."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("sweep_dirs", type=Path, nargs="+", metavar="SWEEP_DIR")
-    default_out = Path(__file__).with_name("time_to_disentangle")
     parser.add_argument("--out", type=Path, default=default_out,
-                        help="output prefix: OUT.png and OUT.md (default: benchmarks/time_to_disentangle)")
+                        help=f"output prefix: OUT.png and OUT.md (default: benchmarks/{default_out.name})")
     args = parser.parse_args(argv)
-    runs = []
+    args.default_out = default_out
     for sweep_dir in args.sweep_dirs:
         runs_dir = sweep_dir.expanduser() / "runs"
         if not runs_dir.is_dir():
             print(f"{runs_dir} is not a sweep's runs folder: pass the folder given to `sweep run --out`.", file=sys.stderr)
-            return 2
+            return None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_sweep_dirs(argv, __doc__.split("\n\n")[0], Path(__file__).with_name("time_to_disentangle"))
+    if args is None:
+        return 2
+    runs = []
+    for sweep_dir in args.sweep_dirs:
+        runs_dir = sweep_dir.expanduser() / "runs"
         runs += [r for d in sorted(runs_dir.iterdir()) if (d / "log.jsonl").exists() and (r := read_run(d))]
     if not runs:
         print("no run of these sweeps logged MIG during training (train.eval_metrics: [mig]).", file=sys.stderr)
@@ -249,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".md").write_text(
         f"# Time to disentangle\n\n`python benchmarks/time_to_disentangle.py {' '.join(_shown(d) for d in args.sweep_dirs)}"
-        f"{'' if args.out.resolve() == default_out.resolve() else f' --out {args.out.as_posix()}'}`\n\n{text}\n\n{note}\n"
+        f"{'' if args.out.resolve() == args.default_out.resolve() else f' --out {args.out.as_posix()}'}`\n\n{text}\n\n{note}\n"
     )
     plot(runs, args.out.with_suffix(".png"), f"MIG during training, sprites, conv64, batch 64, Adam 1e-4\n{cpu}")
     return 0

@@ -158,8 +158,9 @@ def evaluate_metrics(
     ``draws``; a metric that declares none counts as drawing enough). Below that, few draws repeat a
     grid point and the table costs more than it saves: MIG, SAP or DCI alone on dSprites (15,000
     draws from 737,280 points) are encoded draw by draw, while the BetaVAE and FactorVAE scores
-    (about 1.9 and 1.0 million draws) or MIG on Cars3D (17,568 points) use it. ``True`` states that the representation is deterministic (e.g. a plain function of the
-    observation) and uses the table wherever the dataset allows it; ``False`` never does, and
+    (about 1.9 and 1.0 million draws) or MIG on Cars3D (17,568 points) use it. ``True`` states that
+    the representation is deterministic (e.g. a plain function of the observation) and uses the
+    table wherever the dataset allows it; ``False`` never does, and
     reproduces separate metric calls exactly. Metrics that need the model itself (the ELBO
     decomposition, ``mig(estimator="chen")``) always get the model. With the table, the same
     points are drawn; an image's code may differ in the last bits when computed in another batch,
@@ -184,16 +185,8 @@ def evaluate_metrics(
     from .._core.hardware import keep_freed_memory
 
     keep_freed_memory()
-    if not (isinstance(channels_last, str) and channels_last == "auto"):
-        if isinstance(channels_last, str):
-            raise checks.ParameterError(
-                "channels_last", f"channels_last must be 'auto', True or False, got {channels_last!r}."
-            )
-        channels_last = checks.boolean("channels_last", channels_last)
-    if not (isinstance(code_table, str) and code_table == "auto"):
-        if isinstance(code_table, str):
-            raise checks.ParameterError("code_table", f"code_table must be 'auto', True or False, got {code_table!r}.")
-        code_table = checks.boolean("code_table", code_table)
+    channels_last = _auto_or_boolean("channels_last", channels_last)
+    code_table = _auto_or_boolean("code_table", code_table)
     seed = checks.seed("seed", seed)
     resolved = resolve_metric_names(names, representation)
     settings = dict(settings or {})
@@ -225,6 +218,31 @@ def evaluate_metrics(
     return results
 
 
+def _auto_or_boolean(name: str, value: Any) -> bool | Literal["auto"]:
+    """``value`` checked as ``"auto"``, True or False (a :class:`ParameterError` naming ``name`` otherwise)."""
+    if isinstance(value, str):
+        if value == "auto":
+            return value
+        raise checks.ParameterError(name, f"{name} must be 'auto', True or False, got {value!r}.")
+    return checks.boolean(name, value)
+
+
+def _vae_behind(representation: Any) -> Any:
+    """The :class:`~disentangle.models.vae.VAE` whose posterior means ``representation`` gives (the
+    VAE itself, its ``representation`` method, or either wrapped in a :class:`RepresentationFunction`);
+    None for anything else."""
+    from ..models.vae import VAE
+
+    if isinstance(representation, RepresentationFunction):
+        representation = representation.target
+    if isinstance(representation, VAE):
+        return representation
+    owner = getattr(representation, "__self__", None)
+    if isinstance(owner, VAE) and getattr(representation, "__func__", None) is VAE.representation:
+        return owner
+    return None
+
+
 def encoding_representation(representation: Any, channels_last: bool | Literal["auto"] = "auto") -> Any:
     """The representation that encodes for :func:`evaluate_metrics`: ``representation`` itself, or,
     when ``channels_last`` resolves to on for its device (a :class:`~disentangle.models.vae.VAE` or
@@ -235,11 +253,9 @@ def encoding_representation(representation: Any, channels_last: bool | Literal["
     import torch
 
     from .._core.hardware import choose_channels_last
-    from ..models.vae import VAE
 
-    target = representation.target if isinstance(representation, RepresentationFunction) else representation
-    model = target if isinstance(target, VAE) else getattr(target, "__self__", None)
-    if not isinstance(model, VAE) or (model is not target and getattr(target, "__func__", None) is not VAE.representation):
+    model = _vae_behind(representation)
+    if model is None:
         return representation
     weights = [p for p in model.parameters() if p.dim() == 4]
     if not weights or all(p.is_contiguous(memory_format=torch.channels_last) for p in weights):
@@ -275,14 +291,7 @@ def is_deterministic_representation(representation: Any) -> bool:
     """Whether ``representation`` is known to give the same code for the same observation:
     a :class:`disentangle.models.vae.VAE` (its codes are the posterior means) or its ``representation``
     method. Any other callable might sample its codes, so it is not assumed to be deterministic."""
-    from ..models.vae import VAE
-
-    if isinstance(representation, RepresentationFunction):
-        representation = representation.target
-    if isinstance(representation, VAE):
-        return True
-    owner = getattr(representation, "__self__", None)
-    return isinstance(owner, VAE) and getattr(representation, "__func__", None) is VAE.representation
+    return _vae_behind(representation) is not None
 
 
 __all__ = [
@@ -296,16 +305,16 @@ __all__ = [
     "as_representation_function",
     "available_metrics",
     "beta_vae_score",
+    "code_table_pays",
     "dci",
     "discrete_entropy",
+    "encoding_representation",
     "discrete_mutual_info",
     "downstream_task",
     "elbo_decomposition",
     "evaluate_metrics",
     "factor_vae_score",
     "histogram_discretize",
-    "code_table_pays",
-    "encoding_representation",
     "is_deterministic_representation",
     "metric_spec",
     "mig",

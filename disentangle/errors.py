@@ -59,6 +59,11 @@ class UnknownNameError(ConfigError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class RetiredModelError(UnknownNameError):
+    """A pretrained model the zoo no longer ships; the message names its replacement and how to
+    retrain it (see :func:`disentangle.zoo.manifest.retire_entry`)."""
+
+
 class ParameterError(ConfigError):
     """A bad parameter value; ``parameter`` names it so callers can add their section prefix."""
 

@@ -3,7 +3,7 @@
 >>> import disentangle.zoo as zoo
 >>> zoo.names()[:2]                                         # doctest: +SKIP
 >>> cfg = zoo.config("beta_tcvae-dsprites-beta6-s0")        # a validated Config
->>> model = zoo.load("beta_tcvae-sprites-beta6-cpu20k-s0")  # doctest: +SKIP (pretrained, eval mode)
+>>> model = zoo.load("beta_tcvae-sprites-beta6-cpu20k-ref-s0")  # doctest: +SKIP (pretrained, eval mode)
 
 Names (see :mod:`disentangle.zoo.recipes`): shipped configs (``quickstart``,
 ``dsprites/factor_vae``), generated recipes ``METHOD-DATASET-PARAMVALUE-sSEED`` (the Locatello
@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from .._core.registry import did_you_mean
-from ..errors import ConfigError, HashMismatchError, ManifestError, UnknownNameError, WeightsError, ZooFileError
+from ..errors import (
+    ConfigError,
+    HashMismatchError,
+    ManifestError,
+    RetiredModelError,
+    UnknownNameError,
+    WeightsError,
+    ZooFileError,
+)
 from . import catalog, locatello, recipes
 from .fetching import MIRROR_ENV, OFFLINE_ENV, Verification, fetch_entry, verify_entry
 from .manifest import MANIFEST_ENV, Entry
@@ -43,6 +51,7 @@ __all__ = [
     "MIRROR_ENV",
     "ManifestError",
     "OFFLINE_ENV",
+    "RetiredModelError",
     "WeightsError",
     "ZooFileError",
     "config",
@@ -96,8 +105,9 @@ def info(name: str) -> dict[str, Any]:
     """What the zoo knows about ``name``.
 
     Always ``name``, ``kind`` (``"pretrained"``, ``"shipped"``, ``"locatello2019"``, ``"extra"``,
-    ``"weak2020"``), ``pretrained``, ``config`` (raw nested dict) and ``model_number``
-    (disentanglement_lib's, or None). Pretrained models add their manifest record: ``sha256``,
+    ``"weak2020"``, ``"few_labels2020"``, ``"retired"``), ``pretrained``, ``config`` (raw nested
+    dict) and ``model_number`` (disentanglement_lib's, or None). A retired model adds its last
+    manifest record (``replaced_by``, ``reason``, ``retired``, ``sha256``, ``metrics``, …). Pretrained models add their manifest record: ``sha256``,
     ``size``, ``file``, ``urls``, ``recipe``, ``trained_steps``, ``wall_time_s``, ``machine``,
     ``library_version``, ``metrics`` (``{metric: {score: value}}``), ``metrics_seed``, …, and
     ``manifest`` (the manifest file) and ``cache_path`` (where a download goes).
@@ -115,6 +125,10 @@ def info(name: str) -> dict[str, Any]:
         out["cache_path"] = str(cache_file(record))
         out.setdefault("model_number", locatello.model_number_for_config(record.record["config"]))
         return out
+    if found.kind == "retired":
+        record = copy.deepcopy(catalog.retired()[name])
+        return {**record, "name": name, "kind": "retired", "pretrained": False, "config": raw,
+                "model_number": record.get("model_number")}
     if found.kind != "shipped":
         number = recipes.model_number_of(name)
     else:
@@ -125,8 +139,30 @@ def info(name: str) -> dict[str, Any]:
     return {"name": name, "kind": found.kind, "pretrained": False, "config": raw, "model_number": number}
 
 
+def _retired_message(name: str, record: dict[str, Any]) -> str:
+    """Why the retired model ``name`` cannot be loaded, what replaces it, and how to get it back."""
+    new = record["replaced_by"]
+
+    def mig(model: dict[str, Any]) -> str:
+        value = (model.get("metrics") or {}).get("mig", {}).get("mig")
+        return f"MIG {value:.3f}" if isinstance(value, (int, float)) else "MIG not recorded"
+
+    replacement = catalog.lookup(new)
+    new_score = mig(dict(replacement.pretrained.entry.record)) if replacement and replacement.pretrained else "not found"
+    return (
+        f"The pretrained model '{name}' was retired from the zoo on {record.get('retired', '?')}: "
+        f"{record['reason'].rstrip('.')}. Its replacement is '{new}' ({new_score}, against {mig(record)}): "
+        f"zoo.load('{new}'). The retired model's config and scores stay readable with "
+        f"zoo.info('{name}') (python -m disentangle.zoo info {name}); to have the model itself, retrain it "
+        f"with python -m disentangle.train --config zoo:{name}, or list a copy of its file (sha256 "
+        f"{record.get('sha256', '?')}) in a manifest of your own (${MANIFEST_ENV})."
+    )
+
+
 def _pretrained_entry(name: str) -> Entry:
     found = catalog.lookup(name)
+    if found is not None and found.kind == "retired":
+        raise RetiredModelError(_retired_message(name, catalog.retired()[name]))
     if found is None or found.pretrained is None:
         trained = names(pretrained=True)
         what = "is a recipe without pretrained weights" if found is not None else "is not a zoo name"

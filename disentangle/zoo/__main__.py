@@ -8,7 +8,7 @@
                                       [--metrics mig,dci] [--set METRIC.KEY=VALUE] [--url URL]
                                       [--recipe NAME] [--notes TEXT] [--wall-time SECONDS] [--force]
 
-For example ``python -m disentangle.zoo info beta_tcvae-sprites-beta6-cpu20k-s0``. Bad input (an
+For example ``python -m disentangle.zoo info beta_tcvae-sprites-beta6-cpu20k-ref-s0``. Bad input (an
 unknown name, method or dataset, a bad option) prints one paragraph on stderr and exits with status
 2; a file that cannot be fetched or verified exits with status 1; a closed output pipe (``... |
 head``) ends it quietly (:mod:`disentangle._core.cli`).
@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     ve.add_argument("--all", action="store_true", help="every pretrained model (the default without NAME)")
     pu = sub.add_parser("publish", help="write a finished run's weights and manifest entry")
     pu.add_argument("run_dir")
-    pu.add_argument("--name", required=True, help="pretrained name, e.g. beta_tcvae-sprites-beta6-cpu20k-s0")
+    pu.add_argument("--name", required=True, help="pretrained name, e.g. beta_tcvae-sprites-beta6-cpu20k-ref-s0")
     pu.add_argument("--manifest", help="manifest file to add the entry to (default: the package's)")
     pu.add_argument("--weights-dir", help="folder for the .safetensors file (default: weights/ next to the manifest)")
     pu.add_argument("--metrics", default=None,
@@ -135,6 +135,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"{len(rows)} pretrained models, best MIG first (as the README); steps: optimisation steps "
               f"trained, wall: training time. Scores at their defaults with the recorded seed "
               f"(python -m disentangle.zoo info NAME for every score).")
+        retired = zoo.catalog.retired()
+        if retired:
+            print(f"{len(retired)} retired models are not listed; each is replaced by a model above "
+                  f"(python -m disentangle.zoo info NAME says why): "
+                  + ", ".join(f"{old} -> {r['replaced_by']}" for old, r in sorted(retired.items())) + ".")
     else:
         print(_table(["name", "objective", "dataset", "steps", "family", "dislib #"], rows))
         print(f"{len(rows)} recipes. Generated recipes are listed with -s0; any -sN is a valid seed "

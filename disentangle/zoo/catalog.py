@@ -22,7 +22,7 @@ from typing import Any, Literal
 from ..errors import ConfigError
 from . import manifest, recipes
 
-Kind = Literal["pretrained", "shipped", "locatello2019", "extra", "weak2020", "few_labels2020"]
+Kind = Literal["pretrained", "shipped", "locatello2019", "extra", "weak2020", "few_labels2020", "retired"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,17 @@ def _pretrained_entry(entry: manifest.Entry) -> ZooEntry:
     return ZooEntry(record.name, "pretrained", str(entry.manifest), record, config)
 
 
+def _retired_entry(name: str, record: Mapping[str, Any]) -> ZooEntry:
+    """A retired model: its config (to retrain it) without weights; ``source`` names its replacement."""
+
+    def config() -> dict[str, Any]:
+        raw = copy.deepcopy(dict(record.get("config") or {}))
+        raw.setdefault("train", {})["out_dir"] = f"runs/{name}"
+        return raw
+
+    return ZooEntry(name, "retired", f"retired (replaced by {record['replaced_by']})", None, config)
+
+
 def _generated_entry(name: str) -> ZooEntry | None:
     parsed = recipes.parse_generated(name)
     if parsed is None:
@@ -159,11 +170,28 @@ def catalog() -> dict[str, ZooEntry]:
 
 
 def lookup(name: str) -> ZooEntry | None:
-    """The entry of ``name``, generated recipes of any seed included; None if it is no zoo name."""
+    """The entry of ``name``, generated recipes of any seed and retired models included (a retired
+    model is no listed name, but its name keeps its config); None if it is no zoo name."""
     if not isinstance(name, str):
         return None
     entry = catalog().get(name)
-    return entry if entry is not None else _generated_entry(name)
+    if entry is not None:
+        return entry
+    record = retired().get(name)
+    return _retired_entry(name, record) if record is not None else _generated_entry(name)
+
+
+_RETIRED: tuple[tuple, dict[str, dict[str, Any]]] | None = None
+
+
+def retired() -> dict[str, dict[str, Any]]:
+    """``{name: record}`` of the retired models of the manifests (:func:`manifest.retired`), kept
+    until a manifest changes."""
+    global _RETIRED
+    key = _manifest_key()
+    if _RETIRED is None or _RETIRED[0] != key:
+        _RETIRED = (key, manifest.retired())
+    return _RETIRED[1]
 
 
 def list_names(pattern: str | None = None, *, pretrained: bool = False) -> list[str]:
@@ -184,8 +212,9 @@ def list_names(pattern: str | None = None, *, pretrained: bool = False) -> list[
 
 def clear() -> None:
     """Forget the table (it is rebuilt on next use): for code that changes the shipped configs."""
-    global _TABLE
+    global _TABLE, _RETIRED
     _TABLE = None
+    _RETIRED = None
 
 
-__all__ = ["Kind", "Pretrained", "ZooEntry", "catalog", "clear", "list_names", "lookup"]
+__all__ = ["Kind", "Pretrained", "ZooEntry", "catalog", "clear", "list_names", "lookup", "retired"]

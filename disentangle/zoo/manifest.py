@@ -10,16 +10,24 @@ A manifest is JSON::
 
     {"format": 1,
      "models": {
-       "beta_tcvae-sprites-beta6-cpu20k-s0": {
-         "file": "weights/beta_tcvae-sprites-beta6-cpu20k-s0.safetensors",  # relative to the manifest
+       "beta_tcvae-sprites-beta6-cpu20k-ref-s0": {
+         "file": "weights/beta_tcvae-sprites-beta6-cpu20k-ref-s0.safetensors",  # relative to the manifest
          "sha256": "…", "size": 3021234,                 # a download longer than size is stopped
-         "urls": ["https://…/beta_tcvae-sprites-beta6-cpu20k-s0.safetensors"],   # may be empty
+         "urls": ["https://…/beta_tcvae-sprites-beta6-cpu20k-ref-s0.safetensors"],   # may be empty
          "recipe": "…" | null, "model_number": null,
          "config": {…resolved config…},
          "trained_steps": 20000, "wall_time_s": 5400.0, "wall_time_source": "…",
          "machine": {…}, "library_version": "0.1.0", "torch_version": "…", "published": "…",
          "metrics": {"mig": {"discrete_mig": 0.21}, …}, "metrics_seed": 0, "metrics_settings": {}
-       }}}
+       }},
+     "retired": {                                        # optional
+       "beta_tcvae-sprites-beta6-cpu20k-s0": {
+         "replaced_by": "beta_tcvae-sprites-beta6-cpu20k-ref-s0", "reason": "…",
+         "retired": "2026-11-24", …the model's last record (config, sha256, metrics)…}}}
+
+A *retired* model is one the zoo no longer ships (:func:`retire_entry` moves it there): its name
+stays known, its record (config, scores, sha256) stays readable with ``zoo.info`` and trainable
+with ``--config zoo:NAME``, and loading it is refused with a message naming its replacement.
 """
 from __future__ import annotations
 
@@ -101,6 +109,7 @@ def _read(path: Path) -> dict[str, Any]:
                 f"The zoo manifest {path}: entry '{name}' has 'size' {size!r}; it must be the weight file's "
                 f"size in bytes (a non-negative integer), or be left out."
             )
+    _check_retired(path, data)
     return data
 
 
@@ -125,6 +134,23 @@ def _check_file(path: Path, name: str, record: dict[str, Any]) -> None:
         )
 
 
+def _check_retired(path: Path, data: dict[str, Any]) -> None:
+    retired = data.get("retired", {})
+    if not isinstance(retired, dict):
+        raise ManifestError(f"The zoo manifest {path} has a 'retired' that is not a mapping of names to records.")
+    for name, record in retired.items():
+        if not isinstance(record, dict) or not isinstance(record.get("replaced_by"), str) or not isinstance(record.get("reason"), str):
+            raise ManifestError(
+                f"The zoo manifest {path}: retired entry '{name}' needs 'replaced_by' (the name of the model that "
+                f"replaces it) and 'reason' (why it was retired), both strings. Fix the entry, or move the model "
+                f"back to 'models'."
+            )
+        if name in data["models"]:
+            raise ManifestError(
+                f"The zoo manifest {path} lists '{name}' both as a model and as retired; keep one of the two."
+            )
+
+
 def manifest_paths() -> list[Path]:
     """The shipped manifest followed by those named in ``$DISENTANGLE_ZOO_MANIFEST``."""
     extra = [Path(p).expanduser() for p in os.environ.get(MANIFEST_ENV, "").split(os.pathsep) if p.strip()]
@@ -142,6 +168,20 @@ def entries() -> dict[str, Entry]:
     return found
 
 
+def retired() -> dict[str, dict[str, Any]]:
+    """Every retired model's record, by name (later manifests override earlier ones; a model that a
+    later manifest lists under 'models' is not retired)."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in manifest_paths():
+        if path == SHIPPED_MANIFEST and not path.exists():
+            continue
+        data = _read(path)
+        for name in data["models"]:
+            found.pop(name, None)
+        found.update(data.get("retired", {}))
+    return found
+
+
 def read_manifest(path: str | Path) -> dict[str, Any]:
     """A manifest's content, or an empty one if the file does not exist yet."""
     path = Path(path)
@@ -149,10 +189,34 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
 
 
 def write_entry(path: str | Path, name: str, record: dict[str, Any]) -> None:
-    """Add or replace ``name`` in the manifest at ``path`` (atomic rewrite, sorted names)."""
+    """Add or replace ``name`` in the manifest at ``path`` (atomic rewrite, sorted names); a retired
+    model of that name is brought back (its retired record is dropped)."""
     path = Path(path)
     data = read_manifest(path)
     data["format"] = FORMAT_VERSION
     data["models"][name] = record
+    if name in data.get("retired", {}):
+        del data["retired"][name]
     data["models"] = dict(sorted(data["models"].items()))
     atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=False) + "\n").encode())
+
+
+def retire_entry(path: str | Path, name: str, replaced_by: str, reason: str, date: str) -> dict[str, Any]:
+    """Move ``name`` from the manifest's ``models`` to its ``retired`` records (atomic rewrite), with
+    ``replaced_by`` (a model of the same manifest), ``reason`` and the ``date`` it was retired; the
+    record (config, sha256, scores) is kept, its weight file is not touched. Returns the record."""
+    path = Path(path)
+    data = read_manifest(path)
+    if name not in data["models"]:
+        raise ManifestError(f"The zoo manifest {path} has no model '{name}' to retire.")
+    if replaced_by not in data["models"] or replaced_by == name:
+        raise ManifestError(
+            f"'{name}' cannot be retired in favour of '{replaced_by}': the replacement must be another "
+            f"model of the same manifest ({path}). Publish the replacement first."
+        )
+    record = {"replaced_by": replaced_by, "reason": reason, "retired": date, **data["models"].pop(name)}
+    data.setdefault("retired", {})[name] = record
+    data["retired"] = dict(sorted(data["retired"].items()))
+    _check_retired(path, data)
+    atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=False) + "\n").encode())
+    return record

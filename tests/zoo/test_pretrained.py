@@ -432,3 +432,65 @@ def test_a_changed_shipped_file_is_restored_by_reinstalling():
 
     entry = zoo.entry(zoo.names(pretrained=True)[0]).pretrained.entry
     assert "reinstall the package" in remedy(entry)
+
+
+# ---------------------------------------------------------------------- retired models
+def test_a_retired_model_names_its_replacement_keeps_its_record_and_comes_back_when_republished(
+    tmp_path, published, train_tiny, monkeypatch, capsys
+):
+    """retire_entry moves a model to 'retired': loading it is refused with its replacement's name
+    and scores, its config and record stay readable (and trainable), listings leave it out and
+    name it, and publishing the name again brings it back."""
+    run, source, record = published
+    folder = tmp_path / "zoo"
+    folder.mkdir()
+    (folder / "weights").mkdir()
+    data = json.loads(source.read_text())
+    new = "tiny-mlp-test-ref-s0"
+    data["models"][new] = dict(data["models"][NAME])
+    for name in (NAME, new):
+        (folder / data["models"][name]["file"]).write_bytes(weight_file(published).read_bytes())
+    manifest = folder / "manifest.json"
+    manifest.write_text(json.dumps(data))
+    monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", str(manifest))
+
+    with pytest.raises(zoo.ManifestError, match="replacement must be another model"):
+        zoo_manifest.retire_entry(manifest, NAME, "no-such-model", "why", "2026-11-24")
+    kept = zoo_manifest.retire_entry(manifest, NAME, new, "trained with PyTorch's default init.", "2026-11-24")
+    assert kept["sha256"] == record["sha256"] and kept["replaced_by"] == new
+    stored = json.loads(manifest.read_text())
+    assert NAME not in stored["models"] and stored["retired"][NAME]["config"] == record["config"]
+
+    assert NAME not in zoo.names(pretrained=True) and NAME not in zoo.names() and new in zoo.names(pretrained=True)
+    with pytest.raises(zoo.RetiredModelError) as err:
+        zoo.load(NAME)
+    message = str(err.value)
+    mig = record["metrics"]["mig"]["mig"]
+    assert f"'{new}' (MIG {mig:.3f}, against MIG {mig:.3f})" in message
+    assert "trained with PyTorch's default init" in message and record["sha256"] in message
+    assert f"--config zoo:{NAME}" in message and "retired from the zoo on 2026-11-24" in message
+    assert isinstance(err.value, UnknownNameError)
+
+    info = zoo.info(NAME)
+    assert info["kind"] == "retired" and info["pretrained"] is False and info["replaced_by"] == new
+    assert info["metrics"] == record["metrics"] and info["sha256"] == record["sha256"]
+    assert zoo.config(NAME).seed == record["config"]["seed"]  # retrainable from its name
+    assert zoo.config_dict(NAME)["train"]["out_dir"] == f"runs/{NAME}"
+
+    code, out, _ = cli(capsys, "list", "--pretrained")
+    assert code == 0 and "1 retired models are not listed" in out and f"{NAME} -> {new}" in out
+    code, out, err_text = cli(capsys, "info", NAME)
+    assert code == 0 and f"replaced_by: {new}" in out
+    code, out, err_text = cli(capsys, "fetch", NAME)
+    assert code == 2 and f"Its replacement is '{new}'" in err_text and "Traceback" not in err_text
+
+    zoo_manifest.write_entry(manifest, NAME, dict(record, file=data["models"][NAME]["file"]))
+    assert NAME in zoo.names(pretrained=True) and NAME not in json.loads(manifest.read_text())["retired"]
+    assert_same_weights(zoo.load(NAME), run)
+
+
+def test_a_manifest_with_a_bad_retired_record_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps({"format": 1, "models": {}, "retired": {"old": {"reason": "x"}}}))
+    with pytest.raises(zoo.ManifestError, match="needs 'replaced_by'"):
+        zoo_manifest.read_manifest(path)

@@ -1,7 +1,7 @@
 """torch.hub entry points of the disentangle model zoo.
 
-    torch.hub.load("path/to/disentangle", "beta_vae-sprites-beta4-cpu20k-s0", source="local")
-    torch.hub.load("path/to/disentangle", "zoo_model", name="beta_vae-sprites-beta4-cpu20k-s0", source="local")
+    torch.hub.load("path/to/disentangle", "beta_vae-sprites-beta4-cpu20k-ref-s0", source="local")
+    torch.hub.load("path/to/disentangle", "zoo_model", name="beta_vae-sprites-beta4-cpu20k-ref-s0", source="local")
 
 Every pretrained model of the manifests (``python -m disentangle.zoo list --pretrained``) is an
 entry point under its own name, returning the model in eval mode; ``zoo_model(name)`` loads any of

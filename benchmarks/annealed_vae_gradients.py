@@ -1,7 +1,11 @@
 """Why an AnnealedVAE collapsed: the size of each loss term's gradient on the encoder.
 
     python benchmarks/annealed_vae_gradients.py RUN_DIR            # a run folder (checkpoint.pt)
-    python benchmarks/annealed_vae_gradients.py zoo:annealed_vae-sprites-c_max25-cpu20k-s0
+    python benchmarks/annealed_vae_gradients.py zoo:annealed_vae-sprites-c_max25-cpu20k-ref-s0
+
+The collapsed model this was written for, ``annealed_vae-sprites-c_max25-cpu20k-s0`` (PyTorch's
+layer init), is retired from the zoo; its config stays, so ``python -m disentangle.train --config
+zoo:annealed_vae-sprites-c_max25-cpu20k-s0`` retrains it into ``runs/`` for this script.
 
 The AnnealedVAE loss is ``recon + γ·|KL − C|`` (Burgess et al. 2018). For each encoder parameter
 this prints the root-mean-square gradient of the reconstruction term and of the capacity term

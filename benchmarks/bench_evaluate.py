@@ -1,7 +1,7 @@
 """Wall time of ``python -m disentangle.evaluate`` on a real model: load, build the dataset, score
 every metric of the Locatello et al. study and the unsupervised scores, encoding included.
 
-    python benchmarks/bench_evaluate.py zoo:beta_tcvae-sprites-beta6-cpu20k-s0 --threads 2
+    python benchmarks/bench_evaluate.py zoo:beta_tcvae-sprites-beta6-cpu20k-ref-s0 --threads 2
     python benchmarks/bench_evaluate.py RUN_DIR --batch-sizes 64,1024 --rounds 2
 
 Each round times the whole evaluation once per representation batch size given (alternating, so a

@@ -1,6 +1,6 @@
 """Where bf16 autocast loses precision in a training step, measured on a trained model.
 
-    python benchmarks/bf16_precision.py --model zoo:beta_tcvae-sprites-beta6-cpu20k-s0 --out benchmarks/RESULTS-bf16-precision.md
+    python benchmarks/bf16_precision.py --model zoo:beta_tcvae-sprites-beta6-cpu20k-ref-s0 --out benchmarks/RESULTS-bf16-precision.md
 
 For one batch of 64 sprites and the trained weights of a zoo model, the objective's terms and the
 gradient of its loss are computed three ways: fp32 (the reference), bf16 autocast as the trainer
@@ -78,7 +78,7 @@ def compare(ref: tuple[dict, dict], other: tuple[dict, dict]) -> tuple[dict, dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="zoo:beta_tcvae-sprites-beta6-cpu20k-s0")
+    parser.add_argument("--model", default="zoo:beta_tcvae-sprites-beta6-cpu20k-ref-s0")
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()

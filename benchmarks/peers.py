@@ -52,7 +52,7 @@ freed memory (``MALLOC_TUNED_ENV``).
 Part 2: metrics on one shipped model
 ------------------------------------
 MIG, DCI, SAP and the FactorVAE score of ``--model`` (default
-``zoo:beta_tcvae-sprites-beta6-cpu20k-s0``) computed by disent's ``disent.metrics`` and by ours,
+``zoo:beta_tcvae-sprites-beta6-cpu20k-ref-s0``) computed by disent's ``disent.metrics`` and by ours,
 with disent's default settings (or, with ``--fast-metrics``, the "fast" settings disent declares)
 read from its code and passed to ours, values and wall time with encoding included, each metric
 alone. disent 0.8.0 has no BetaVAE score; ours is reported alone. disent gets our sprites as a
@@ -87,7 +87,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 PEERS_DIR = Path(__file__).resolve().parent / "peers"
 WARMUP_STEPS = 20
 MARKER = "disentangle-peer.json"
-DEFAULT_MODEL = "zoo:beta_tcvae-sprites-beta6-cpu20k-s0"
+DEFAULT_MODEL = "zoo:beta_tcvae-sprites-beta6-cpu20k-ref-s0"
 # what our package needs in the disent venv to load a model and render sprites (not numba: disent
 # would start using it, so the venv would no longer be a plain disent install)
 OURS_RUNTIME_DEPS = ("numpy", "scipy", "scikit-learn", "h5py", "pyyaml", "tqdm", "pillow", "safetensors")

@@ -1,7 +1,7 @@
 """Is the position encoded in a rotated basis? MIG before and after the best rotation of the plane of
 the two latents that carry the position.
 
-    python benchmarks/position_basis.py [NAME ...] [--out benchmarks/RESULTS-position-basis.md]
+    python benchmarks/position_basis.py [NAME|RUN_DIR ...] [--out benchmarks/RESULTS-position-basis.md]
 
 Without names: every pretrained sprites model of the zoo trained with disentanglement_lib's layer
 init (``model.init: reference``). A model can encode the x and y positions well and still score a
@@ -31,6 +31,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # time_to_disentangle's cpu_description
 
 import disentangle  # noqa: E402
 from disentangle import zoo  # noqa: E402
@@ -100,7 +101,7 @@ def default_names() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("names", nargs="*", help="pretrained zoo names (default: the reference-init sprites models)")
+    parser.add_argument("names", nargs="*", help="pretrained zoo names or run folders (default: the reference-init sprites models)")
     parser.add_argument("--out", type=Path, default=None, help="write the markdown here too")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     datasets: dict[str, object] = {}
     for name in names:
-        model = disentangle.load(f"zoo:{name}")
+        model = disentangle.load(name if Path(name).is_dir() else f"zoo:{name}")
         key = repr(sorted(model.config["data"].items()))
         if key not in datasets:
             datasets[key] = build_dataset(model.config["data"])
@@ -121,7 +122,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['theta']}° | {r['x_rot']:.3f} | {r['y_rot']:.3f} | {r['mig_rot']:.3f} |"
         )
         print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
+    from time_to_disentangle import cpu_description
+
+    header = [
+        "# Is the position encoded in a rotated basis?", "",
+        f"`python benchmarks/position_basis.py{' ' + ' '.join(args.names) if args.names else ''}` "
+        "(see its docstring for the method). MIG and its x and y parts as MIG samples them (10,000 "
+        "points, seed 0, 20 bins); then the same codes with the plane of the two position latents "
+        "(standardised) rotated by the angle θ that maximises the x and y parts. Computed on: "
+        f"{cpu_description()}, torch {torch.__version__}.", "",
+    ]
+    text = "\n".join(header + lines) + "\n"
     if args.out is not None:
         args.out.write_text(text)
     return 0

@@ -1,6 +1,6 @@
 """Command line of the model zoo::
 
-    python -m disentangle.zoo list [--pretrained] [--method M] [--dataset D]
+    python -m disentangle.zoo list [--pretrained | --retired] [--method M] [--dataset D]
     python -m disentangle.zoo info NAME [--json]
     python -m disentangle.zoo fetch NAME
     python -m disentangle.zoo verify [NAME]            (no NAME: every pretrained model)
@@ -41,7 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m disentangle.zoo", description="The disentangle model zoo.")
     sub = p.add_subparsers(dest="command", required=True)
     ls = sub.add_parser("list", help="list recipes (or pretrained models with their scores)")
-    ls.add_argument("--pretrained", action="store_true", help="only models with weights, with their recorded scores")
+    which = ls.add_mutually_exclusive_group()
+    which.add_argument("--pretrained", action="store_true", help="only models with weights, with their recorded scores")
+    which.add_argument("--retired", action="store_true",
+                       help="the pretrained models no longer shipped, with the models that replace them")
     ls.add_argument("--method", help="only this objective (e.g. beta_tcvae)")
     ls.add_argument("--dataset", help="only this dataset (e.g. dsprites)")
     inf = sub.add_parser("info", help="everything the zoo knows about a name")
@@ -107,6 +110,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     datasets = sorted(set(DATASETS.names()) | {d for f in zoo.recipes.FAMILIES for d in f.datasets})
     _check_filter("method", args.method, objectives)
     _check_filter("dataset", args.dataset, datasets)
+    if args.retired:
+        return _list_retired(args)
     rows = []
     for name in zoo.names(pretrained=args.pretrained):
         raw = zoo.config_dict(name)
@@ -132,18 +137,39 @@ def cmd_list(args: argparse.Namespace) -> int:
         mig = header.index("MIG")
         rows.sort(key=lambda row: -float(row[mig]) if row[mig] not in ("", "-") else float("inf"))
         print(_table(header, rows))
+        retired = zoo.catalog.retired()
         print(f"{len(rows)} pretrained models, best MIG first (as the README); steps: optimisation steps "
               f"trained, wall: training time. Scores at their defaults with the recorded seed "
-              f"(python -m disentangle.zoo info NAME for every score).")
-        retired = zoo.catalog.retired()
-        if retired:
-            print(f"{len(retired)} retired models are not listed; each is replaced by a model above "
-                  f"(python -m disentangle.zoo info NAME says why): "
-                  + ", ".join(f"{old} -> {r['replaced_by']}" for old, r in sorted(retired.items())) + ".")
+              f"(python -m disentangle.zoo info NAME for every score)."
+              + (f" {len(retired)} retired models are not listed (python -m disentangle.zoo list --retired)."
+                 if retired else ""))
     else:
         print(_table(["name", "objective", "dataset", "steps", "family", "dislib #"], rows))
         print(f"{len(rows)} recipes. Generated recipes are listed with -s0; any -sN is a valid seed "
               f"(seeds 0-49 of locatello2019 have disentanglement_lib model numbers).")
+    return 0
+
+
+def _list_retired(args: argparse.Namespace) -> int:
+    from .. import zoo
+
+    def mig(record) -> str:
+        return _fmt(((record.get("metrics") or {}).get("mig") or {}).get("mig"))
+
+    rows = []
+    for name, record in sorted(zoo.catalog.retired().items()):
+        config = record.get("config") or {}
+        objective = (config.get("objective") or {}).get("name", "beta_vae")
+        dataset = (config.get("data") or {}).get("name", "sprites")
+        if (args.method and objective != args.method) or (args.dataset and dataset != args.dataset):
+            continue
+        new = record["replaced_by"]
+        replacement = zoo.catalog.lookup(new)
+        new_mig = mig(replacement.pretrained.entry.record) if replacement and replacement.pretrained else "-"
+        rows.append([name, record.get("retired", "-"), mig(record), new, new_mig])
+    print(_table(["name", "retired", "MIG", "replaced by", "its MIG"], rows))
+    print(f"{len(rows)} retired models: no longer shipped, their records kept (python -m disentangle.zoo info NAME "
+          f"says why; python -m disentangle.train --config zoo:NAME retrains one).")
     return 0
 
 

@@ -39,7 +39,7 @@ def check_name(name: str) -> str:
         raise ConfigError(
             f"'{name}' cannot be a pretrained model name: use lower-case letters, digits, '_', '-' and "
             f"'.' (at most 120 characters, starting with a letter or digit), e.g. "
-            f"beta_vae-sprites-beta4-cpu20k-s0 (recipe name, schedule, seed)."
+            f"beta_vae-sprites-beta4-cpu20k-ref-s0 (recipe name, schedule, seed)."
         )
     return name
 

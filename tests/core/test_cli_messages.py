@@ -42,8 +42,8 @@ def test_an_output_folder_that_is_a_file_is_refused_before_anything_is_written(t
 def test_zoo_info_takes_the_zoo_prefix_like_the_other_commands(capsys):
     from disentangle.zoo.__main__ import main
 
-    assert main(["info", "zoo:beta_vae-sprites-beta4-cpu20k-s0"]) == 0
-    assert "name: beta_vae-sprites-beta4-cpu20k-s0" in capsys.readouterr().out
+    assert main(["info", "zoo:beta_vae-sprites-beta4-cpu20k-ref-s0"]) == 0
+    assert "name: beta_vae-sprites-beta4-cpu20k-ref-s0" in capsys.readouterr().out
 
 
 def test_the_checkpoint_fallback_is_one_warning_line(tmp_path):

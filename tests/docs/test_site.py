@@ -288,7 +288,7 @@ def test_the_readme_pretrained_table_is_the_manifest():
     hook = _hook()
     text = hook.README.read_text()
     assert hook.readme_with_current_tables(text) == text, "run: python docs/hooks/generated.py"
-    assert "| `beta_tcvae-sprites-beta6-cpu20k-s0` |" in text
+    assert "| `beta_tcvae-sprites-beta6-cpu20k-ref-s0` |" in text
 
 
 def test_the_seeds_table_gives_mean_and_sample_std_over_the_shipped_seeds():

@@ -37,6 +37,6 @@ def test_notebook_executes_and_shows_every_picture(tmp_path, monkeypatch):
     assert mimes.count("image/gif") == 1
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "KL per latent" in text and "mig {'mig':" in text and "sap_score {'sap':" in text
-    assert "beta_tcvae-sprites-beta6-cpu20k-s0 - 20000 steps" in text  # the zoo model was loaded
+    assert "beta_tcvae-sprites-beta6-cpu20k-ref-s0 - 20000 steps" in text  # the zoo model was loaded
     with Image.open(next(tmp_path.glob("disentangle_notebook_*")) / "traversals.gif") as gif:
         assert gif.n_frames > 1 and gif.size[0] > 64

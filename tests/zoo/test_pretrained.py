@@ -478,7 +478,12 @@ def test_a_retired_model_names_its_replacement_keeps_its_record_and_comes_back_w
     assert zoo.config_dict(NAME)["train"]["out_dir"] == f"runs/{NAME}"
 
     code, out, _ = cli(capsys, "list", "--pretrained")
-    assert code == 0 and "1 retired models are not listed" in out and f"{NAME} -> {new}" in out
+    count = len(zoo.catalog.retired())  # the shipped manifest's retired models and this one
+    assert code == 0 and f"{count} retired models are not listed (python -m disentangle.zoo list --retired)" in out
+    code, out, _ = cli(capsys, "list", "--retired")
+    row = next(line for line in out.splitlines() if line.startswith(NAME))
+    assert code == 0 and row.split() == [NAME, "2026-11-24", f"{mig:.3f}", new, f"{mig:.3f}"]
+    assert f"{count} retired models" in out
     code, out, err_text = cli(capsys, "info", NAME)
     assert code == 0 and f"replaced_by: {new}" in out
     code, out, err_text = cli(capsys, "fetch", NAME)
@@ -494,3 +499,23 @@ def test_a_manifest_with_a_bad_retired_record_is_refused(tmp_path, monkeypatch):
     path.write_text(json.dumps({"format": 1, "models": {}, "retired": {"old": {"reason": "x"}}}))
     with pytest.raises(zoo.ManifestError, match="needs 'replaced_by'"):
         zoo_manifest.read_manifest(path)
+
+
+def test_a_later_manifest_that_lists_a_retired_model_makes_it_loadable_again(tmp_path, published, monkeypatch):
+    """The way back the retirement message gives: a manifest of one's own listing the file."""
+    run, source, record = published
+    data = json.loads(source.read_text())
+    shipped_like = tmp_path / "shipped" / "manifest.json"
+    shipped_like.parent.mkdir()
+    retired_record = {"replaced_by": "other-s0", "reason": "test", "retired": "2026-11-24", **data["models"][NAME]}
+    shipped_like.write_text(json.dumps({"format": 1, "models": {"other-s0": data["models"][NAME]},
+                                        "retired": {NAME: retired_record}}))
+    monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", str(shipped_like))
+    with pytest.raises(zoo.RetiredModelError):
+        zoo.load(NAME)
+    mine = tmp_path / "mine" / "manifest.json"
+    mine.parent.mkdir()
+    mine.write_text(json.dumps({"format": 1, "models": {NAME: dict(data["models"][NAME], file=str(weight_file(published)))}}))
+    monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", os.pathsep.join([str(shipped_like), str(mine)]))
+    assert NAME not in zoo.catalog.retired()
+    assert_same_weights(zoo.load(NAME), run)

@@ -83,7 +83,7 @@ def test_info_vae_and_aae_recipes():
 
 
 def test_weakly_supervised_recipes_generated():
-    pretrained = set(zoo.names(pretrained=True))  # e.g. ada_gvae-sprites-beta4-cpu20k-s0, not a generated recipe
+    pretrained = set(zoo.names(pretrained=True))  # e.g. ada_gvae-sprites-beta4-cpu20k-ref-s0, not a generated recipe
     names = [n for n in zoo.names() if n.startswith(("ada_gvae-", "ada_ml_vae-")) and n not in pretrained]
     assert len(names) == 60
     raw = zoo.config_dict("ada_ml_vae-mpi3d-beta16-s4")

@@ -1,4 +1,4 @@
-"""The initialisation A/B: the zoo's CPU recipe with ``model.init: reference`` against the shipped
+"""The initialisation A/B: the zoo's CPU recipe with ``model.init: reference`` against the retired
 ``model.init: pytorch`` models of the same recipe and seeds.
 
     python benchmarks/init_ab.py ~/init-ab/beta_vae ~/init-ab/beta_tcvae ~/init-ab/annealed_vae \\
@@ -6,8 +6,11 @@
 
 Reads the reference-init runs of the sweep folders given (``configs/sweeps/init_ab/*.yaml``;
 finished runs: ``metrics.json``; unfinished: their newest checkpoint, marked partial) and pairs each
-with the shipped zoo model of the same objective, strength, seed and step count (trained with
-PyTorch's initialisation). Per model it reports:
+with the zoo model of the same objective, strength, seed and step count trained with PyTorch's
+initialisation (``NAME-cpu20k-sN``). Those models are retired from the package: list their files in
+a manifest of your own (``DISENTANGLE_ZOO_MANIFEST``; the files are in the repository's history,
+``git show 02eb638:disentangle/zoo/weights/NAME.safetensors``), or a run has no twin. Per model it
+reports:
 
 * MIG and DCI disentanglement (the scores recorded with the run or in the zoo manifest, at the
   metrics' defaults), and MIG at 2,000 / 10,000 / 20,000 steps from the run's log;
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -254,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         header = (
             "# The initialisation A/B\n\n`python benchmarks/init_ab.py "
-            + " ".join(str(f) for f in args.folders) + f" --out {args.out}`\n\n"
+            + " ".join(str(f) for f in args.folders) + f" --out {args.out}`"
+            + (" with the retired PyTorch-init models listed in DISENTANGLE_ZOO_MANIFEST"
+               if os.environ.get("DISENTANGLE_ZOO_MANIFEST") else "") + "\n\n"
         )
         args.out.write_text(header + text + "\n")
     return 0

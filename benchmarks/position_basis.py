@@ -8,7 +8,9 @@ init (``model.init: reference``). A model can encode the x and y positions well 
 low MIG on them, if its two position latents are a rotation of (x, y) (e.g. x + y and y − x): MIG
 asks for one latent per factor. This measures how much of a model's MIG that costs.
 
-Per model, exactly as MIG samples (:func:`disentangle.metrics.mig`, seed 0): 10,000 factor vectors
+Per model, exactly as MIG samples (:func:`disentangle.metrics.mig`, with the seed the zoo recorded
+its scores with, ``metrics_seed``, so the first column is the published MIG; 0 for a run folder
+unless ``--seed`` is given): 10,000 factor vectors
 drawn uniformly, one observation each, its posterior mean as the code, each code dimension binned
 into 20 equal-width bins, plug-in mutual information in nats. The two latents with the largest
 ``I(z; x) + I(z; y)`` span the position plane; they are standardised (zero mean, unit variance) and
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="pretrained zoo names or run folders (default: the reference-init sprites models)")
     parser.add_argument("--out", type=Path, default=None, help="write the markdown here too")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the metric's seed (default: a zoo model's recorded metrics_seed, 0 for a run folder)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     names = args.names or default_names()
@@ -112,11 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
     datasets: dict[str, object] = {}
     for name in names:
-        model = disentangle.load(name if Path(name).is_dir() else f"zoo:{name}")
+        is_run = Path(name).is_dir()
+        model = disentangle.load(name if is_run else f"zoo:{name}")
+        seed = args.seed if args.seed is not None else (0 if is_run else int(zoo.info(name).get("metrics_seed") or 0))
         key = repr(sorted(model.config["data"].items()))
         if key not in datasets:
             datasets[key] = build_dataset(model.config["data"])
-        r = position_basis(model, datasets[key])
+        r = position_basis(model, datasets[key], seed=seed)
         lines.append(
             f"| `{name}` | {r['mig']:.3f} | {r['x']:.3f} | {r['y']:.3f} | z{r['latents'][0]}, z{r['latents'][1]} | "
             f"{r['theta']}° | {r['x_rot']:.3f} | {r['y_rot']:.3f} | {r['mig_rot']:.3f} |"
@@ -128,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Is the position encoded in a rotated basis?", "",
         f"`python benchmarks/position_basis.py{' ' + ' '.join(args.names) if args.names else ''}` "
         "(see its docstring for the method). MIG and its x and y parts as MIG samples them (10,000 "
-        "points, seed 0, 20 bins); then the same codes with the plane of the two position latents "
+        "points, 20 bins, the seed each model's published scores were computed with); then the same codes with the plane of the two position latents "
         "(standardised) rotated by the angle θ that maximises the x and y parts. Computed on: "
         f"{cpu_description()}, torch {torch.__version__}.", "",
     ]

@@ -59,6 +59,12 @@ METHOD_PRETTY = {
     "beta_tcvae": "β-TCVAE",
     "info_vae": "InfoVAE",
     "aae": "AAE",
+    "ada_gvae": "Ada-GVAE",
+    "ada_ml_vae": "Ada-ML-VAE",
+    "group_gvae": "GVAE",
+    "group_ml_vae": "ML-VAE",
+    "infogan": "InfoGAN",
+    "infogan_cr": "InfoGAN-CR",
 }
 SHARE_COLORS = ("#4C72B0", "#DD8452", "#BBBBBB")
 

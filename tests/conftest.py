@@ -8,7 +8,9 @@ Tests take what they need as fixtures (never ``from conftest import ...``):
   (a small MLP VAE; an objective that trains another kind of model, e.g. ``objective.name=infogan``,
   gets a small model of its kind from :data:`TINY_MODELS` unless ``extra`` names ``model.backbone``);
 * ``one_thread`` -- ``torch.set_num_threads(1)`` for the test, restored after; modules that want it for
-  every test say ``pytestmark = pytest.mark.usefixtures("one_thread")``.
+  every test say ``pytestmark = pytest.mark.usefixtures("one_thread")``;
+* ``benchmark_script`` -- ``(name) -> module``: ``benchmarks/<name>.py`` imported from its file (the
+  benchmarks are scripts, not a package).
 """
 from __future__ import annotations
 
@@ -98,6 +100,24 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def _benchmark_script(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def benchmark_script() -> Callable:
+    """The loader ``(name) -> module`` of ``benchmarks/<name>.py`` (a script put on ``sys.path`` by
+    itself where it imports its siblings)."""
+    return _benchmark_script
 
 
 @pytest.fixture

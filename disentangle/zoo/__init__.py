@@ -107,8 +107,9 @@ def info(name: str) -> dict[str, Any]:
     Always ``name``, ``kind`` (``"pretrained"``, ``"shipped"``, ``"locatello2019"``, ``"extra"``,
     ``"weak2020"``, ``"few_labels2020"``, ``"retired"``), ``pretrained``, ``config`` (raw nested
     dict) and ``model_number`` (disentanglement_lib's, or None). A retired model adds its last
-    manifest record (``replaced_by``, ``reason``, ``retired``, ``sha256``, ``metrics``, …). Pretrained models add their manifest record: ``sha256``,
-    ``size``, ``file``, ``urls``, ``recipe``, ``trained_steps``, ``wall_time_s``, ``machine``,
+    manifest record (``replaced_by``, ``reason``, ``retired``, ``sha256``, ``metrics``, …).
+    Pretrained models add their manifest record: ``sha256``, ``size``, ``file``, ``urls``,
+    ``recipe``, ``trained_steps``, ``wall_time_s``, ``machine``,
     ``library_version``, ``metrics`` (``{metric: {score: value}}``), ``metrics_seed``, …, and
     ``manifest`` (the manifest file) and ``cache_path`` (where a download goes).
     """
@@ -143,12 +144,12 @@ def _retired_message(name: str, record: dict[str, Any]) -> str:
     """Why the retired model ``name`` cannot be loaded, what replaces it, and how to get it back."""
     new = record["replaced_by"]
 
-    def mig(model: dict[str, Any]) -> str:
-        value = (model.get("metrics") or {}).get("mig", {}).get("mig")
-        return f"MIG {value:.3f}" if isinstance(value, (int, float)) else "MIG not recorded"
+    def mig(model: dict[str, Any] | None) -> str:
+        value = catalog.recorded_mig(model)
+        return f"MIG {value:.3f}" if value is not None else "MIG not recorded"
 
-    replacement = catalog.lookup(new)
-    new_score = mig(dict(replacement.pretrained.entry.record)) if replacement and replacement.pretrained else "not found"
+    replacement = catalog.replacement_record(name)
+    new_score = mig(replacement) if replacement is not None else "not found"
     return (
         f"The pretrained model '{name}' was retired from the zoo on {record.get('retired', '?')}: "
         f"{record['reason'].rstrip('.')}. Its replacement is '{new}' ({new_score}, against {mig(record)}): "

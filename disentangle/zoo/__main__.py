@@ -153,9 +153,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _list_retired(args: argparse.Namespace) -> int:
     from .. import zoo
 
-    def mig(record) -> str:
-        return _fmt(((record.get("metrics") or {}).get("mig") or {}).get("mig"))
-
     rows = []
     for name, record in sorted(zoo.catalog.retired().items()):
         config = record.get("config") or {}
@@ -163,10 +160,8 @@ def _list_retired(args: argparse.Namespace) -> int:
         dataset = (config.get("data") or {}).get("name", "sprites")
         if (args.method and objective != args.method) or (args.dataset and dataset != args.dataset):
             continue
-        new = record["replaced_by"]
-        replacement = zoo.catalog.lookup(new)
-        new_mig = mig(replacement.pretrained.entry.record) if replacement and replacement.pretrained else "-"
-        rows.append([name, record.get("retired", "-"), mig(record), new, new_mig])
+        rows.append([name, record.get("retired", "-"), _fmt(zoo.catalog.recorded_mig(record)), record["replaced_by"],
+                     _fmt(zoo.catalog.recorded_mig(zoo.catalog.replacement_record(name)))])
     print(_table(["name", "retired", "MIG", "replaced by", "its MIG"], rows))
     print(f"{len(rows)} retired models: no longer shipped, their records kept (python -m disentangle.zoo info NAME "
           f"says why; python -m disentangle.train --config zoo:NAME retrains one).")

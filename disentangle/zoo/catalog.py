@@ -194,6 +194,19 @@ def retired() -> dict[str, dict[str, Any]]:
     return _RETIRED[1]
 
 
+def recorded_mig(record: Mapping[str, Any] | None) -> float | None:
+    """The MIG a manifest record holds (``metrics.mig.mig``), or None."""
+    value = (((record or {}).get("metrics") or {}).get("mig") or {}).get("mig")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def replacement_record(name: str) -> dict[str, Any] | None:
+    """The manifest record of the model that replaces the retired model ``name`` (None if that is
+    not a pretrained model of the manifests)."""
+    new = lookup(retired()[name]["replaced_by"])
+    return dict(new.pretrained.entry.record) if new is not None and new.pretrained is not None else None
+
+
 def list_names(pattern: str | None = None, *, pretrained: bool = False) -> list[str]:
     """Names in the table order (pretrained models sorted), filtered by a shell-style wildcard
     ``pattern`` (``"beta_tcvae-*"``, ``"*-sprites-*"``); only those with weights if ``pretrained``."""
@@ -217,4 +230,7 @@ def clear() -> None:
     _RETIRED = None
 
 
-__all__ = ["Kind", "Pretrained", "ZooEntry", "catalog", "clear", "list_names", "lookup", "retired"]
+__all__ = [
+    "Kind", "Pretrained", "ZooEntry", "catalog", "clear", "list_names", "lookup", "recorded_mig",
+    "replacement_record", "retired",
+]

@@ -2,23 +2,12 @@
 ``benchmarks/time_to_disentangle.md``, on fake run folders (nothing is trained)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
 import yaml
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_script():
-    path = ROOT / "benchmarks" / "init_curves.py"
-    spec = importlib.util.spec_from_file_location("init_curves", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _fake_run(runs_dir: Path, name: str, seed: int, migs: dict[int, float], init: str | None,
@@ -36,8 +25,8 @@ def _fake_run(runs_dir: Path, name: str, seed: int, migs: dict[int, float], init
     (run / "log.jsonl").write_text("\n".join(lines) + "\n")
 
 
-def test_summary_and_figure(tmp_path):
-    script = _load_script()
+def test_summary_and_figure(tmp_path, benchmark_script):
+    script = benchmark_script("init_curves")
     runs_dir = tmp_path / "sweep" / "runs"
     _fake_run(runs_dir, "a", 0, {2000: 0.10, 10000: 0.20, 20000: 0.30}, "reference")
     _fake_run(runs_dir, "b", 1, {2000: 0.20, 10000: 0.40, 20000: 0.50}, "reference")
@@ -79,10 +68,10 @@ def test_summary_and_figure(tmp_path):
         assert image.size[0] / DPI <= MAX_WIDTH_IN
 
 
-def test_pytorch_points_come_only_from_pytorch_init_rows(tmp_path):
+def test_pytorch_points_come_only_from_pytorch_init_rows(tmp_path, benchmark_script):
     """``init_ab._shipped_curves`` finds its columns by the header; a table with an ``init`` column
     (time_to_disentangle.md written after model.init existed) gives only its ``pytorch`` rows."""
-    _load_script()  # puts benchmarks/ on sys.path
+    benchmark_script("init_curves")  # puts benchmarks/ on sys.path
     from init_ab import _shipped_curves
 
     table = tmp_path / "time_to_disentangle.md"

@@ -2,26 +2,12 @@
 rotation of its plane recovers the axis-aligned MIG (nothing is trained)."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from disentangle.metrics import mig
 from disentangle.metrics.synthetic import FactorObservationDataset
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_script():
-    path = ROOT / "benchmarks" / "position_basis.py"
-    spec = importlib.util.spec_from_file_location("position_basis", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 DATASET = FactorObservationDataset((3, 32, 32), ("shape", "position_x", "position_y"))
 
@@ -39,8 +25,8 @@ def _rotated(degrees: float):
     return code
 
 
-def test_an_axis_aligned_position_code_needs_no_rotation():
-    script = _load_script()
+def test_an_axis_aligned_position_code_needs_no_rotation(benchmark_script):
+    script = benchmark_script("position_basis")
     r = script.position_basis(_rotated(0.0), DATASET)
     assert set(r["latents"]) == {1, 2}
     assert r["x"] == pytest.approx(r["x_rot"], abs=1e-9) and r["y"] == pytest.approx(r["y_rot"], abs=1e-9)
@@ -49,8 +35,8 @@ def test_an_axis_aligned_position_code_needs_no_rotation():
     assert r["mig"] == pytest.approx(mig(DATASET, _rotated(0.0), seed=0)["mig"], abs=1e-12)  # MIG's own sample
 
 
-def test_a_diagonal_position_code_scores_low_and_its_rotation_is_found():
-    script = _load_script()
+def test_a_diagonal_position_code_scores_low_and_its_rotation_is_found(benchmark_script):
+    script = benchmark_script("position_basis")
     r = script.position_basis(_rotated(45.0), DATASET)
     assert r["mig"] == pytest.approx(mig(DATASET, _rotated(45.0), seed=0)["mig"], abs=1e-12)
     assert r["x"] < 0.2 and r["y"] < 0.2  # encoded, but on two latents each
@@ -58,8 +44,8 @@ def test_a_diagonal_position_code_scores_low_and_its_rotation_is_found():
     assert r["x_rot"] > 0.8 and r["y_rot"] > 0.8 and r["mig_rot"] > r["mig"] + 0.4
 
 
-def test_rotate_plane_keeps_other_columns_and_rotates_standardised_pairs():
-    script = _load_script()
+def test_rotate_plane_keeps_other_columns_and_rotates_standardised_pairs(benchmark_script):
+    script = benchmark_script("position_basis")
     codes = np.random.default_rng(0).normal(size=(500, 3)) * [1.0, 3.0, 0.5] + [0.0, 2.0, 1.0]
     out = script.rotate_plane(codes, 1, 2, 90.0)
     np.testing.assert_array_equal(out[:, 0], codes[:, 0])

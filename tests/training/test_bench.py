@@ -25,18 +25,8 @@ def test_cpu_capabilities_reads_bf16_flags(tmp_path):
     assert missing["cpu_model"] == "unknown" and missing["native_bf16"] == "no"
 
 
-def _load_benchmark(name: str):
-    import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_annealed_vae_gradients_reports_each_terms_gradient_and_adams_share(tmp_path, tiny_overrides, capsys, one_thread):
+def test_annealed_vae_gradients_reports_each_terms_gradient_and_adams_share(tmp_path, tiny_overrides, capsys, one_thread, benchmark_script):
     """The script's numbers against an independent computation on a tiny AnnealedVAE run: the rms
     gradient of γ·|KL − C| on the mean head's bias, and Adam's v from the checkpoint."""
     import re
@@ -50,7 +40,7 @@ def test_annealed_vae_gradients_reports_each_terms_gradient_and_adams_share(tmp_
 
     run = tmp_path / "annealed"
     fit(load_config(None, tiny_overrides(run, steps=8, **{"objective.name": "annealed_vae", "objective.iteration_threshold": 4})))
-    script = _load_benchmark("annealed_vae_gradients")
+    script = benchmark_script("annealed_vae_gradients")
     assert script.main([str(run), "--batches", "2", "--batch-size", "8"]) == 0
     out = capsys.readouterr().out
     assert "step 8, C = 25.00 nats" in out
@@ -79,18 +69,18 @@ def test_annealed_vae_gradients_reports_each_terms_gradient_and_adams_share(tmp_
     assert re.search(r"sign of KL − C per batch: [+-] [+-]$", out.splitlines()[0])
 
 
-def test_annealed_vae_gradients_refuses_another_objective(tmp_path, tiny_overrides, capsys, one_thread):
+def test_annealed_vae_gradients_refuses_another_objective(tmp_path, tiny_overrides, capsys, one_thread, benchmark_script):
     from disentangle.config import load_config
     from disentangle.training.trainer import fit
 
     run = tmp_path / "beta"
     fit(load_config(None, tiny_overrides(run, steps=2)))
-    assert _load_benchmark("annealed_vae_gradients").main([str(run)]) == 2
+    assert benchmark_script("annealed_vae_gradients").main([str(run)]) == 2
     assert "not annealed_vae" in capsys.readouterr().err
 
 
-def test_time_to_disentangle_shows_a_continued_run_once_and_its_40k_column():
-    script = _load_benchmark("time_to_disentangle")
+def test_time_to_disentangle_shows_a_continued_run_once_and_its_40k_column(benchmark_script):
+    script = benchmark_script("time_to_disentangle")
 
     def run(curve, seed=0, strength="beta 4"):
         return {"run": "r", "objective": "beta_vae", "strength": strength, "seed": seed, "precision": "fp32",

@@ -7,9 +7,9 @@ A config has five sections::
     model:     {backbone: conv64, latent_dim: 10, ...backbone parameters}
     objective: {name: beta_vae, ...objective parameters}
     train:     {steps, batch_size, optimizer, lr, betas, eps, weight_decay, lr_schedule,
-                warmup_steps, device, precision, compile, channels_last, tf32, cudnn_benchmark, out_dir,
-                checkpoint_every, log_every, eval_every, eval_metrics, progress, traversals,
-                tensorboard, image_every}
+                warmup_steps, device, precision, compile, channels_last, conv_transpose_via_conv,
+                tf32, cudnn_benchmark, out_dir, checkpoint_every, log_every, eval_every,
+                eval_metrics, progress, traversals, tensorboard, image_every}
 
 The parameters of the chosen dataset, backbone and objective are the keyword parameters of their
 registered builders; they are checked against the builder's signature and type hints, and their
@@ -105,6 +105,10 @@ class TrainConfig:
     #: oneDNN; values differ from the default layout only by rounding); auto: on for an AVX512/AMX
     #: CPU, off elsewhere (:func:`disentangle._core.hardware.choose_channels_last`)
     channels_last: bool | Literal["auto"] = "auto"
+    #: transposed convolutions' gradients computed by regular-convolution kernels (the same values;
+    #: faster on CPUs with oneDNN, whose deconvolution backward is slow); auto: on for an AVX512/AMX
+    #: CPU, off elsewhere (:func:`disentangle._core.hardware.choose_conv_transpose_via_conv`)
+    conv_transpose_via_conv: bool | Literal["auto"] = "auto"
     #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision); unset (null):
     #: PyTorch's defaults (TF32 convolutions, full-precision matmuls), true/false: both on/off
     tf32: bool | None = None

@@ -76,6 +76,23 @@ def choose_channels_last(setting: bool | str, device: torch.device, capability: 
     return False, f"auto: {capability} CPU, not measured"
 
 
+def choose_conv_transpose_via_conv(
+    setting: bool | str, device: torch.device, capability: str | None = None
+) -> tuple[bool, str]:
+    """``train.conv_transpose_via_conv`` resolved: ``(on, reason)``. ``auto`` is on for a CPU with an
+    AVX512 or AMX capability, where oneDNN's deconvolution backward is slower than its convolution
+    kernels (the conv64 training step measured faster in bf16 and fp32, channels-last or not:
+    ``benchmarks/RESULTS-train-cpu.md``), off elsewhere (GPUs and other CPUs: not measured)."""
+    if setting != "auto":
+        return bool(setting), "set"
+    if device.type != "cpu":
+        return False, f"auto: not measured on {device.type}"
+    capability = cpu_capability() if capability is None else capability
+    if capability.startswith(CHANNELS_LAST_CPU_CAPABILITIES):
+        return True, f"auto: oneDNN on {capability}"
+    return False, f"auto: {capability} CPU, not measured"
+
+
 def auto_precision(device: str) -> str:
     """``train.precision: auto`` for a run on ``device`` (``train.device``): ``bf16`` when it trains on
     a CPU with native bf16, ``fp32`` otherwise (GPUs and other CPUs: not measured)."""

@@ -9,7 +9,8 @@ every process, Python version and machine: no ``hash()``, no dict-order dependen
 
 Excluded (they change where, how fast or how visibly a run trains, not the model it defines):
 ``train.device`` (the same run on another device keeps its id), ``train.compile``, ``train.channels_last``,
-``train.tf32`` and ``train.cudnn_benchmark`` (execution strategies, like the device), ``train.out_dir`` (the
+``train.conv_transpose_via_conv``, ``train.tf32`` and ``train.cudnn_benchmark`` (execution strategies, like
+the device), ``train.out_dir`` (the
 sweep puts the run in ``DIR/runs/<id>``), ``train.progress``, ``train.log_every``,
 ``train.checkpoint_every`` (the trainer's resume is bit-exact whatever the checkpoint interval),
 ``train.eval_every`` and ``train.eval_metrics`` (evaluation during training restores every RNG
@@ -50,6 +51,7 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "train.device",
     "train.compile",
     "train.channels_last",
+    "train.conv_transpose_via_conv",
     "train.tf32",
     "train.cudnn_benchmark",
     "train.tensorboard",

@@ -1,12 +1,15 @@
 """Where and how a run executes: the device, the seeds, the CUDA backend flags, the memory layout,
-a materialised dataset and ``torch.compile``.
+the transposed convolutions' kernels, a materialised dataset and ``torch.compile``.
 
 Execution strategies change how fast a run trains, not the model it defines (none is part of a run
-id). Two are chosen at start-up when set to ``auto`` (the defaults), by :func:`choose_execution`:
+id). Three are chosen at start-up when set to ``auto`` (the defaults), by :func:`choose_execution`:
 
 * ``train.channels_last``: on for a CPU whose capability (``torch.backends.cpu.get_cpu_capability()``)
   is AVX512 or AMX, where oneDNN's channels-last convolutions are faster; off elsewhere (AVX2 CPUs
   and GPUs: not measured, so left at PyTorch's layout).
+* ``train.conv_transpose_via_conv``: on for the same CPUs. The transposed convolutions' gradients
+  are computed by regular-convolution kernels (:mod:`disentangle.training.conv_transpose`): the
+  same values, without oneDNN's slow deconvolution backward.
 * ``data.materialize`` (datasets that can render their whole grid once, e.g. ``sprites``): on when
   the session trains at least :data:`MATERIALIZE_MIN_STEPS` steps (the render costs ~10 s on a CPU;
   per-batch rendering costs ~7 ms a step more) and the grid takes at most a quarter of the memory
@@ -17,7 +20,8 @@ On a CPU run, glibc's allocator is told to keep and reuse freed memory
 
 The choice and its reason are written to the run folder (``execution.jsonl``, one record a session)
 so a user can see what ran; results differ between the choices only by the rounding of the
-convolutions (channels-last) or not at all (a materialised grid holds the same images).
+convolutions (channels-last) or not at all (a materialised grid holds the same images; the
+transposed convolutions' gradients by another kernel).
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from .._core.hardware import (  # noqa: F401  (choose_channels_last: re-exported
     CHANNELS_LAST_CPU_CAPABILITIES,
     auto_precision,
     choose_channels_last,
+    choose_conv_transpose_via_conv,
     cpu_capability,
     keep_freed_memory,
 )
@@ -141,15 +146,21 @@ class Execution:
     materialize: bool | None  # None: the dataset has no such choice
     materialize_reason: str
     allocator: str = "unchanged"  # disentangle._core.hardware.keep_freed_memory
+    conv_transpose_via_conv: bool = False
+    conv_transpose_reason: str = "not chosen"
+    optimizer: str = "not built"  # the optimizers' kernels (disentangle.training.optim.optimizer_kernels)
 
     def describe(self) -> str:
         """One line for the terminal: ``execution: cpu (AVX512), channels-last on (...), ...``."""
         parts = [f"{self.device} ({self.cpu_capability})" if self.device == "cpu" else self.device,
                  self.precision,
-                 f"channels-last {'on' if self.channels_last else 'off'} ({self.channels_last_reason})"]
+                 f"channels-last {'on' if self.channels_last else 'off'} ({self.channels_last_reason})",
+                 f"transposed-convolution gradients by {'convolution kernels' if self.conv_transpose_via_conv else 'PyTorch'}"
+                 f" ({self.conv_transpose_reason})"]
         if self.materialize is not None:
             parts.append(f"dataset {'materialised' if self.materialize else 'rendered per batch'} "
                          f"({self.materialize_reason})")
+        parts.append(f"optimizer {self.optimizer}")
         parts.append(f"allocator {self.allocator}")
         return "execution: " + ", ".join(parts)
 
@@ -207,6 +218,7 @@ def choose_execution(
     """
     capability = cpu_capability()
     channels_last, cl_reason = choose_channels_last(config.train.channels_last, device, capability)
+    via_conv, via_conv_reason = choose_conv_transpose_via_conv(config.train.conv_transpose_via_conv, device, capability)
     materialize, m_reason = None, "not applicable"
     setting = config.data.params.get("materialize")
     if materializable and setting is not None and dataset_size is not None and image_shape is not None:
@@ -217,4 +229,5 @@ def choose_execution(
     if precision == "auto":  # a config built without resolving
         precision = auto_precision(device.type)
     allocator = keep_freed_memory() if device.type == "cpu" else "unchanged (not a CPU run)"
-    return Execution(str(device), capability, precision, channels_last, cl_reason, materialize, m_reason, allocator)
+    return Execution(str(device), capability, precision, channels_last, cl_reason, materialize, m_reason, allocator,
+                     via_conv, via_conv_reason)

@@ -10,8 +10,8 @@ Run folder (``train.out_dir``)::
                      unreadable)
     log.jsonl        one JSON object per logged step with every term the objective returns
     execution.jsonl  one JSON object per training session: the device, the precision and the
-                     execution strategies chosen (channels-last, a materialised dataset, the
-                     allocator) and why
+                     execution strategies chosen (channels-last, the transposed convolutions'
+                     gradient kernels, a materialised dataset, the allocator) and why
     traversals.png, reconstructions.png   at the end (disentangle.visualize.write_training_pictures)
     events.out.tfevents.*  with train.tensorboard: every logged term, metric scores and, every
                      train.image_every steps, reconstructions and a traversal grid
@@ -81,8 +81,9 @@ from .checkpoint import (
     save_rotating,
     upgrade_checkpoint,
 )
+from .conv_transpose import use_convolution_kernels
 from .interrupt import DeferredInterrupt
-from .optim import build_optimizers, build_schedulers
+from .optim import build_optimizers, build_schedulers, optimizer_kernels
 from .precision import Precision
 from .resume import check_resume_config
 from .runtime import (
@@ -360,6 +361,8 @@ class Trainer:
             self.dataset.materialize()
         if self.execution.channels_last:
             to_channels_last(self.model, self.objective)
+        if self.execution.conv_transpose_via_conv:
+            use_convolution_kernels(self.model, self.objective)
         compile_networks(self.model, self.objective, cfg.compile)
         session = _Session(self.step, cfg.steps, cfg.progress and self.rank_info.is_main, self.device)
         self._session_start = session.start_time
@@ -406,6 +409,7 @@ class Trainer:
             cfg, self.device, session_steps=cfg.train.steps - self.step, dataset_size=len(self.dataset),
             image_shape=tuple(self.dataset.image_shape), materializable=hasattr(self.dataset, "materialize"),
         )
+        execution = dataclasses.replace(execution, optimizer=optimizer_kernels(self.optimizers))
         if execution.materialize is False and getattr(self.dataset, "materialized", False):
             # a given dataset (a sweep worker's, reused across runs) that an earlier run materialised
             execution = dataclasses.replace(

@@ -19,8 +19,7 @@ records:
   CPU and shows up as one of these (or as a device-mismatch error).
 
 What the guard cannot see: work inside ``optimizer.step`` (torch's own code; the trainer uses the
-fused Adam on CUDA, whose step counters live on the device, while the CPU's foreach Adam reads its
-host-side counters with ``.item()``, which costs no device sync), the fp16 GradScaler's per-step
+fused Adam, whose step counters live on the parameters' device), the fp16 GradScaler's per-step
 ``found_inf`` read (inherent to ``torch.amp.GradScaler``; fp32 and bf16 are checked), syncs that
 CUDA does implicitly inside an op (``nonzero``, boolean-mask indexing, a copy from pageable host
 memory: ops here, not flagged), ``torch.from_numpy`` (not a torch function), a tensor the data draw

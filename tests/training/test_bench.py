@@ -95,3 +95,14 @@ def test_time_to_disentangle_shows_a_continued_run_once_and_its_40k_column(bench
     assert "MIG@40k" in table and "| 0.300 |" in table
     assert "MIG@40k" not in script.table([short])
     assert "| beta 4 | 0 | fp32 | reference | 40,000 |" in table  # the init column
+
+
+def test_the_step_kernel_benchmark_times_every_variant_it_is_given(capsys, one_thread, benchmark_script):
+    script = benchmark_script("bench_step_kernels")
+    names = ["fp32 · PyTorch backward · fused Adam", "fp32 · conv kernels · fused Adam"]
+    assert script.main(["--rounds", "2", "--steps", "1", "--threads", "1", "--pool", "64", "--variants", ",".join(names)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| fp32")]
+    assert [row.split("|")[1].strip() for row in rows] == names
+    assert rows[0].rstrip("|").split("|")[-1].strip() == "1.000×"
+    with pytest.raises(SystemExit, match="unknown variant"):
+        script.main(["--variants", "fp64"])

@@ -66,13 +66,22 @@ def conv_transpose2d_via_conv(
     regular-convolution kernels. Under autocast it computes in the autocast dtype, as PyTorch's
     own transposed convolution does: inputs, weight and bias are cast first, differentiably."""
     device_type = x.device.type
-    if torch.is_autocast_enabled(device_type):
-        dtype = torch.get_autocast_dtype(device_type)
+    dtype = _autocast_dtype(device_type)
+    if dtype is not None:
         x, weight = x.to(dtype), weight.to(dtype)
         bias = None if bias is None else bias.to(dtype)
         with torch.autocast(device_type, enabled=False):
             return _ConvTranspose2d.apply(x, weight, bias, stride, padding, output_padding, groups, dilation)
     return _ConvTranspose2d.apply(x, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def _autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype autocast computes convolutions in on ``device_type``, or None outside autocast."""
+    if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
+        return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+    if device_type == "cpu":
+        return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None
+    return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
 
 
 class ConvTranspose2dViaConv(nn.ConvTranspose2d):

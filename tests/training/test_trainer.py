@@ -346,6 +346,32 @@ def test_channels_last_changes_only_the_rounding_and_resumes_bit_exact(tmp_path,
     assert all(torch.equal(model.state_dict()[k], ca[k]) for k in ca)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_convolution_kernels_for_transposed_convolutions_resume_bit_exact_and_may_be_switched(
+    tmp_path, one_thread, precision
+):
+    """train.conv_transpose_via_conv forced on (whatever the CPU): a run interrupted at a checkpoint
+    step and resumed has the straight run's bits; resuming with it switched off is allowed (an
+    execution strategy) and continues within rounding of the straight run."""
+    on = {"train.conv_transpose_via_conv": "true", "train.precision": precision}
+    straight, split, switched = tmp_path / "straight", tmp_path / "split", tmp_path / "switched"
+    fit(load_config(None, _conv_overrides(straight, 6, **on)))
+    fit(load_config(None, _conv_overrides(split, 4, **on)))
+    fit(load_config(None, _conv_overrides(split, 6, **on)), resume=True)
+    assert _loss_fields(_records(split)) == _loss_fields(_records(straight))
+    ca = torch.load(straight / "checkpoint.pt", weights_only=True)
+    cb = torch.load(split / "checkpoint.pt", weights_only=True)
+    assert all(torch.equal(ca["model"][k], cb["model"][k]) for k in ca["model"])
+    sessions = [json.loads(line) for line in (split / "execution.jsonl").read_text().splitlines()]
+    assert [s["conv_transpose_via_conv"] for s in sessions] == [True, True]
+    assert all(s["optimizer"] == "fused" for s in sessions)
+    fit(load_config(None, _conv_overrides(switched, 4, **on)))
+    fit(load_config(None, _conv_overrides(switched, 6, **{**on, "train.conv_transpose_via_conv": "false"})),
+        resume=True)
+    for a, b in zip(_records(switched), _records(straight)):
+        assert math.isclose(a["loss"], b["loss"], rel_tol=1e-4), (a["step"], a["loss"], b["loss"])
+
+
 # ---------------------------------------------------------------------------- execution choices (issue 32)
 @pytest.mark.parametrize(
     "setting, device, capability, expected",

@@ -108,7 +108,9 @@ def _loader_iter(loader: DataLoader, device: torch.device):
 def _train_rate(
     next_batch, precision: str, steps: int, batch_size: int, device: torch.device, compile: bool = False
 ) -> float:
-    """Images/s of conv64 β-VAE training steps (the trainer's optimizer: fused Adam on CUDA)."""
+    """Images/s of conv64 β-VAE training steps (the trainer's optimizer, fused Adam; PyTorch's
+    layout and transposed-convolution backward: ``benchmarks/bench_step_kernels.py`` times the
+    trainer's CPU choices)."""
     torch.manual_seed(0)
     model = VAE.from_backbone("conv64", image_shape=(1, 64, 64), latent_dim=10).to(device)
     objective = OBJECTIVES.build("beta_vae", beta=4.0).to(device)

@@ -7,9 +7,10 @@ torch's default (``foreach``), in fp32 and bf16 autocast, channels-last or not.
 
 Every variant is a conv64 β-VAE (β 4, batch 64, lr 1e-4, reference init, seed 0) trained by the
 objective's own ``train_step`` on the same pool of rendered sprites (drawn by index, as a
-materialised grid is), with glibc's allocator keeping freed memory as the trainer's is. All variants are built first and then timed in turn, ``--steps`` steps each,
-for ``--rounds`` rounds, so that every variant sees the same drift of the machine's speed; each
-round's ratio to the first variant is taken within that round, and the table gives the medians.
+materialised grid is), with glibc's allocator keeping freed memory as the trainer's is. All
+variants are built first and then timed in turn, ``--steps`` steps each, for ``--rounds`` rounds,
+so that every variant sees the same drift of the machine's speed; each round's ratio to the first
+variant is taken within that round, and the table gives the medians.
 Separate processes vary by about ±10 % on a 2-core VM, which is larger than some of the effects.
 Prints the CPU first (model, torch capability, bf16 flags).
 """
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=25, help="timed steps per variant and round")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--pool", type=int, default=8192, help="rendered sprites drawn from")
-    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS (their parts are separated by ' · ')")
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help="comma-separated names of VARIANTS (their parts are separated by ' · ')")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     allocator = keep_freed_memory()  # as the trainer does on a CPU

@@ -60,12 +60,10 @@ def cpu_capability() -> str:
 CHANNELS_LAST_CPU_CAPABILITIES = ("AVX512", "AMX")
 
 
-def choose_channels_last(setting: bool | str, device: torch.device, capability: str | None = None) -> tuple[bool, str]:
-    """A ``channels_last`` setting (``train.channels_last``, ``evaluate --channels-last``,
-    ``evaluate_metrics(channels_last=...)``) resolved: ``(on, reason)``. ``auto`` is on for a CPU with
-    an AVX512 or AMX capability, where oneDNN's convolutions are faster on channels-last weights (the
-    conv64 training step and encoding both measured faster: ``benchmarks/RESULTS-train-cpu.md``,
-    ``benchmarks/RESULTS-peers-metrics.md``), off elsewhere (not measured)."""
+def _on_for_onednn_cpus(setting: bool | str, device: torch.device, capability: str | None) -> tuple[bool, str]:
+    """An ``auto``-or-boolean execution setting resolved: ``(on, reason)``; ``auto`` is on for a CPU
+    whose capability is in :data:`CHANNELS_LAST_CPU_CAPABILITIES` (oneDNN measured there), off on
+    other CPUs and other devices (not measured)."""
     if setting != "auto":
         return bool(setting), "set"
     if device.type != "cpu":
@@ -74,6 +72,15 @@ def choose_channels_last(setting: bool | str, device: torch.device, capability: 
     if capability.startswith(CHANNELS_LAST_CPU_CAPABILITIES):
         return True, f"auto: oneDNN on {capability}"
     return False, f"auto: {capability} CPU, not measured"
+
+
+def choose_channels_last(setting: bool | str, device: torch.device, capability: str | None = None) -> tuple[bool, str]:
+    """A ``channels_last`` setting (``train.channels_last``, ``evaluate --channels-last``,
+    ``evaluate_metrics(channels_last=...)``) resolved: ``(on, reason)``. ``auto`` is on for a CPU with
+    an AVX512 or AMX capability, where oneDNN's convolutions are faster on channels-last weights (the
+    conv64 training step and encoding both measured faster: ``benchmarks/RESULTS-train-cpu.md``,
+    ``benchmarks/RESULTS-peers-metrics.md``), off elsewhere (not measured)."""
+    return _on_for_onednn_cpus(setting, device, capability)
 
 
 def choose_conv_transpose_via_conv(
@@ -81,16 +88,10 @@ def choose_conv_transpose_via_conv(
 ) -> tuple[bool, str]:
     """``train.conv_transpose_via_conv`` resolved: ``(on, reason)``. ``auto`` is on for a CPU with an
     AVX512 or AMX capability, where oneDNN's deconvolution backward is slower than its convolution
-    kernels (the conv64 training step measured faster in bf16 and fp32, channels-last or not:
-    ``benchmarks/RESULTS-train-cpu.md``), off elsewhere (GPUs and other CPUs: not measured)."""
-    if setting != "auto":
-        return bool(setting), "set"
-    if device.type != "cpu":
-        return False, f"auto: not measured on {device.type}"
-    capability = cpu_capability() if capability is None else capability
-    if capability.startswith(CHANNELS_LAST_CPU_CAPABILITIES):
-        return True, f"auto: oneDNN on {capability}"
-    return False, f"auto: {capability} CPU, not measured"
+    kernels (the conv64 training step measured faster in bf16 either layout and in fp32 with
+    channels-last, as fast in fp32 with PyTorch's layout: ``benchmarks/RESULTS-train-cpu.md``), off
+    elsewhere (GPUs and other CPUs: not measured)."""
+    return _on_for_onednn_cpus(setting, device, capability)
 
 
 def auto_precision(device: str) -> str:

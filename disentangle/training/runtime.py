@@ -155,8 +155,8 @@ class Execution:
         parts = [f"{self.device} ({self.cpu_capability})" if self.device == "cpu" else self.device,
                  self.precision,
                  f"channels-last {'on' if self.channels_last else 'off'} ({self.channels_last_reason})",
-                 f"transposed-convolution gradients by {'convolution kernels' if self.conv_transpose_via_conv else 'PyTorch'}"
-                 f" ({self.conv_transpose_reason})"]
+                 f"transposed-convolution gradients by "
+                 f"{'convolution kernels' if self.conv_transpose_via_conv else 'PyTorch'} ({self.conv_transpose_reason})"]
         if self.materialize is not None:
             parts.append(f"dataset {'materialised' if self.materialize else 'rendered per batch'} "
                          f"({self.materialize_reason})")
@@ -218,7 +218,9 @@ def choose_execution(
     """
     capability = cpu_capability()
     channels_last, cl_reason = choose_channels_last(config.train.channels_last, device, capability)
-    via_conv, via_conv_reason = choose_conv_transpose_via_conv(config.train.conv_transpose_via_conv, device, capability)
+    via_conv, via_conv_reason = choose_conv_transpose_via_conv(
+        config.train.conv_transpose_via_conv, device, capability
+    )
     materialize, m_reason = None, "not applicable"
     setting = config.data.params.get("materialize")
     if materializable and setting is not None and dataset_size is not None and image_shape is not None:

@@ -1,14 +1,22 @@
-"""Command line: ``python -m disentangle.evaluate RUN_DIR [--metrics NAMES|all] [--output FILE]``.
+"""Command line: ``python -m disentangle.evaluate MODEL [--metrics NAMES|all] [--output FILE]``.
 
-Evaluates a saved run on its own dataset (the ``data`` section of its config) and writes the
-scores as JSON (default ``RUN_DIR/metrics.json``)::
+Evaluates a model on its own dataset (the ``data`` section of its config) and writes the scores as
+JSON. ``MODEL`` is a run folder, a checkpoint file, ``zoo:NAME`` (a pretrained model) or a zoo
+weight file (``.safetensors``, as ``python -m disentangle.zoo fetch`` prints); the scores go to
+``RUN_DIR/metrics.json`` for a run folder or checkpoint, and to ``NAME.metrics.json`` in the current
+folder for a pretrained model or weight file::
 
     python -m disentangle.evaluate runs/quickstart                     # every metric
     python -m disentangle.evaluate runs/quickstart --metrics mig,dci
+    python -m disentangle.evaluate zoo:beta_tcvae-sprites-beta6-cpu20k-ref-s0 --metrics mig
     python -m disentangle.evaluate runs/x --metrics dci --set dci.booster=sklearn --set dci.num_train=2000
 
-The JSON holds ``{"run_dir", "seed", "metrics": {metric: {score: value}}, "metric_settings",
-"seconds": {metric: s}}``. When the output file already holds scores (a sweep's or an earlier
+The JSON holds ``{"run_dir", "checkpoint", "step", "seed", "metrics": {metric: {score: value}},
+"metric_settings", "seconds": {metric: s}}``: ``checkpoint`` is the file (or ``zoo:NAME``) that was
+scored and ``step`` its training step, so a run folder whose newest checkpoint was unreadable (and
+fell back to ``checkpoint.prev.pt``, with a warning) says so in its record. Scores of different
+steps are never merged into one record: evaluating a file that holds another step's scores is
+refused before anything is computed. When the output file already holds scores (a sweep's or an earlier
 evaluation's ``metrics.json``), the new scores are merged into it: the metrics computed now replace
 their old values and settings, every other metric and key (a sweep's ``run_id``, ``config``, ...) is
 kept. Scores of one file share one seed, so a ``--seed`` other than the file's is refused: write it
@@ -35,10 +43,14 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m disentangle.evaluate",
         description="Compute disentanglement metrics of a trained run on its own dataset.",
     )
-    p.add_argument("run_dir", help="run folder (holding checkpoint.pt and config.yaml) or checkpoint file")
+    p.add_argument("run_dir", metavar="MODEL",
+                   help="run folder (holding checkpoint.pt and config.yaml), checkpoint file, zoo:NAME, or zoo "
+                        "weight file (.safetensors)")
     p.add_argument("--metrics", "-m", default="all",
                    help="comma-separated metric names, or 'all' (default); see disentangle.metrics.METRICS")
-    p.add_argument("--output", "-o", default=None, help="JSON file to write (default: RUN_DIR/metrics.json)")
+    p.add_argument("--output", "-o", default=None,
+                   help="JSON file to write (default: RUN_DIR/metrics.json; NAME.metrics.json here for zoo:NAME "
+                        "or a weight file)")
     p.add_argument("--seed", type=int, default=None, help="metric seed (default: the run's config seed, else 0)")
     p.add_argument("--device", default="cpu", help="device for the model and the dataset (default: cpu)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="METRIC.KEY=VALUE",
@@ -102,12 +114,13 @@ def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[
     return settings
 
 
-def existing_record(output: Path, seed: int) -> dict[str, Any] | None:
-    """The scores record already in ``output`` (None when there is none), checked to share ``seed``.
+def existing_record(output: Path, seed: int, step: int | None = None) -> dict[str, Any] | None:
+    """The scores record already in ``output`` (None when there is none), checked to share ``seed``
+    and, where both are known, the training ``step``.
 
-    Raises ``ConfigError`` when the file holds scores computed with another seed, or is not a
-    scores record, before anything is computed: merging would mix seeds in one record, and
-    overwriting would lose the scores already there."""
+    Raises ``ConfigError`` when the file holds scores computed with another seed or of another
+    step, or is not a scores record, before anything is computed: merging would mix seeds or
+    models in one record, and overwriting would lose the scores already there."""
     from .metrics.results import read_json
 
     if not output.exists():
@@ -124,6 +137,13 @@ def existing_record(output: Path, seed: int) -> dict[str, Any] | None:
             f"{output} holds scores computed with seed {recorded}, and this evaluation uses seed {seed}; one "
             f"file's scores share one seed, so they are neither mixed nor overwritten. Write these scores "
             f"elsewhere with --output FILE, or evaluate with --seed {recorded}."
+        )
+    recorded_step = record.get("step")
+    if record.get("metrics") and recorded_step is not None and step is not None and int(recorded_step) != step:
+        raise ConfigError(
+            f"{output} holds scores of the model at step {recorded_step} ({record.get('checkpoint', 'checkpoint')}), "
+            f"and the model loaded now is at step {step}; one file's scores are of one model, so they are "
+            f"neither mixed nor overwritten. Write these scores elsewhere with --output FILE, or move {output} away."
         )
     return record
 
@@ -158,7 +178,27 @@ def _type_hints(fn: Any) -> dict[str, Any]:
         return {}
 
 
-def _load_run(run_dir: Path, device: str):
+def default_output(source: str) -> Path:
+    """Where the scores of ``source`` go without ``--output``: the run folder's ``metrics.json``
+    (a checkpoint file's folder), or ``NAME.metrics.json`` in the current folder for ``zoo:NAME``
+    and a zoo weight file (never beside a file in the download cache)."""
+    from .loading import is_weights_file, is_zoo_name
+
+    if is_zoo_name(source):
+        return Path(f"{_file_safe(source.split(':', 1)[1])}.metrics.json")
+    path = Path(source)
+    if is_weights_file(path):
+        return Path(f"{_file_safe(path.stem)}.metrics.json")
+    return (path if path.is_dir() else path.parent) / "metrics.json"
+
+
+def _file_safe(name: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "model"
+
+
+def _load_run(source: str, device: str):
     import torch
 
     import disentangle
@@ -168,10 +208,10 @@ def _load_run(run_dir: Path, device: str):
 
     if torch.device(device).type == "cpu":
         keep_freed_memory()  # a metric after another one would otherwise fault its memory in again
-    model = disentangle.load(run_dir, map_location=device)
+    model = disentangle.load(source, map_location=device)
     config = getattr(model, "config", None)
     if not isinstance(config, dict) or "data" not in config:
-        raise ConfigError(f"the model loaded from '{run_dir}' has no config with a 'data' section.")
+        raise ConfigError(f"the model loaded from '{source}' has no config with a 'data' section.")
     dataset = build_dataset(dict(config["data"]), device=device)
     return model, dataset, config
 
@@ -184,12 +224,15 @@ def main(argv: list[str] | None = None) -> int:
 
         names = resolve_metric_names(args.metrics)  # fails fast on a typo, before loading anything
         settings = parse_settings(args.settings, names)
-        run_dir = Path(args.run_dir)
-        model, dataset, config = _load_run(run_dir, args.device)
+        source = args.run_dir  # a str: zoo:NAME is a name, not a path
+        model, dataset, config = _load_run(source, args.device)
         names = resolve_metric_names(args.metrics, model)  # "all" now knows whether there is an encoder
         seed = args.seed if args.seed is not None else int(config.get("seed", 0) or 0)
-        output = Path(args.output) if args.output else (run_dir if run_dir.is_dir() else run_dir.parent) / "metrics.json"
-        previous = existing_record(output, seed)
+        output = Path(args.output) if args.output else default_output(source)
+        checkpoint = str(getattr(model, "source", source))
+        step = int(getattr(model, "trained_steps", 0))
+        previous = existing_record(output, seed, step)
+        print(f"scoring {checkpoint} (step {step:,})", file=sys.stderr)
 
         seconds: dict[str, float] = {}
         bar = grid_bar = None
@@ -232,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
                 if b is not None:
                     b.close()
         record = merged_record(previous, {
-            "run_dir": str(run_dir),
+            "run_dir": str(Path(source)),
+            "checkpoint": checkpoint,
+            "step": step,
             "seed": seed,
             "metrics": results,
             # what each score depends on, so a sweep or zoo publish never reuses it for other settings
@@ -244,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     except (*REPORTED, ValueError, KeyboardInterrupt) as err:
         return report(err, interrupted="interrupted: no metrics were written.")
     print(_table(results))
-    print(f"wrote {output}")
+    print(f"scored {checkpoint} at step {step:,}; wrote {output}")
     return 0
 
 

@@ -213,11 +213,17 @@ def check_map_location(map_location: Any) -> None:
         raise ConfigError(f"The device is '{map_location}', but MPS is not available here. Use cpu.")
 
 
-def load_latest(run_dir: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path]:
+def load_latest(
+    run_dir: str | Path,
+    map_location: str | torch.device = "cpu",
+    *,
+    fallback_consequence: str = "the steps after it will be trained again",
+) -> tuple[dict[str, Any], Path]:
     """The newest readable checkpoint of a run folder and the file it came from.
 
     Tries ``checkpoint.pt`` then ``checkpoint.prev.pt``; using the previous one emits a
-    ``UserWarning`` that says why and which step the run goes back to. When neither is readable,
+    ``UserWarning`` that says why, which step it holds and ``fallback_consequence`` (what that
+    means for the caller: a resumed run trains those steps again, a loaded model is older). When neither is readable,
     raises :class:`CheckpointError` (or :class:`CheckpointNotFoundError` when neither exists) with
     one paragraph naming each file and its problem.
     """
@@ -234,7 +240,7 @@ def load_latest(run_dir: str | Path, map_location: str | torch.device = "cpu") -
         if i > 0:
             warnings.warn(
                 f"{problems[0]} Falling back to the previous checkpoint '{path}' (step {int(ckpt['step'])}); "
-                f"the steps after it will be trained again.",
+                f"{fallback_consequence}.",
                 UserWarning,
                 stacklevel=2,
             )

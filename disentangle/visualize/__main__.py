@@ -65,10 +65,14 @@ def _check_device(device: str) -> str:
 
 
 def _default_out(source: str) -> Path:
+    from ..loading import is_weights_file
+
     if source.startswith(ZOO_PREFIX):
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", source[len(ZOO_PREFIX):]) or "zoo"
         return Path(f"{name}_pictures")
     path = Path(source)
+    if is_weights_file(path):  # a zoo weight file: not beside it, in the download cache
+        return Path(f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', path.stem) or 'model'}_pictures")
     return path if path.is_dir() else path.parent
 
 

@@ -3,6 +3,12 @@ from __future__ import annotations
 
 __version__ = "0.2.0.dev0"
 
+# Before anything imports torch, whose OpenMP reads it once: waiting threads sleep rather than spin, so
+# a CPU shared with other jobs slows a run down gracefully (disentangle._core.threads).
+from ._core.threads import default_wait_policy as _default_wait_policy  # noqa: E402
+
+_default_wait_policy()
+
 from . import _compat  # noqa: E402
 from . import config as _config  # noqa: E402
 from ._core.registry import Registry  # noqa: E402

@@ -45,6 +45,7 @@ from ._core.choices import (
 )
 from ._core.hardware import auto_precision
 from ._core.registry import Registry, did_you_mean
+from ._core.threads import check_threads_setting
 from .errors import ConfigError, UnknownNameError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -112,6 +113,9 @@ class TrainConfig:
     #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision); unset (null):
     #: PyTorch's defaults (TF32 convolutions, full-precision matmuls), true/false: both on/off
     tf32: bool | None = None
+    #: CPU threads (torch's intra-op threads); auto: OMP_NUM_THREADS when set, else the CPUs this process may
+    #: use (its affinity mask and cgroup CPU quota, :func:`disentangle._core.threads.choose_threads`)
+    threads: int | Literal["auto"] = "auto"
     cudnn_benchmark: bool = False  #: CUDA: let cuDNN pick the fastest convolution algorithms (not bit-reproducible)
     out_dir: str = "runs/default"
     checkpoint_every: int = 5000  #: steps between checkpoints (one is always written at the end)
@@ -412,6 +416,7 @@ def _train_config(values: dict[str, Any]) -> TrainConfig:
     cfg.eps = checks.in_range("train.eps", cfg.eps, 0, None, low_open=True)
     cfg.betas = checks.adam_betas("train.betas", cfg.betas)
     checks.choice("train.precision", cfg.precision, PRECISION_SETTINGS)
+    cfg.threads = check_threads_setting("train.threads", cfg.threads)
     if Path(cfg.out_dir).exists() and not Path(cfg.out_dir).is_dir():
         raise ConfigError(
             f"train.out_dir is '{cfg.out_dir}', which is a file, not a folder. Name a folder for the run "

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ._core.atomic import atomic_write_text
-from ._core.cli import REPORTED, report
+from ._core.cli import REPORTED, add_threads_option, apply_threads_option, report
 from .errors import ConfigError
 
 
@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="the model's convolution weights in channels-last layout while encoding: auto (default) "
                         "as train.channels_last (on for an AVX512/AMX CPU; scores change only by rounding)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_threads_option(p)
     p.add_argument("--no-code-table", action="store_true",
                    help="encode every drawn observation (by default, where the dataset's observations are a "
                         "function of the factors alone, each grid point is encoded once: the model's "
@@ -224,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
         names = resolve_metric_names(args.metrics)  # fails fast on a typo, before loading anything
         settings = parse_settings(args.settings, names)
+        threads = apply_threads_option(args.threads)
         source = args.run_dir  # a str: zoo:NAME is a name, not a path
         model, dataset, config = _load_run(source, args.device)
         names = resolve_metric_names(args.metrics, model)  # "all" now knows whether there is an encoder
@@ -232,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint = str(getattr(model, "source", source))
         step = int(getattr(model, "trained_steps", 0))
         previous = existing_record(output, seed, step)
-        print(f"scoring {checkpoint} (step {step:,})", file=sys.stderr)
+        print(f"scoring {checkpoint} (step {step:,}) with {threads}", file=sys.stderr)
 
         seconds: dict[str, float] = {}
         bar = grid_bar = None

@@ -32,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
         "--resume", nargs="?", const=True, default=False, metavar="RUN_DIR",
         help="continue the run in train.out_dir (or RUN_DIR) from its checkpoint up to train.steps",
     )
+    p.add_argument("--threads", default=None, metavar="N|auto",
+                   help="CPU threads, the same as the override train.threads=N (default: the config's, auto: the "
+                        "CPUs this process may use); 1 on a CPU shared with other jobs")
     p.add_argument("overrides", nargs="*", help="dotted key=value overrides")
     return p
 
@@ -49,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config_path = args.config
         overrides = list(args.overrides)
+        if args.threads is not None:
+            overrides.append(f"train.threads={args.threads}")
         if isinstance(args.resume, str):
             run_dir = Path(args.resume)
             if config_path is None:

@@ -84,3 +84,22 @@ def _silence_stdout() -> None:
         os.dup2(devnull, fd)
     finally:
         os.close(devnull)
+
+
+THREADS_HELP = ("CPU threads: auto (default; the CPUs this process may use, from its affinity mask and cgroup "
+                "quota, or OMP_NUM_THREADS when set) or a number; 1 on a CPU shared with other jobs")
+
+
+def add_threads_option(parser) -> None:
+    """``--threads N|auto`` on a command line (:func:`apply_threads_option` applies it)."""
+    parser.add_argument("--threads", default="auto", metavar="N|auto", help=THREADS_HELP)
+
+
+def apply_threads_option(value: str) -> str:
+    """Check and apply ``--threads`` (a ``ConfigError`` for a bad value) and return the line that
+    says what was chosen and why, OpenMP's wait policy included."""
+    from .threads import apply_threads, check_threads_setting, wait_policy
+
+    choice = apply_threads(check_threads_setting("--threads", value))
+    policy, reason = wait_policy()
+    return f"{choice.threads} CPU threads ({choice.reason}), OpenMP wait policy {policy} ({reason})"

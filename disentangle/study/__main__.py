@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .._core.cli import REPORTED, report
+from .._core.cli import REPORTED, add_threads_option, apply_threads_option, report
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="ModelCentrality: FactorVAE votes per pair (num_train; num_eval is half; default 1000)")
     p.add_argument("--no-figures", action="store_true", help="write only the CSVs and report.md")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_threads_option(p)
     return p
 
 
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scores = args.scores if args.scores in ("headline", "all") else [s.strip() for s in args.scores.split(",") if s.strip()]
     try:
+        apply_threads_option(args.threads)
         result = analyze(
             args.input,
             args.out,

@@ -12,6 +12,7 @@ Excluded (they change where, how fast or how visibly a run trains, not the model
 ``train.conv_transpose_via_conv``, ``train.tf32`` and ``train.cudnn_benchmark`` (execution strategies, like
 the device), ``train.out_dir`` (the
 sweep puts the run in ``DIR/runs/<id>``), ``train.progress``, ``train.log_every``,
+``train.threads`` (how many CPU threads compute the steps),
 ``train.checkpoint_every`` (the trainer's resume is bit-exact whatever the checkpoint interval),
 ``train.eval_every`` and ``train.eval_metrics`` (evaluation during training restores every RNG
 state), ``train.traversals``, ``train.tensorboard`` and ``train.image_every`` (pictures and logs),
@@ -54,6 +55,7 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "train.conv_transpose_via_conv",
     "train.tf32",
     "train.cudnn_benchmark",
+    "train.threads",
     "train.tensorboard",
     "train.image_every",
     "train.out_dir",

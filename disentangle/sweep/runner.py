@@ -100,9 +100,14 @@ _DATASET_CACHE_SIZE = 1  # a dSprites-sized dataset is ~3 GB: keep only the last
 
 
 def configure_worker(threads: int | None, imports: list[str] = ()) -> None:
-    """Set torch's thread count and import the sweep file's plugins (idempotent)."""
+    """Set torch's thread count and import the sweep file's plugins (idempotent). The count goes to
+    ``OMP_NUM_THREADS`` too, which a run's ``train.threads: auto`` follows."""
     if threads:
+        import os
+
         import torch
+
+        os.environ["OMP_NUM_THREADS"] = str(threads)
 
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)

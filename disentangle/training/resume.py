@@ -16,7 +16,7 @@ from ..errors import ConfigError
 #: train keys that may differ between a checkpoint's config and the config used to resume it
 RESUMABLE_KEYS = (
     "steps", "checkpoint_every", "log_every", "eval_every", "eval_metrics", "progress", "traversals", "device",
-    "out_dir", "compile", "channels_last", "conv_transpose_via_conv", "tf32", "cudnn_benchmark", "tensorboard",
+    "out_dir", "compile", "channels_last", "conv_transpose_via_conv", "tf32", "cudnn_benchmark", "tensorboard", "threads",
     "image_every",
 )
 

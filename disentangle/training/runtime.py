@@ -2,7 +2,9 @@
 the transposed convolutions' kernels, a materialised dataset and ``torch.compile``.
 
 Execution strategies change how fast a run trains, not the model it defines (none is part of a run
-id). Three are chosen at start-up when set to ``auto`` (the defaults), by :func:`choose_execution`:
+id). ``train.threads`` sets torch's CPU threads (``auto``: the CPUs this process may use,
+:mod:`disentangle._core.threads`, which also says why OpenMP's threads sleep rather than spin while
+they wait). Three more are chosen at start-up when set to ``auto`` (the defaults), by :func:`choose_execution`:
 
 * ``train.channels_last``: on for a CPU whose capability (``torch.backends.cpu.get_cpu_capability()``)
   is AVX512 or AMX, where oneDNN's channels-last convolutions are faster; off elsewhere (AVX2 CPUs
@@ -42,6 +44,7 @@ from .._core.hardware import (  # noqa: F401  (choose_channels_last: re-exported
     cpu_capability,
     keep_freed_memory,
 )
+from .._core.threads import apply_threads, wait_policy
 from ..config import Config, TrainConfig
 from ..errors import ConfigError
 
@@ -149,10 +152,16 @@ class Execution:
     conv_transpose_via_conv: bool = False
     conv_transpose_reason: str = "not chosen"
     optimizer: str = "not built"  # the optimizers' kernels (disentangle.training.optim.optimizer_kernels)
+    threads: int = 0  # torch's intra-op CPU threads (train.threads: disentangle._core.threads.choose_threads)
+    threads_reason: str = "not chosen"
+    wait_policy: str = "unknown"  # OpenMP's, as read when torch was imported (disentangle._core.threads)
+    wait_policy_reason: str = "not read"
 
     def describe(self) -> str:
         """One line for the terminal: ``execution: cpu (AVX512), channels-last on (...), ...``."""
         parts = [f"{self.device} ({self.cpu_capability})" if self.device == "cpu" else self.device,
+                 f"{self.threads} CPU threads ({self.threads_reason})",
+                 f"OpenMP wait policy {self.wait_policy} ({self.wait_policy_reason})",
                  self.precision,
                  f"channels-last {'on' if self.channels_last else 'off'} ({self.channels_last_reason})",
                  f"transposed-convolution gradients by "
@@ -211,12 +220,15 @@ def choose_execution(
     config: Config, device: torch.device, *, session_steps: int, dataset_size: int | None = None,
     image_shape: tuple[int, ...] | None = None, materializable: bool = False,
 ) -> Execution:
-    """Resolve the ``auto`` execution strategies of a session of ``session_steps`` steps on ``device``.
+    """Resolve the ``auto`` execution strategies of a session of ``session_steps`` steps on ``device``,
+    and set torch's CPU threads to ``train.threads`` (:func:`~disentangle._core.threads.apply_threads`).
 
     ``materializable``: the dataset can render its grid once (it has ``materialize()``, as the
     sprites family); ``dataset_size``/``image_shape`` then size its grid.
     """
     capability = cpu_capability()
+    threads = apply_threads(config.train.threads)
+    policy, policy_reason = wait_policy()
     channels_last, cl_reason = choose_channels_last(config.train.channels_last, device, capability)
     via_conv, via_conv_reason = choose_conv_transpose_via_conv(
         config.train.conv_transpose_via_conv, device, capability
@@ -232,4 +244,5 @@ def choose_execution(
         precision = auto_precision(device.type)
     allocator = keep_freed_memory() if device.type == "cpu" else "unchanged (not a CPU run)"
     return Execution(str(device), capability, precision, channels_last, cl_reason, materialize, m_reason, allocator,
-                     via_conv, via_conv_reason)
+                     via_conv, via_conv_reason, threads=threads.threads, threads_reason=threads.reason,
+                     wait_policy=policy, wait_policy_reason=policy_reason)

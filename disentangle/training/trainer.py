@@ -52,6 +52,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -97,6 +98,11 @@ from .runtime import (
     stream_seed,
     to_channels_last,
 )
+
+logger = logging.getLogger(__name__)
+
+#: a log interval slower than this fraction of the session's best rate is reported (_Session.stall_message)
+STALL_FRACTION = 0.25
 
 
 @contextlib.contextmanager
@@ -464,6 +470,9 @@ class Trainer:
 
     def _on_log(self, session: _Session) -> None:
         speed = {"steps_per_s": session.take_rate(self.step), "wall_time_s": round(self.wall_time_s, 3)}
+        stall = session.stall_message(speed["steps_per_s"], self.step, self.execution)
+        if stall:
+            logger.warning(stall)
         self._log({"step": self.step, **session.terms, **speed})
         session.bar.set_postfix({k: f"{v:.4g}" for k, v in session.terms.items() if isinstance(v, float)}, refresh=False)
         if session.tensorboard is not None:
@@ -498,6 +507,8 @@ class _Session:
         # the training rate since the last log record, the time spent outside the loop left out
         self._rate_step, self._rate_time, self._outside_s = step, self.start_time, 0.0
         self.last_good_step = step
+        self.best_rate: float | None = None  # of this session's log intervals (stall_message)
+        self.stalled = False
         self.terms: dict[str, Any] = {}
         self.nonfinite = torch.zeros((), dtype=torch.bool, device=device)
         self.tensorboard: Any = None
@@ -511,6 +522,25 @@ class _Session:
             yield
         finally:
             self._outside_s += time.perf_counter() - start
+
+    def stall_message(self, rate: float, step: int, execution: Execution) -> str | None:
+        """A warning, once per slowdown, when the training rate falls below :data:`STALL_FRACTION` of
+        the best rate of this session (a CPU shared with another job, a throttled machine)."""
+        if self.best_rate is None or rate > self.best_rate:
+            self.best_rate = rate
+        if self.best_rate <= 0 or rate >= STALL_FRACTION * self.best_rate:
+            if rate >= 0.5 * self.best_rate:
+                self.stalled = False  # recovered: a later slowdown is reported again
+            return None
+        if self.stalled:
+            return None
+        self.stalled = True
+        return (
+            f"training slowed to {rate:.3g} steps/s at step {step:,}, from {self.best_rate:.3g} steps/s earlier in "
+            f"this session. Another process is probably using these CPUs: this run uses {execution.threads} CPU "
+            f"threads ({execution.threads_reason}) with OpenMP wait policy {execution.wait_policy}. On a shared "
+            f"machine, fewer threads (train.threads=1 or --threads 1) and OMP_WAIT_POLICY=passive degrade gracefully."
+        )
 
     def take_rate(self, step: int) -> float:
         """Steps per second of the training loop since the previous call (or the session's start),

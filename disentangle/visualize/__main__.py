@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from .._core.checks import positive, positive_int
-from .._core.cli import REPORTED, report
+from .._core.cli import REPORTED, add_threads_option, apply_threads_option, report
 from ..config import ZOO_PREFIX
 from ..errors import ConfigError, InputError
 from .pictures import PICTURES, PLOTTED, resolve_pictures
@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--what", "-w", default="all",
                    help=f"comma-separated pictures, or 'all' (default): {', '.join(PICTURES)}")
     p.add_argument("--device", default="cpu", help="device for the model and the dataset (default: cpu)")
+    add_threads_option(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the images shown and of the prior samples (default: 0)")
     p.add_argument("--metrics", default=None, metavar="FILE",
                    help=f"scores for metrics.png (default: a zoo model's published scores, or RUN_DIR/{METRICS_FILE})")
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         positive_int("--frames", args.frames, minimum=2)
         positive("--fps", args.fps)
         positive_int("--images", args.images)
+        apply_threads_option(args.threads)
         skipped_metrics = False
         metrics = _find_metrics(args.source, args.metrics) if "metrics" in names else None
         if "metrics" in names and metrics is None:

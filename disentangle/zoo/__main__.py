@@ -20,7 +20,7 @@ import json
 import sys
 from typing import Any
 
-from .._core.cli import REPORTED, report
+from .._core.cli import REPORTED, add_threads_option, apply_threads_option, report
 from .._core.registry import did_you_mean
 from ..config import ZOO_PREFIX
 from ..errors import EXIT_BAD_DATA, ConfigError
@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--wall-time", type=float, default=None, help="training wall time in seconds (default: from log.jsonl)")
     pu.add_argument("--force", action="store_true", help="replace an entry or file with other weights")
     pu.add_argument("--no-progress", action="store_true", help="no progress bar while the metrics are computed")
+    add_threads_option(pu)
     return p
 
 
@@ -228,6 +229,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     metrics = resolve_metric_names(args.metrics) if args.metrics else list(zoo.DEFAULT_METRICS)
     settings = parse_settings(args.settings, metrics)
+    apply_threads_option(args.threads)
     record = zoo.publish(
         args.run_dir, args.name, manifest=args.manifest, weights_dir=args.weights_dir, metrics=metrics,
         metric_settings=settings, urls=args.urls, recipe=args.recipe, notes=args.notes,

@@ -1,0 +1,194 @@
+"""How many CPU threads a process uses, and how they wait: the ``train.threads`` / ``--threads``
+setting.
+
+Two things decide how fast PyTorch runs on a CPU shared with other work (a workstation where
+another job runs, a cluster node shared by several jobs, a container limited by a CPU quota):
+
+* **The number of threads.** PyTorch starts one per CPU of the *machine*; a process restricted by
+  an affinity mask (``taskset``, Slurm's ``--cpus-per-task``) or a cgroup CPU quota (Docker's
+  ``--cpus``, Kubernetes' limits) may use fewer. ``auto`` (:func:`choose_threads`) takes
+  ``OMP_NUM_THREADS`` when the user set it, else the CPUs this process may use:
+  ``min(len(os.sched_getaffinity(0)), ceil(cgroup quota))``.
+* **How idle threads wait.** GNU OpenMP, PyTorch's thread pool on Linux, lets a thread that waits
+  for work *spin* on its core for a while (``OMP_WAIT_POLICY=active`` behaviour, its default). On a
+  CPU that another process also uses, the spinning threads take turns with the other process, and
+  each parallel region waits for the slowest: the quickstart ran 8-12x slower with one other
+  CPU-bound process on 2 cores (``benchmarks/bench_threads.py``). With ``OMP_WAIT_POLICY=passive``
+  waiting threads sleep instead and yield the core. OpenMP reads the variable once, when PyTorch
+  is imported, so :func:`default_wait_policy` sets it when ``disentangle`` is imported before
+  ``torch`` (every command line of the package) and the user has not set it; a user who imports
+  ``torch`` first keeps OpenMP's default, and :func:`wait_policy` says which applies.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+#: OpenMP's wait policy the package sets when nothing else did (module docstring)
+DEFAULT_WAIT_POLICY = "passive"
+_WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+#: set by :func:`default_wait_policy` when it chose the policy (so the reason can be reported)
+_SET_BY_PACKAGE_ENV = "DISENTANGLE_SET_OMP_WAIT_POLICY"
+
+
+def default_wait_policy() -> None:
+    """Set ``OMP_WAIT_POLICY`` to :data:`DEFAULT_WAIT_POLICY` when ``torch`` is not imported yet and
+    the environment does not set it (called first thing by ``import disentangle``)."""
+    if _WAIT_POLICY_ENV in os.environ or "torch" in sys.modules:
+        return
+    os.environ[_WAIT_POLICY_ENV] = DEFAULT_WAIT_POLICY.upper()
+    os.environ[_SET_BY_PACKAGE_ENV] = "1"  # inherited by subprocesses, which report the same reason
+
+
+def wait_policy() -> tuple[str, str]:
+    """OpenMP's wait policy in this process and why: ``("passive", "set by disentangle ...")``."""
+    value = os.environ.get(_WAIT_POLICY_ENV)
+    if value is None:
+        return "active", "OpenMP's default: torch was imported before disentangle (set OMP_WAIT_POLICY=passive)"
+    if os.environ.get(_SET_BY_PACKAGE_ENV) == "1" and value.lower() == DEFAULT_WAIT_POLICY:
+        return DEFAULT_WAIT_POLICY, "disentangle's default: waiting threads yield a CPU shared with other jobs"
+    return value.lower(), "OMP_WAIT_POLICY in the environment"
+
+
+def cgroup_cpu_quota(root: str | Path = "/sys/fs/cgroup", self_cgroup: str | Path = "/proc/self/cgroup") -> float | None:
+    """CPUs' worth of time this process's cgroup may use (``quota / period``), the smallest over its
+    cgroup and their ancestors; None without a quota (or where it cannot be read).
+
+    cgroup v2: ``cpu.max`` holds ``"QUOTA PERIOD"`` or ``"max PERIOD"``; v1: ``cpu.cfs_quota_us``
+    (``-1``: none) and ``cpu.cfs_period_us`` under the ``cpu`` controller's folder."""
+    root = Path(root)
+    limits: list[float] = []
+    for controllers, path in _cgroup_paths(Path(self_cgroup)):
+        if controllers == "":  # v2: the unified hierarchy (under unified/ on a hybrid v1/v2 host)
+            for base in (root, root / "unified"):
+                for folder in _self_and_ancestors(base, path):
+                    limit = _read_v2(folder / "cpu.max")
+                    if limit is not None:
+                        limits.append(limit)
+        elif "cpu" in controllers.split(","):
+            for base in (root / "cpu", root / "cpu,cpuacct", root / "cpuacct,cpu"):
+                for folder in _self_and_ancestors(base, path):
+                    limit = _read_v1(folder)
+                    if limit is not None:
+                        limits.append(limit)
+    return min(limits) if limits else None
+
+
+def _cgroup_paths(self_cgroup: Path) -> list[tuple[str, str]]:
+    try:
+        lines = self_cgroup.read_text().splitlines()
+    except OSError:
+        return [("", "/")]
+    paths = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            paths.append((parts[1], parts[2]))
+    return paths or [("", "/")]
+
+
+def _self_and_ancestors(base: Path, path: str) -> list[Path]:
+    parts = [p for p in path.strip("/").split("/") if p and p != ".."]
+    return [base.joinpath(*parts[:i]) for i in range(len(parts), -1, -1)]
+
+
+def _read_v2(file: Path) -> float | None:
+    try:
+        quota, period = file.read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    try:
+        return int(quota) / int(period)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _read_v1(folder: Path) -> float | None:
+    try:
+        quota = int((folder / "cpu.cfs_quota_us").read_text())
+        period = int((folder / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def affinity_cpus() -> int:
+    """CPUs in this process's affinity mask (the machine's count where the mask cannot be read)."""
+    if hasattr(os, "sched_getaffinity"):
+        try:
+            return len(os.sched_getaffinity(0))
+        except OSError:
+            pass
+    return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """``train.threads`` resolved: the intra-op thread count and why."""
+
+    threads: int
+    reason: str
+
+
+def choose_threads(
+    setting: int | str = "auto", *, affinity: int | None = None, quota: float | None | str = "read",
+    environ: dict[str, str] | None = None,
+) -> ThreadChoice:
+    """Resolve a thread setting: a positive int is taken as given; ``"auto"`` is ``OMP_NUM_THREADS``
+    when set, else the CPUs this process may use, ``min(affinity, ceil(quota))`` (module docstring),
+    shared between the ``LOCAL_WORLD_SIZE`` processes of a ``torchrun`` launch on this machine.
+
+    ``affinity``, ``quota`` and ``environ`` default to this process's (given, they let a test fake
+    a machine)."""
+    if setting != "auto":
+        return ThreadChoice(int(setting), "set")
+    environ = os.environ if environ is None else environ
+    given = environ.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return ThreadChoice(int(given), "auto: OMP_NUM_THREADS in the environment")
+    cpus = affinity_cpus() if affinity is None else affinity
+    limit = cgroup_cpu_quota() if quota == "read" else quota
+    if limit is not None and math.ceil(limit) < cpus:
+        usable, where = math.ceil(limit), f"the cgroup's CPU quota ({limit:g} CPUs; {cpus} in the affinity mask)"
+    else:
+        total = os.cpu_count() or cpus
+        usable = cpus
+        where = "the CPUs of this machine" if cpus == total else f"the affinity mask ({cpus} of {total} CPUs)"
+    local = environ.get("LOCAL_WORLD_SIZE", "").strip()
+    processes = int(local) if local.isdigit() and int(local) > 1 else 1
+    if processes > 1:
+        return ThreadChoice(max(1, usable // processes), f"auto: {where}, shared by {processes} processes")
+    return ThreadChoice(max(1, usable), f"auto: {where}")
+
+
+def check_threads_setting(name: str, value: object) -> int | str:
+    """``value`` as a thread setting (``"auto"`` or a positive int), else a ``ConfigError`` naming
+    ``name`` (a config key or a CLI option)."""
+    from ..errors import ConfigError
+
+    if value == "auto":
+        return "auto"
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    raise ConfigError(
+        f"{name} is {value!r}; expected 'auto' (the CPUs this process may use: its affinity mask and cgroup "
+        f"quota, or OMP_NUM_THREADS when set) or a positive number of threads, e.g. {name}=1 on a CPU "
+        f"shared with other jobs."
+    )
+
+
+def apply_threads(setting: int | str = "auto") -> ThreadChoice:
+    """Resolve ``setting`` (:func:`choose_threads`) and set torch's intra-op threads to it."""
+    import torch
+
+    choice = choose_threads(setting)
+    if torch.get_num_threads() != choice.threads:
+        torch.set_num_threads(choice.threads)
+    return choice

@@ -1,0 +1,181 @@
+"""``train.threads`` / ``--threads`` and OpenMP's wait policy: ``auto`` reads the CPUs this process
+may use (affinity mask, cgroup quota, OMP_NUM_THREADS, torchrun's local processes), faked here; the
+package sets a passive wait policy before torch is imported; a slowdown is reported."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from disentangle._core.threads import (
+    ThreadChoice,
+    cgroup_cpu_quota,
+    check_threads_setting,
+    choose_threads,
+)
+from disentangle.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("affinity", "quota", "environ", "threads", "why"), [
+    (8, None, {}, 8, "auto: the"),                              # nothing restricts: every CPU
+    (2, None, {}, 2, "auto: the"),
+    (8, 2.0, {}, 2, "cgroup's CPU quota (2 CPUs; 8 in the affinity mask)"),
+    (8, 1.5, {}, 2, "quota (1.5 CPUs"),                         # a fractional quota rounds up
+    (8, 0.5, {}, 1, "quota (0.5 CPUs"),
+    (4, 16.0, {}, 4, "auto: the"),                              # a quota above the mask does not raise it
+    (8, 4.0, {"OMP_NUM_THREADS": "3"}, 3, "OMP_NUM_THREADS"),   # the user's variable wins
+    (8, None, {"OMP_NUM_THREADS": "junk"}, 8, "auto: the"),     # an unusable one is ignored
+    (8, None, {"LOCAL_WORLD_SIZE": "4"}, 2, "shared by 4 processes"),
+    (2, None, {"LOCAL_WORLD_SIZE": "4"}, 1, "shared by 4 processes"),
+])
+def test_auto_uses_the_cpus_this_process_may_use(affinity, quota, environ, threads, why):
+    choice = choose_threads("auto", affinity=affinity, quota=quota, environ=environ)
+    assert choice.threads == threads
+    assert why in choice.reason
+
+
+def test_a_number_is_taken_as_given():
+    assert choose_threads(3, affinity=1, quota=0.5, environ={"OMP_NUM_THREADS": "8"}) == ThreadChoice(3, "set")
+
+
+@pytest.mark.parametrize("bad", [0, -1, "two", 1.5, True, None])
+def test_bad_settings_are_refused_with_the_choices(bad):
+    with pytest.raises(ConfigError, match="expected 'auto'.*positive number of threads"):
+        check_threads_setting("train.threads", bad)
+    assert check_threads_setting("x", "4") == 4 and check_threads_setting("x", "auto") == "auto"
+
+
+def _cgroup_tree(tmp_path: Path, files: dict[str, str], self_cgroup: str) -> tuple[Path, Path]:
+    root = tmp_path / "cgroup"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    proc = tmp_path / "self_cgroup"
+    proc.write_text(self_cgroup)
+    return root, proc
+
+
+def test_cgroup_v2_quota_is_the_smallest_over_the_cgroup_and_its_ancestors(tmp_path):
+    root, proc = _cgroup_tree(tmp_path, {
+        "cpu.max": "max 100000\n",
+        "job/cpu.max": "300000 100000\n",       # the parent: 3 CPUs
+        "job/step/cpu.max": "max 100000\n",     # the process's own cgroup: no limit
+    }, "0::/job/step\n")
+    assert cgroup_cpu_quota(root, proc) == pytest.approx(3.0)
+
+
+def test_cgroup_v2_without_a_limit_and_hybrid_hosts(tmp_path):
+    root, proc = _cgroup_tree(tmp_path, {"cpu.max": "max 100000\n"}, "0::/\n")
+    assert cgroup_cpu_quota(root, proc) is None
+    root, proc = _cgroup_tree(tmp_path / "h", {"unified/cpu.max": "150000 100000\n"}, "1:cpu:/\n0::/\n")
+    assert cgroup_cpu_quota(root, proc) == pytest.approx(1.5)
+
+
+def test_cgroup_v1_quota(tmp_path):
+    root, proc = _cgroup_tree(tmp_path, {
+        "cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "50000\n",
+        "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n",
+        "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+        "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+    }, "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n")
+    assert cgroup_cpu_quota(root, proc) == pytest.approx(0.5)
+
+
+def test_unreadable_cgroups_mean_no_quota(tmp_path):
+    assert cgroup_cpu_quota(tmp_path / "none", tmp_path / "missing") is None
+
+
+def _python(code: str, **env: str) -> str:
+    environ = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "DISENTANGLE_SET_OMP_WAIT_POLICY")}
+    proc = subprocess.run([sys.executable, "-c", code], env={**environ, **env, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120, check=True)
+    return proc.stdout.strip()
+
+
+REPORT = "import os; from disentangle._core.threads import wait_policy; print(os.environ.get('OMP_WAIT_POLICY'), wait_policy())"
+
+
+def test_the_package_sets_a_passive_wait_policy_before_torch_starts_openmp():
+    out = _python(f"import disentangle, torch; {REPORT}")
+    assert out.startswith("PASSIVE ('passive', \"disentangle's default")
+
+
+def test_a_users_wait_policy_is_kept():
+    out = _python(f"import disentangle; {REPORT}", OMP_WAIT_POLICY="active")
+    assert out.startswith("active ('active', 'OMP_WAIT_POLICY in the environment')")
+
+
+def test_torch_imported_first_keeps_openmps_default_and_says_so():
+    out = _python(f"import torch, disentangle; {REPORT}")
+    assert out.startswith("None ('active', \"OpenMP's default: torch was imported before disentangle")
+
+
+def test_a_run_records_its_threads_and_wait_policy(tmp_path, tiny_overrides):
+    import torch
+
+    from disentangle.config import load_config
+    from disentangle.training.trainer import fit
+
+    before = torch.get_num_threads()
+    try:
+        fit(load_config(None, tiny_overrides(tmp_path / "run", steps=2, **{"train.threads": 1})))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    record = json.loads((tmp_path / "run/execution.jsonl").read_text().splitlines()[-1])
+    assert record["threads"] == 1 and record["threads_reason"] == "set"
+    assert record["wait_policy"] in ("passive", "active") and record["wait_policy_reason"]
+
+
+def test_threads_may_change_on_resume_and_are_not_part_of_a_run_id():
+    from disentangle.config import Config
+    from disentangle.sweep.ids import run_id
+
+    a, b = Config().to_dict(), Config().to_dict()
+    b["train"]["threads"] = 1
+    assert run_id(a) == run_id(b)
+
+
+def test_a_sweep_workers_thread_count_reaches_auto(monkeypatch):
+    import torch
+
+    from disentangle.sweep.runner import configure_worker
+
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    try:
+        configure_worker(1)
+        assert os.environ["OMP_NUM_THREADS"] == "1"
+        assert choose_threads("auto").threads == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_slowdown_is_reported_once_and_again_after_a_recovery():
+    import torch
+
+    from disentangle.training.runtime import Execution
+    from disentangle.training.trainer import _Session
+
+    session = _Session(0, 100, False, torch.device("cpu"))
+    execution = Execution("cpu", "AVX512", "fp32", False, "", None, "", threads=2, threads_reason="auto: x",
+                          wait_policy="active", wait_policy_reason="y")
+    messages = [session.stall_message(rate, i, execution) for i, rate in enumerate([5, 10, 9, 2, 1.5, 9, 2])]
+    assert [m is not None for m in messages] == [False, False, False, True, False, False, True]
+    assert "slowed to 2 steps/s at step 3, from 10 steps/s" in messages[3]
+    assert "train.threads=1" in messages[3] and "2 CPU threads (auto: x)" in messages[3]
+    session.close()
+
+
+@pytest.mark.parametrize("module", ["disentangle.evaluate", "disentangle.visualize"])
+def test_cli_threads_option_refuses_bad_values_with_exit_2(module, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", module, str(tmp_path), "--threads", "0"], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "--threads is 0; expected 'auto'" in proc.stderr and "Traceback" not in proc.stderr

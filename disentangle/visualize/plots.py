@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,7 +86,9 @@ def latent_responses_figure(
                 ax.set_xlabel("value", fontsize=7)
         label = f"z{j}" if kl is None else f"z{j}\nKL {float(np.asarray(kl)[j]):.2f}"
         axes[r, 0].set_ylabel(label, fontsize=8, rotation=0, ha="right", va="center")
-    fig.suptitle("Mean code against each factor's value (band: ±1 std over the other factors)", fontsize=9)
+    title = "Mean code against each factor's value (band: ±1 std over the other factors)"
+    # wrapped to the figure's width: one factor's column is narrower than the title at 9 pt
+    fig.suptitle(textwrap.fill(title, width=max(24, int(13 * fig.get_figwidth()))), fontsize=9)
     return fig
 
 

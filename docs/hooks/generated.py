@@ -197,9 +197,32 @@ def pretrained_notes(models: dict[str, dict[str, Any]] | None = None) -> str:
         published = f" Published {r['published'][:10]}" if r.get("published") else ""
         seed = f", scores with seed {r['metrics_seed']}" if r.get("metrics_seed") is not None else ""
         sha = f"; sha256 `{r['sha256'][:16]}…`" if r.get("sha256") else ""
-        note = r.get("notes") or ""
+        note = markdown_safe(r.get("notes") or "")
         items.append(f"* **`{name}`**: {note}{recipe}{published}{seed}{sha}.")
     return "\n".join(items)
+
+
+#: a path or glob in free text: characters of file names with a / or a * among them
+_PATH_LIKE = re.compile(r"(?<![`\w])([\w.\-]*[/*][\w.\-/*]*[\w*])")
+
+
+def markdown_safe(text: str) -> str:
+    """Free text (a manifest's notes) as Markdown that shows it as written: paths and globs in code
+    spans (``configs/x*.yaml`` would otherwise turn ``*`` into emphasis), any other ``*``, ``_``
+    and ``<`` escaped."""
+    parts = re.split(r"(`[^`]*`)", text)  # code spans the author wrote are kept as they are
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(part)
+            continue
+        pieces = _PATH_LIKE.split(part)
+        for j, piece in enumerate(pieces):
+            if j % 2:
+                out.append(f"`{piece}`")
+            else:
+                out.append(re.sub(r"([*_<])", r"\\\1", piece))
+    return "".join(out)
 
 
 def pretrained_example(models: dict[str, dict[str, Any]] | None = None) -> str:

@@ -350,3 +350,13 @@ def test_the_sources_link_pictures_where_they_are_in_the_repository():
     linked = hook.site_links("![a](../../examples/output/visualize/x.png) ![b](../../benchmarks/t.png)", "guides/p.md")
     assert linked == "![a](../assets/examples/visualize/x.png) ![b](../assets/benchmarks/t.png)"
     assert hook.site_links("![a](../examples/output/v/x.png)", "index.md") == "![a](assets/examples/v/x.png)"
+
+
+def test_the_docs_home_describes_the_library_as_the_readme_does():
+    """The first paragraph of the docs' home page is the README's (it listed fewer methods)."""
+
+    def first_paragraph(text: str) -> str:
+        start = text.index("A PyTorch library for")
+        return text[start:text.index("\n\n", start)]
+
+    assert first_paragraph((DOCS / "index.md").read_text()) == first_paragraph((REPO / "README.md").read_text())

@@ -94,3 +94,22 @@ def test_metrics_figure_leaves_out_counts():
     assert labels and not any("num_active_dims" in label for label in labels)
     assert [round(p.get_width(), 6) for p in ax.patches] == [0.5, 0.25]
     assert ax.get_xlim()[1] < 2.0  # the axis is scaled to the scores (0.5 here), not to the count (10)
+
+
+@pytest.mark.parametrize("num_factors", [1, 2, 5])
+def test_latent_responses_title_fits_the_figure(num_factors):
+    """A single-factor dataset's figure is one narrow column: its title wraps instead of being cut."""
+    from disentangle.visualize.responses import LatentResponses
+
+    values = np.arange(4.0)
+    codes = np.stack([values, -values, 0 * values], axis=1)
+    responses = LatentResponses(tuple(f"f{k}" for k in range(num_factors)), (values,) * num_factors,
+                                (codes,) * num_factors, (0.1 + 0 * codes,) * num_factors)
+    fig = latent_responses_figure(responses)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    title = fig._suptitle.get_window_extent(canvas.get_renderer())
+    width, height = fig.bbox.width, fig.bbox.height
+    assert title.x0 >= 0 and title.x1 <= width and title.y1 <= height, (title, width, height)

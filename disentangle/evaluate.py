@@ -86,6 +86,7 @@ def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[
         if not sep or not dot or not option:
             raise ConfigError(f"--set expects METRIC.KEY=VALUE (e.g. dci.num_train=2000), got '{item}'.")
         fn = METRICS.get(metric)
+        metric = METRICS.canonical(metric)  # an alias (sap) sets its metric's settings (sap_score)
         if metric not in metric_names:
             raise ConfigError(f"--set {key}: metric '{metric}' is not among the metrics being computed.")
         params = [

@@ -17,22 +17,32 @@ dict[str, float]``:
   :class:`~disentangle._core.checks.ParameterError` (a :class:`~disentangle.ConfigError`), and
   :func:`validate_settings` runs the same checks without a run.
 
-============================  =========================================================
-metric                        paper
-============================  =========================================================
-``beta_vae_score``            Higgins et al. 2017
-``factor_vae_score``          Kim & Mnih 2018
-``mig``                       Chen et al. 2018 (histogram estimator; ``estimator="chen"``)
-``modularity_explicitness``   Ridgeway & Mozer 2018
-``dci``                       Eastwood & Williams 2018
-``sap_score``                 Kumar et al. 2018
-``unsupervised_scores``       Locatello et al. 2019
-``downstream_task``           Locatello et al. 2019
-``elbo_decomposition``        Chen et al. 2018 (needs a model with ``encode``)
-============================  =========================================================
+============================  ================  ===================================================
+metric                        alias             paper
+============================  ================  ===================================================
+``beta_vae_score``            ``beta_vae``      Higgins et al. 2017
+``factor_vae_score``          ``factor_vae``    Kim & Mnih 2018
+``mig``                                         Chen et al. 2018 (histogram estimator; ``estimator="chen"``)
+``modularity_explicitness``   ``modularity``    Ridgeway & Mozer 2018
+``dci``                                         Eastwood & Williams 2018
+``sap_score``                 ``sap``           Kumar et al. 2018
+``unsupervised_scores``       ``unsupervised``  Locatello et al. 2019
+``downstream_task``           ``downstream``    Locatello et al. 2019
+``elbo_decomposition``                          Chen et al. 2018 (needs a model with ``encode``)
+============================  ================  ===================================================
 
 ``METRICS`` is the registry of all of them (``METRICS.get("mig")``); :func:`evaluate_metrics`
 runs several at once, sharing the sampled codes between metrics that draw the same points.
+
+One name per metric, the same everywhere: ``disentangle.metrics.NAME`` is the metric registered as
+``NAME`` (``from disentangle.metrics import sap_score``; ``--metrics sap_score`` on the evaluate
+CLI; ``train.eval_metrics: [sap_score]``), and its scores are recorded under that name. An alias
+(``METRICS.aliases()``) is the same function under a short name (``disentangle.metrics.sap is
+sap_score``), accepted wherever a name is (``--metrics sap``) and recorded under the metric's name.
+Each alias is the name of the module that implements its metric: the package attribute is the
+metric, never the module. The modules still import by their paths for their building blocks
+(``from disentangle.metrics.sap import sap_from_score_matrix``; ``importlib.import_module`` for
+the module object itself: ``import disentangle.metrics.sap as m`` binds the attribute, the metric).
 """
 from __future__ import annotations
 
@@ -64,6 +74,16 @@ from .unsupervised import unsupervised_scores
 # every module of the package registers its metrics as it is imported (a new metric is one file)
 import_submodules(__name__, __path__)
 
+# The aliases of METRICS as package attributes: the metric, never its module. Importing a submodule
+# sets the package attribute of its name to the module, so these come after every submodule is
+# imported (above); later imports of a submodule find it in sys.modules and leave them alone.
+beta_vae = beta_vae_score
+downstream = downstream_task
+factor_vae = factor_vae_score
+modularity = modularity_explicitness
+sap = sap_score
+unsupervised = unsupervised_scores
+
 
 def available_metrics(representation: Any = None) -> tuple[str, ...]:
     """Names of the registered metrics that apply to ``representation`` (all, for ``None``).
@@ -76,7 +96,8 @@ def available_metrics(representation: Any = None) -> tuple[str, ...]:
 
 
 def resolve_metric_names(names: str | Iterable[str], representation: Any = None) -> list[str]:
-    """Validate metric names (a list, or a comma-separated string); ``"all"`` expands.
+    """Validate metric names (a list, or a comma-separated string); ``"all"`` expands, an alias
+    becomes its metric's name (``"sap"`` is ``"sap_score"``), each metric is named once.
 
     Raises :class:`disentangle._core.registry.UnknownNameError` (with a did-you-mean) for an unknown name.
     """
@@ -86,7 +107,7 @@ def resolve_metric_names(names: str | Iterable[str], representation: Any = None)
     for name in names:
         expanded = list(available_metrics(representation)) if name == "all" else [name]
         for n in expanded:
-            METRICS.get(n)  # raises with the valid names
+            n = METRICS.canonical(n)  # raises with the valid names
             if n not in out:
                 out.append(n)
     if not out:
@@ -97,8 +118,8 @@ def resolve_metric_names(names: str | Iterable[str], representation: Any = None)
 def validate_settings(name: str, settings: Mapping[str, Any], dataset: Any = None) -> dict[str, Any]:
     """Check one metric's settings without running it; return them validated (converted).
 
-    ``settings`` are keyword arguments of metric ``name`` (as the evaluate CLI's ``--set`` gives
-    them). An unknown metric or setting raises :class:`~disentangle.ConfigError` with a
+    ``settings`` are keyword arguments of metric ``name`` (a name or an alias; as the evaluate CLI's
+    ``--set`` gives them). An unknown metric or setting raises :class:`~disentangle.ConfigError` with a
     did-you-mean; a bad value raises :class:`~disentangle._core.checks.ParameterError` with the message
     the metric itself would give, checked together with the metric's defaults for the settings
     not given. ``factors`` names are checked against ``dataset`` when one is given (their form
@@ -134,10 +155,11 @@ def evaluate_metrics(
 ) -> dict[str, dict[str, float]]:
     """Run several metrics on one representation: ``{metric name: {score name: value}}``.
 
-    ``names`` are registered metric names (or ``"all"``), ``settings`` optional per-metric keyword
-    arguments (``{"dci": {"booster": "hist"}}``), ``callback(name, scores, seconds)`` is called
-    after each metric (for progress reporting). All names and settings are checked (see
-    :func:`validate_settings`) before anything runs. Sampled ``(codes, factors)`` are shared
+    ``names`` are registered metric names or aliases (or ``"all"``), ``settings`` optional
+    per-metric keyword arguments (``{"dci": {"booster": "hist"}}``; keyed by name or alias),
+    ``callback(name, scores, seconds)`` is called after each metric (for progress reporting). The
+    results and callbacks name each metric by its registered name (an alias's metric too). All
+    names and settings are checked (see :func:`validate_settings`) before anything runs. Sampled ``(codes, factors)`` are shared
     between metrics that draw the same points with the same seed (see
     :func:`disentangle.metrics._sampling.code_cache`), which changes no value.
 
@@ -189,10 +211,7 @@ def evaluate_metrics(
     code_table = _auto_or_boolean("code_table", code_table)
     seed = checks.seed("seed", seed)
     resolved = resolve_metric_names(names, representation)
-    settings = dict(settings or {})
-    unknown = sorted(set(settings) - set(METRICS.names()))
-    if unknown:
-        METRICS.get(unknown[0])
+    settings = _settings_by_metric_name(settings or {})
     for name in resolved:
         validate_settings(name, settings.get(name, {}), dataset)
     results: dict[str, dict[str, float]] = {}
@@ -216,6 +235,21 @@ def evaluate_metrics(
             if callback is not None:
                 callback(name, results[name], time.perf_counter() - start)
     return results
+
+
+def _settings_by_metric_name(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """``settings`` keyed by metric names, an alias's under its metric's name; an unknown name raises
+    (with a did-you-mean), and so does a metric given settings under two names (``sap`` and ``sap_score``)."""
+    out: dict[str, Mapping[str, Any]] = {}
+    given: dict[str, str] = {}
+    for key, value in settings.items():
+        name = METRICS.canonical(key)
+        if name in out:
+            raise ConfigError(
+                f"settings for the metric '{name}' are given both as '{given[name]}' and as '{key}'; give them once."
+            )
+        out[name], given[name] = value, key
+    return out
 
 
 def _auto_or_boolean(name: str, value: Any) -> bool | Literal["auto"]:

@@ -58,6 +58,7 @@ CHECK_SETTINGS = SettingsChecks(
 @register_metric(
     checks=CHECK_SETTINGS,
     draws=lambda s: sum(_check_sizes(s["num_train"])) + len(_check_sizes(s["num_train"])) * s["num_test"],
+    aliases=("downstream",),
 )
 def downstream_task(
     dataset: Any,

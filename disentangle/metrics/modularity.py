@@ -18,7 +18,9 @@ CHECK_SETTINGS = SettingsChecks(
 )
 
 
-@register_metric(checks=CHECK_SETTINGS, draws=lambda settings: settings["num_train"] + settings["num_test"])
+@register_metric(
+    checks=CHECK_SETTINGS, draws=lambda settings: settings["num_train"] + settings["num_test"], aliases=("modularity",)
+)
 def modularity_explicitness(
     dataset: Any,
     representation: Any,

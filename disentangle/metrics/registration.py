@@ -11,6 +11,13 @@ its default; the registered function checks every setting (the defaults too) bef
 runs, so the body reads its parameters as validated, converted values. Code that runs metrics asks
 the spec (:func:`metric_spec`) and never a metric's internals. Every module of
 ``disentangle/metrics/`` is imported with the package, so a new metric is one file.
+
+A metric has one name, its function's: ``sap_score`` in ``METRICS``, in ``python -m
+disentangle.evaluate --metrics``, in ``train.eval_metrics``, as ``disentangle.metrics.sap_score`` and
+as the key of its scores. ``register_metric(aliases=("sap",))`` adds short names that are accepted
+wherever a metric name is (``METRICS.get("sap")``, ``--metrics sap``) and stand for that name: they
+resolve to it (:meth:`MetricRegistry.canonical`), so scores are always recorded under the metric's
+name. An alias may not take a metric's name, another metric's alias, or ``all``.
 """
 from __future__ import annotations
 
@@ -22,11 +29,90 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core.registry import Registry
+from .._core.registry import Registry, did_you_mean
+from ..errors import UnknownNameError
 
-METRICS: Registry = Registry("metric")
+#: names a metric alias may not take: ``all`` means every metric wherever names are read
+RESERVED_NAMES: tuple[str, ...] = ("all",)
+
+
+class MetricRegistry(Registry):
+    """The registry of metrics: a :class:`~disentangle._core.registry.Registry` whose entries may
+    also be reached by aliases (``sap`` for ``sap_score``).
+
+    :meth:`get`, ``in`` and :meth:`canonical` accept a name or an alias; :meth:`names` (and
+    iteration, ``len``) are the metrics' names only, so ``"all"`` runs each metric once, under its
+    name. An unknown name raises :class:`~disentangle.errors.UnknownNameError` with a did-you-mean
+    over names and aliases.
+    """
+
+    def __init__(self, kind: str = "metric") -> None:
+        super().__init__(kind)
+        self._aliases: dict[str, str] = {}
+
+    def register(self, name: str, obj: Callable[..., Any] | None = None, *, overwrite: bool = False):
+        """Register ``obj`` under ``name`` (see :meth:`Registry.register`); ``name`` may not be an alias."""
+        if name in self._aliases:
+            raise ValueError(
+                f"'{name}' is an alias of the {self.kind} '{self._aliases[name]}'; a {self.kind} cannot take its name."
+            )
+        return super().register(name, obj, overwrite=overwrite)
+
+    def alias_conflict(self, alias: str, name: str) -> str | None:
+        """Why ``alias`` cannot stand for the metric ``name`` (it would shadow another name); None if it can."""
+        if not isinstance(alias, str) or not alias.isidentifier():
+            return f"the {self.kind} alias {alias!r} is not a Python identifier."
+        if alias in RESERVED_NAMES:
+            return f"the {self.kind} alias '{alias}' is reserved ('{alias}' means every {self.kind})."
+        if alias in self._entries and alias != name:
+            return f"the {self.kind} alias '{alias}' for '{name}' would shadow the {self.kind} '{alias}'."
+        if self._aliases.get(alias, name) != name:
+            return f"'{alias}' is already an alias of the {self.kind} '{self._aliases[alias]}', not of '{name}'."
+        return None
+
+    def register_alias(self, alias: str, name: str) -> None:
+        """Make ``alias`` stand for the registered metric ``name``; refused (``ValueError``) where it
+        would shadow another name (see :meth:`alias_conflict`)."""
+        name = self.canonical(name)
+        conflict = self.alias_conflict(alias, name)
+        if conflict is not None:
+            raise ValueError(conflict)
+        if alias != name:
+            self._aliases[alias] = name
+
+    def aliases(self) -> dict[str, str]:
+        """Every alias with the name of the metric it stands for, sorted by alias."""
+        return dict(sorted(self._aliases.items()))
+
+    def canonical(self, name: str) -> str:
+        """The metric's name for ``name``, a metric name or an alias (an unknown name raises)."""
+        if name in self._aliases:
+            return self._aliases[name]
+        if name not in self._entries:
+            known = [*self.names(), *self._aliases]
+            aliases = ", ".join(f"{a} ({n})" for a, n in self.aliases().items())
+            raise UnknownNameError(
+                f"Unknown {self.kind} '{name}'.{did_you_mean(name, known)} "
+                f"Valid {self.kind} names: {', '.join(self.names()) or '(none registered)'}"
+                + (f"; aliases: {aliases}." if aliases else ".")
+            )
+        return name
+
+    def get(self, name: str) -> Callable[..., Any]:
+        """The metric registered as ``name`` or aliased ``name``."""
+        return self._entries[self.canonical(name)]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries or name in self._aliases
+
+    def __repr__(self) -> str:
+        return f"MetricRegistry({self.kind!r}, names={list(self.names())}, aliases={self.aliases()})"
+
+
+METRICS: MetricRegistry = MetricRegistry("metric")
 """The metric registry: metric names (``train.eval_metrics``, ``python -m disentangle.evaluate
---metrics``) to the metric functions; their keyword-only parameters are the metric's settings."""
+--metrics``) to the metric functions; their keyword-only parameters are the metric's settings. Its
+aliases (``sap`` for ``sap_score``) are accepted wherever a name is and resolve to that name."""
 
 Settings = Mapping[str, Any]
 
@@ -117,14 +203,27 @@ def register_metric(
     requires_encoder: bool = False,
     needs_model: Callable[[Settings], bool] = _never,
     draws: Callable[[Settings], int] | None = None,
+    aliases: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., dict[str, float]]], Callable[..., dict[str, float]]]:
     """Register the decorated metric function under ``name`` (default: its own name) with its spec
-    (:class:`MetricSpec`: ``needs_model`` is its ``needs_model_for``, ``draws`` its ``draws_for``)."""
+    (:class:`MetricSpec`: ``needs_model`` is its ``needs_model_for``, ``draws`` its ``draws_for``),
+    and ``aliases``, short names that stand for it (:meth:`MetricRegistry.register_alias`). Every
+    name is checked first: a name or alias that would shadow another raises ``ValueError`` and
+    registers nothing."""
+    if isinstance(aliases, str):
+        aliases = (aliases,)
 
     def decorate(function: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
         key = name or function.__name__
+        for alias in aliases:
+            conflict = METRICS.alias_conflict(alias, key) or (
+                f"the metric alias '{alias}' is given twice." if list(aliases).count(alias) > 1 else None)
+            if conflict is not None:
+                raise ValueError(conflict)
         checked = function if checks is None else _checked(function, checks)
         METRICS.register(key, checked)
+        for alias in aliases:
+            METRICS.register_alias(alias, key)
         _SPECS[key] = MetricSpec(key, checked, checks, requires_encoder, needs_model, draws)
         return checked
 
@@ -147,7 +246,9 @@ def _checked(function: Callable[..., dict[str, float]], checks: Callable[..., di
 
 
 def metric_spec(name: str) -> MetricSpec:
-    """The spec of the registered metric ``name`` (an unknown name raises, listing the valid ones)."""
+    """The spec of the registered metric ``name``, or of the metric an alias stands for (an
+    unknown name raises, listing the valid ones)."""
+    name = METRICS.canonical(name)
     function = METRICS.get(name)
     spec = _SPECS.get(name)
     if spec is None or spec.function is not function:  # registered directly with METRICS.register

@@ -20,7 +20,9 @@ CHECK_SETTINGS = SettingsChecks(
 )
 
 
-@register_metric(checks=CHECK_SETTINGS, draws=lambda settings: settings["num_train"] + settings["num_test"])
+@register_metric(
+    checks=CHECK_SETTINGS, draws=lambda settings: settings["num_train"] + settings["num_test"], aliases=("sap",)
+)
 def sap_score(
     dataset: Any,
     representation: Any,

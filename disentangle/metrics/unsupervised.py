@@ -14,7 +14,7 @@ from .registration import register_metric
 CHECK_SETTINGS = SettingsChecks(num_train=count("num_train", 2), num_bins=count("num_bins"))
 
 
-@register_metric(checks=CHECK_SETTINGS, draws=lambda settings: settings["num_train"])
+@register_metric(checks=CHECK_SETTINGS, draws=lambda settings: settings["num_train"], aliases=("unsupervised",))
 def unsupervised_scores(
     dataset: Any,
     representation: Any,

@@ -337,6 +337,8 @@ def _parse_metrics(names: Any, settings: Any, where: str) -> tuple[list[str], di
         raise ConfigError(f"{where}: 'metric_settings' must map metric names to mappings of settings, got {settings!r}.")
     out: dict[str, dict[str, Any]] = {}
     for metric, options in settings.items():
+        if isinstance(metric, str) and metric in METRICS:
+            metric = METRICS.canonical(metric)  # an alias (sap) keys its metric's settings (sap_score)
         if metric not in resolved:
             raise ConfigError(
                 f"{where}: 'metric_settings' has settings for '{metric}', which is not among the sweep file's "

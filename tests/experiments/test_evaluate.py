@@ -85,13 +85,13 @@ def test_missing_run_exits_1(tmp_path, capsys):
 
 def test_module_entry_point_reports_unknown_metric_without_traceback(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "disentangle.evaluate", str(tmp_path), "--metrics", "sap"],
+        [sys.executable, "-m", "disentangle.evaluate", str(tmp_path), "--metrics", "sapp"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr and "Unknown metric 'sap'" in proc.stderr
-    assert "sap_score" in proc.stderr
+    assert "Traceback" not in proc.stderr and "Unknown metric 'sapp'" in proc.stderr
+    assert "Did you mean 'sap'" in proc.stderr and "sap_score" in proc.stderr
 
 
 def test_evaluating_again_merges_into_the_metrics_file_and_keeps_the_rest(run_dir, tmp_path, capsys):

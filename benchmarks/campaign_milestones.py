@@ -1,0 +1,80 @@
+"""Keep a copy of a long campaign's checkpoints at milestone steps, for the scores that are too
+costly to compute during training (the FactorVAE score encodes the whole factor grid: about four
+minutes on one CPU thread, against seconds for MIG and DCI on 10,000 points).
+
+    python benchmarks/campaign_milestones.py SWEEP_DIR --out MILESTONES_DIR [--steps 20000,100000,200000]
+
+Watches ``SWEEP_DIR/runs/*/checkpoint.pt`` (polling every ``--every`` seconds) and copies a
+checkpoint whose step is a milestone to ``MILESTONES_DIR/<run id>/step_<N>/`` with the run's
+``config.yaml``: a run folder of its own, which ``python -m disentangle.evaluate`` and
+``benchmarks/position_basis.py`` read as any other. The trainer writes checkpoints every
+``train.checkpoint_every`` steps, so a milestone must be a multiple of it and the poll must come
+before the next checkpoint replaces it (``--every`` well under the time between checkpoints).
+Copies are atomic and a milestone already kept is not copied again; killing and restarting the
+watcher is safe. ``--once`` polls once and exits.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """The step of a trainer checkpoint (None when it cannot be read: being replaced, or absent)."""
+    try:
+        return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"])
+    except Exception:
+        return None
+
+
+def keep_milestones(sweep_dir: Path, out: Path, steps: set[int]) -> list[Path]:
+    """Copy each run's current checkpoint when its step is a milestone not yet kept; the copies made."""
+    made = []
+    for run in sorted((sweep_dir / "runs").glob("*")):
+        checkpoint = run / "checkpoint.pt"
+        if not checkpoint.is_file():
+            continue
+        step = checkpoint_step(checkpoint)
+        if step not in steps:
+            continue
+        target = out / run.name / f"step_{step:07d}"
+        if (target / "checkpoint.pt").is_file():
+            continue
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        shutil.copy2(checkpoint, partial / "checkpoint.pt")
+        if checkpoint_step(partial / "checkpoint.pt") != step:  # replaced while copying: try next poll
+            shutil.rmtree(partial)
+            continue
+        shutil.copy2(run / "config.yaml", partial / "config.yaml")
+        partial.rename(target)
+        made.append(target)
+    return made
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sweep_dir", type=Path)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--steps", default="20000,100000,200000", help="comma-separated milestone steps")
+    p.add_argument("--every", type=float, default=20.0, help="seconds between polls")
+    p.add_argument("--once", action="store_true")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    steps = {int(s) for s in args.steps.split(",") if s.strip()}
+    while True:
+        for target in keep_milestones(args.sweep_dir, args.out, steps):
+            print(f"kept {target}", flush=True)
+        if args.once:
+            return
+        time.sleep(args.every)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

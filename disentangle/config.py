@@ -13,8 +13,9 @@ A config has five sections::
 
 The parameters of the chosen dataset, backbone and objective are the keyword parameters of their
 registered builders; they are checked against the builder's signature and type hints, and their
-defaults are written into the resolved config. Every problem raises :class:`ConfigError` with
-one paragraph: which key, what was given, what is valid, and a did-you-mean.
+defaults are written into the resolved config. Every problem of the whole config (each unknown
+key, each bad value) is collected and all are raised in one :class:`ConfigError` paragraph: for
+each, which key, what was given, what is valid, and a did-you-mean.
 """
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ import dataclasses
 import inspect
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
@@ -49,6 +51,7 @@ from ._core.threads import check_threads_setting
 from .errors import ConfigError, UnknownNameError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+T = TypeVar("T")
 ZOO_PREFIX = "zoo:"  #: the prefix of zoo names wherever a config or a model is named (zoo:NAME)
 
 
@@ -295,7 +298,8 @@ def load_config(source: str | Path | None = None, overrides: list[str] | tuple[s
     ``source`` is a YAML file, the name of a shipped config (``"quickstart"``,
     ``"dsprites/factor_vae"``; see :func:`shipped_config_names`), ``"zoo:NAME"`` for a zoo recipe,
     or None for the defaults. Every check (keys, types, value ranges, choices, registry names)
-    runs here, before anything is created, and raises :class:`ConfigError` with one paragraph.
+    runs here, before anything is created; every problem found is reported in one
+    :class:`ConfigError` paragraph.
     """
     raw: dict[str, Any] = {} if source is None else read_config_source(source)
     raw = apply_overrides(raw, overrides)
@@ -332,75 +336,156 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...])
 
 # ---------------------------------------------------------------------- validation
 _SECTIONS = ("seed", "data", "model", "objective", "train")
+#: the keys of the registry sections that are not parameters of the named component
+_OWN_KEYS = {"data": ("name", "labels"), "model": ("backbone", "latent_dim", "init"), "objective": ("name",)}
+
+
+class _Problems:
+    """Every problem of one config, collected while it is checked, so that one :class:`ConfigError`
+    reports them all (:meth:`raise_all`) instead of the first one only."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def add(self, error: ConfigError) -> None:
+        """Record ``error``."""
+        self.errors.append(error)
+
+    def value(self, check: Callable[..., T], *args: Any, default: Any = None, **kwargs: Any) -> T:
+        """``check(*args, **kwargs)``; where it raises a :class:`ConfigError`, the error is recorded
+        and ``default`` returned, so that the checks after it still run."""
+        try:
+            return check(*args, **kwargs)
+        except ConfigError as err:
+            self.errors.append(err)
+            return default
+
+    def raise_all(self) -> None:
+        """Raise the one problem as it is, several as one numbered paragraph
+        (:meth:`ConfigError.all_of`); nothing if there is none."""
+        if self.errors:
+            raise ConfigError.all_of(self.errors) from None
 
 
 def _from_dict(raw: dict[str, Any], *, resolve: bool) -> Config:
+    """Check every section of ``raw`` and report every problem at once (:class:`_Problems`)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"A config must be a mapping of sections {_SECTIONS}, got {type(raw).__name__}.")
+    problems = _Problems()
     for key in raw:
         if key not in _SECTIONS:
-            raise ConfigError(
+            problems.add(ConfigError(
                 f"Unknown config section '{key}'.{did_you_mean(key, _SECTIONS)} Valid sections: {', '.join(_SECTIONS)}."
-            )
-    seed = _check_value("seed", raw.get("seed", 0), int)
-    sections: dict[str, dict[str, Any]] = {}
-    for name in ("data", "model", "objective", "train"):
-        value = raw.get(name) or {}
-        if not isinstance(value, dict):
-            raise ConfigError(f"Config section '{name}' must be a mapping, got {value!r}.")
-        sections[name] = dict(value)
+            ))
+    seed = problems.value(_check_value, "seed", raw.get("seed", 0), int, default=0)
+    sections = {name: problems.value(_section, raw, name, default={}) for name in ("data", "model", "objective", "train")}
+    config = Config(
+        seed=seed, data=_data_config(sections["data"], problems), model=_model_config(sections["model"], problems),
+        objective=_objective_config(sections["objective"], problems), train=_train_config(sections["train"], problems),
+    )
+    if resolve:
+        _resolve_registries(config, problems)
+    problems.raise_all()
+    if resolve and config.train.precision == "auto":  # the saved config and the run id name the precision used
+        config.train.precision = auto_precision(config.train.device)
+    return config
 
-    data = sections["data"]
+
+def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
+    """A copy of the mapping of section ``name`` (``{}`` when absent or empty)."""
+    value = raw.get(name) or {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"Config section '{name}' must be a mapping, got {value!r}.")
+    return dict(value)
+
+
+# A name (data.name, model.backbone, objective.name) that is not a string is recorded and left None:
+# its section's parameters are then not resolved, and the config is never returned.
+def _data_config(data: dict[str, Any], problems: _Problems) -> DataConfig:
     labels = data.pop("labels", None)
     if labels is not None:
         from .data.labels import LabelsSpec
 
-        labels = LabelsSpec.from_dict(labels).to_dict()
-    data_cfg = DataConfig(
-        name=_check_value("data.name", data.pop("name", DataConfig.name), str), params=data, labels=labels
-    )
-    model = sections["model"]
-    model_cfg = ModelConfig(
-        backbone=_check_value("model.backbone", model.pop("backbone", ModelConfig.backbone), str),
-        latent_dim=_check_value("model.latent_dim", model.pop("latent_dim", ModelConfig.latent_dim), int),
-        init=_check_value("model.init", model.pop("init", ModelConfig.init), str),
-        params=model,
-    )
-    checks.choice("model.init", model_cfg.init, INITS)
-    if model_cfg.latent_dim < 1:
-        raise ConfigError(f"model.latent_dim must be a positive integer, got {model_cfg.latent_dim}.")
-    objective = sections["objective"]
-    objective_cfg = ObjectiveConfig(
-        name=_check_value("objective.name", objective.pop("name", ObjectiveConfig.name), str), params=objective
-    )
-    train_cfg = _train_config(sections["train"])
-    config = Config(seed=seed, data=data_cfg, model=model_cfg, objective=objective_cfg, train=train_cfg)
-    if resolve:
-        _resolve_registries(config)
-        if config.train.precision == "auto":  # the saved config and the run id name the precision used
-            config.train.precision = auto_precision(config.train.device)
-    return config
+        spec = problems.value(LabelsSpec.from_dict, labels, errors=problems.errors)
+        labels = spec.to_dict() if spec is not None else None
+    name = problems.value(_check_value, "data.name", data.pop("name", DataConfig.name), str)
+    return DataConfig(name=name, params=data, labels=labels)
 
 
-def _train_config(values: dict[str, Any]) -> TrainConfig:
+def _model_config(model: dict[str, Any], problems: _Problems) -> ModelConfig:
+    backbone = problems.value(_check_value, "model.backbone", model.pop("backbone", ModelConfig.backbone), str)
+    latent_dim = problems.value(
+        _check_value, "model.latent_dim", model.pop("latent_dim", ModelConfig.latent_dim), int,
+        default=ModelConfig.latent_dim,
+    )
+    init = problems.value(_check_value, "model.init", model.pop("init", ModelConfig.init), str, default=ModelConfig.init)
+    problems.value(checks.choice, "model.init", init, INITS)
+    if latent_dim < 1:
+        problems.add(ConfigError(f"model.latent_dim must be a positive integer, got {latent_dim}."))
+    return ModelConfig(backbone=backbone, latent_dim=latent_dim, init=init, params=model)
+
+
+def _objective_config(objective: dict[str, Any], problems: _Problems) -> ObjectiveConfig:
+    name = problems.value(_check_value, "objective.name", objective.pop("name", ObjectiveConfig.name), str)
+    return ObjectiveConfig(name=name, params=objective)
+
+
+def _train_config(values: dict[str, Any], problems: _Problems | None = None) -> TrainConfig:
+    """The ``train`` section as a :class:`TrainConfig`. Every unknown key and bad value goes to
+    ``problems`` (a bad value keeps its default so that the other checks still run); without
+    ``problems``, they are raised at the end, all in one :class:`ConfigError`."""
+    found = problems if problems is not None else _Problems()
+    cfg = _train_fields(values, found)
+    _check_train_values(cfg, found)
+    if problems is None:
+        found.raise_all()
+    return cfg
+
+
+def _train_fields(values: dict[str, Any], problems: _Problems) -> TrainConfig:
+    """The known keys of ``values`` with the types of :class:`TrainConfig`; the others recorded."""
     hints = typing.get_type_hints(TrainConfig)
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    fields = sorted(f.name for f in dataclasses.fields(TrainConfig))
     kwargs = {}
     for key, value in values.items():
         if key not in fields:
-            raise ConfigError(
-                f"Unknown key 'train.{key}' (given {value!r}).{did_you_mean(key, sorted(fields))} "
-                f"Valid keys in 'train': {', '.join(sorted(fields))}."
-            )
-        kwargs[key] = _check_value(f"train.{key}", value, hints[key])
-    cfg = TrainConfig(**kwargs)
+            problems.add(ConfigError(
+                f"Unknown key 'train.{key}' (given {value!r}).{did_you_mean(key, fields)} "
+                f"Valid keys in 'train': {', '.join(fields)}."
+            ))
+            continue
+        missing = object()
+        checked = problems.value(_check_value, f"train.{key}", value, hints[key], default=missing)
+        if checked is not missing:
+            kwargs[key] = checked
+    return TrainConfig(**kwargs)
+
+
+def _check_train_values(cfg: TrainConfig, problems: _Problems) -> None:
+    """The ranges, choices and combinations of ``train`` (converted values written back to ``cfg``)."""
     for key in ("steps", "batch_size", "checkpoint_every", "log_every"):
-        checks.positive_int(f"train.{key}", getattr(cfg, key))
+        problems.value(checks.positive_int, f"train.{key}", getattr(cfg, key))
     for key in ("eval_every", "warmup_steps", "image_every"):
-        checks.integer(f"train.{key}", getattr(cfg, key), minimum=0)
-    checks.choice("train.optimizer", cfg.optimizer, OPTIMIZER_NAMES)
-    checks.choice("train.lr_schedule", cfg.lr_schedule, LR_SCHEDULES)
-    cfg.weight_decay = checks.in_range("train.weight_decay", cfg.weight_decay, 0, None)
+        problems.value(checks.integer, f"train.{key}", getattr(cfg, key), minimum=0)
+    problems.value(checks.choice, "train.optimizer", cfg.optimizer, OPTIMIZER_NAMES)
+    problems.value(checks.choice, "train.lr_schedule", cfg.lr_schedule, LR_SCHEDULES)
+    cfg.weight_decay = problems.value(
+        checks.in_range, "train.weight_decay", cfg.weight_decay, 0, None, default=cfg.weight_decay
+    )
+    problems.value(_check_train_logging, cfg)
+    cfg.lr = problems.value(
+        checks.in_range, "train.lr", cfg.lr, 0, None, low_open=True, hint="A typical value is 1e-4.", default=cfg.lr
+    )
+    cfg.eps = problems.value(checks.in_range, "train.eps", cfg.eps, 0, None, low_open=True, default=cfg.eps)
+    cfg.betas = problems.value(checks.adam_betas, "train.betas", cfg.betas, default=cfg.betas)
+    problems.value(checks.choice, "train.precision", cfg.precision, PRECISION_SETTINGS)
+    cfg.threads = problems.value(check_threads_setting, "train.threads", cfg.threads, default=cfg.threads)
+    problems.value(_check_train_out_dir, cfg)
+    problems.value(_check_train_device, cfg)
+
+
+def _check_train_logging(cfg: TrainConfig) -> None:
+    """TensorBoard images need TensorBoard, and TensorBoard its package."""
     if cfg.image_every and not cfg.tensorboard:
         raise ConfigError(
             f"train.image_every is {cfg.image_every}, but images are written to TensorBoard only and "
@@ -412,23 +497,23 @@ def _train_config(values: dict[str, Any]) -> TrainConfig:
             'pip install "disentangle-torch[tensorboard]" (or pip install tensorboard), or set '
             "train.tensorboard=false to log to log.jsonl only."
         )
-    cfg.lr = checks.in_range("train.lr", cfg.lr, 0, None, low_open=True, hint="A typical value is 1e-4.")
-    cfg.eps = checks.in_range("train.eps", cfg.eps, 0, None, low_open=True)
-    cfg.betas = checks.adam_betas("train.betas", cfg.betas)
-    checks.choice("train.precision", cfg.precision, PRECISION_SETTINGS)
-    cfg.threads = check_threads_setting("train.threads", cfg.threads)
+
+
+def _check_train_out_dir(cfg: TrainConfig) -> None:
     if Path(cfg.out_dir).exists() and not Path(cfg.out_dir).is_dir():
         raise ConfigError(
             f"train.out_dir is '{cfg.out_dir}', which is a file, not a folder. Name a folder for the run "
             f"(train.out_dir=runs/NAME); nothing was written."
         )
+
+
+def _check_train_device(cfg: TrainConfig) -> None:
     base_device = cfg.device.split(":")[0]
     if base_device not in DEVICES or (":" in cfg.device and base_device != "cuda"):
         raise ConfigError(
             f"train.device is '{cfg.device}'.{did_you_mean(cfg.device, DEVICES)} "
             f"Valid choices: {', '.join(DEVICES)} (or cuda:N)."
         )
-    return cfg
 
 
 def _tensorboard_available() -> bool:
@@ -437,25 +522,25 @@ def _tensorboard_available() -> bool:
     return importlib.util.find_spec("tensorboard") is not None
 
 
-def _resolve_registries(config: Config) -> None:
+def _resolve_registries(config: Config, problems: _Problems) -> None:
+    """Check the registry names and parameters of data, model and objective and fill in their
+    defaults; every problem goes to ``problems``."""
     from .backbones import BACKBONES
     from .data import DATASETS
     from .objectives import OBJECTIVES
 
-    config.data.params = _resolve_params(
-        "data", "name", config.data.name, config.data.params, DATASETS, internal=("device",)
+    config.data.params = _resolve_section(
+        "data", "name", config.data.name, config.data.params, DATASETS, problems, internal=("device",)
     )
-    config.model.params = _resolve_params(
-        "model", "backbone", config.model.backbone, config.model.params, BACKBONES,
+    config.model.params = _resolve_section(
+        "model", "backbone", config.model.backbone, config.model.params, BACKBONES, problems,
         internal=("image_shape", "latent_dim"), fixed=("latent_dim",),
     )
-    config.objective.params = _resolve_params(
-        "objective", "name", config.objective.name, config.objective.params, OBJECTIVES
+    config.objective.params = _resolve_section(
+        "objective", "name", config.objective.name, config.objective.params, OBJECTIVES, problems
     )
-    _validate_values("data", config.data.name, config.data.params, DATASETS)
-    _validate_values("model", config.model.backbone, config.model.params, BACKBONES)
-    _validate_values("objective", config.objective.name, config.objective.params, OBJECTIVES)
-    if config.data.labels is None and getattr(OBJECTIVES.get(config.objective.name), "uses_labels", False):
+    objective = config.objective.name
+    if config.data.labels is None and objective in OBJECTIVES and getattr(OBJECTIVES.get(objective), "uses_labels", False):
         from .data.labels import LabelsSpec
 
         config.data.labels = LabelsSpec().to_dict()  # written into the resolved config, like every default
@@ -464,10 +549,29 @@ def _resolve_registries(config: Config) -> None:
 
         for name in config.train.eval_metrics:
             if name not in METRICS:
-                raise ConfigError(
+                problems.add(ConfigError(
                     f"train.eval_metrics contains unknown metric '{name}'.{did_you_mean(name, METRICS.names())} "
                     f"Valid metrics: {', '.join(METRICS.names())}."
-                )
+                ))
+
+
+def _resolve_section(
+    section: str, name_key: str, name: str | None, params: dict[str, Any], registry: Registry, problems: _Problems,
+    **keys: tuple[str, ...],
+) -> dict[str, Any]:
+    """The resolved parameters of one registry section, value-checked by the component itself
+    (:func:`_validate_values`) when every parameter could be resolved; ``params`` unchanged for a
+    name that is not registered (or not a string)."""
+    if name is None:
+        return params
+    try:
+        resolved, complete = _resolve_params(section, name_key, name, params, registry, problems, **keys)
+    except ConfigError as err:
+        problems.add(err)
+        return params
+    if complete:
+        problems.value(_validate_values, section, name, resolved, registry)
+    return resolved
 
 
 def _resolve_params(
@@ -476,10 +580,14 @@ def _resolve_params(
     name: str,
     params: dict[str, Any],
     registry: Registry,
+    problems: _Problems,
     *,
     internal: tuple[str, ...] = (),
     fixed: tuple[str, ...] = (),
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], bool]:
+    """``params`` checked against the builder of ``name`` (its keyword names and type hints), its
+    defaults filled in, and whether every parameter could be resolved. An unknown key or a bad
+    value goes to ``problems``; an unregistered ``name`` raises."""
     try:
         signature = registry.parameters(name)
     except UnknownNameError as err:
@@ -491,29 +599,37 @@ def _resolve_params(
         hints = {}
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(target).parameters.values())
     allowed = {k: p for k, p in signature.items() if k not in internal}
+    valid_keys = [*_OWN_KEYS.get(section, (name_key, *fixed)), *sorted(allowed)]
     resolved: dict[str, Any] = {}
+    bad: set[str] = set()
     for key, value in params.items():
         if key in fixed:
             continue
         if key not in allowed and not accepts_any:
-            listing = ", ".join([name_key, *fixed, *sorted(allowed)])
-            raise ConfigError(
+            problems.add(ConfigError(
                 f"Unknown key '{section}.{key}' (given {value!r}) for {section} {name_key} '{name}'."
-                f"{did_you_mean(key, sorted(allowed))} Valid keys in '{section}' for '{name}': {listing}."
-            )
+                f"{did_you_mean(key, valid_keys)} Valid keys in '{section}' for '{name}': {', '.join(valid_keys)}."
+            ))
+            continue
         hint = hints.get(key)
-        resolved[key] = _check_value(f"{section}.{key}", value, hint) if hint is not None else value
+        try:
+            resolved[key] = _check_value(f"{section}.{key}", value, hint) if hint is not None else value
+        except ConfigError as err:
+            problems.add(err)
+            bad.add(key)
+    complete = not bad
     for key, param in allowed.items():
-        if key in resolved:
+        if key in resolved or key in bad:
             continue
         if param.default is inspect.Parameter.empty:
-            raise ConfigError(
+            problems.add(ConfigError(
                 f"Missing required key '{section}.{key}' for {section} {name_key} '{name}'. "
                 f"Add it to the '{section}' section of the config or pass {section}.{key}=VALUE."
-            )
-        if _is_plain(param.default):
+            ))
+            complete = False
+        elif _is_plain(param.default):
             resolved[key] = _plain(param.default)
-    return resolved
+    return resolved, complete
 
 
 def _validate_values(section: str, name: str, params: dict[str, Any], registry: Registry) -> None:

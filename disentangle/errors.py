@@ -4,8 +4,8 @@ Each message is meant for the user: what is wrong, the valid choices, how to fix
 it without a traceback. The kinds, by what went wrong:
 
 * **bad input** (:class:`InputError`: :class:`ConfigError` and its subclasses,
-  :class:`RunExistsError`): a config key, a name, a value, a path or a folder that cannot be used
-  as given;
+  :class:`RunExistsError`, :class:`CheckpointNotFoundError`, :class:`DataPathNotFoundError`): a
+  config key, a name, a value, a path or a folder that cannot be used as given;
 * **bad data**, a file on disk (:class:`CheckpointError`, :class:`DataFileNotFoundError`,
   :class:`CorruptDataFileError`, :class:`WeightsError`, :class:`ZooFileError`,
   :class:`ManifestError`);
@@ -17,6 +17,8 @@ runs), 130 interrupted (Ctrl-C), 1 anything else (an unexpected error: a bug, pr
 traceback).
 """
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -50,6 +52,16 @@ class ConfigError(InputError, ValueError):
     """A user-facing configuration problem. Its message says what is wrong and how to fix it."""
 
     exit_code = EXIT_BAD_INPUT
+
+    @classmethod
+    def all_of(cls, errors: Sequence[ConfigError], what: str = "The config") -> ConfigError:
+        """One error that reports every one of ``errors`` (at least one): the error itself when
+        there is one, else a :class:`ConfigError` whose one paragraph numbers them all, each with
+        its own message (did-you-mean and valid choices included)."""
+        if len(errors) == 1:
+            return errors[0]
+        listing = " ".join(f"({n}) {error}" for n, error in enumerate(errors, 1))
+        return ConfigError(f"{what} has {len(errors)} problems; fix them all: {listing}")
 
 
 class UnknownNameError(ConfigError, KeyError):
@@ -95,6 +107,14 @@ class DataFileNotFoundError(DisentangleError, FileNotFoundError):
     """A dataset file is missing and could not be downloaded; the message says how to get it."""
 
     exit_code = EXIT_BAD_DATA
+
+
+class DataPathNotFoundError(DataFileNotFoundError, InputError):
+    """A dataset path the user gave (``data.path``, ``data.background``) does not exist, or lacks the
+    file it should hold (bad input, never reported as a corrupt file); the message names the path and
+    what is expected there."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class CorruptDataFileError(DisentangleError, ValueError):

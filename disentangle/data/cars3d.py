@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CorruptDataFileError, DataFileNotFoundError
+from ..errors import CorruptDataFileError, DataPathNotFoundError
 from . import DATASETS
 from .base import to_nchw_uint8
 from .custom import resize_images
-from .download import RemoteFile
+from .download import RemoteFile, require_path
 from .files import FileDataset, Grid, reading
 
 CARS3D_FILE = RemoteFile(
@@ -42,6 +42,13 @@ CARS3D_FILE = RemoteFile(
     subdir="cars3d",
     checksum="md5:4e866a7919c1beedf53964e6f7a23686",
     provenance="md5 used by two independent loaders (disent, latte); not published by the authors",
+)
+
+#: what ``data.path`` of cars3d names, and where to get it
+_EXPECTED = (
+    f"data.path for cars3d names the archive {CARS3D_FILE.filename} or a folder of the car .mat files "
+    f"(its extracted cars folder). Get the archive from {CARS3D_FILE.url}, or leave data.path unset to "
+    "use the cache, which downloads it automatically."
 )
 
 FACTOR_NAMES = ("elevation", "azimuth", "object_type")
@@ -85,7 +92,7 @@ def _read_sources(source: Path) -> list[tuple[str, bytes]]:
                 listing = (folder / "list.txt").read_text() if (folder / "list.txt").is_file() else None
                 order = _order([str(m) for m in mats], listing)
                 return [(Path(m).name, Path(m).read_bytes()) for m in order]
-        raise DataFileNotFoundError(
+        raise DataPathNotFoundError(
             f"The Cars3D folder {source} holds no .mat files (looked in it, cars/ and data/cars/). "
             f"Give data.path the archive {CARS3D_FILE.filename} or its extracted cars folder."
         )
@@ -118,8 +125,10 @@ class Cars3D(FileDataset):
 
     def locate(self, path: str | None, *, cache_dir: str | None, download: bool) -> Path:
         """A folder of ``.mat`` files as given, else the archive (``path`` or the cache)."""
-        given = Path(path).expanduser() if path is not None else None
-        if given is not None and given.is_dir() and not (given / CARS3D_FILE.filename).is_file():
+        if path is None:
+            return super().locate(path, cache_dir=cache_dir, download=download)
+        given = require_path(path, what=self.what, option="data.path", expected=_EXPECTED, kind="any")
+        if given.is_dir() and not (given / CARS3D_FILE.filename).is_file():
             return given
         return super().locate(path, cache_dir=cache_dir, download=download)
 

@@ -31,9 +31,15 @@ import torch
 from ..errors import CorruptDataFileError
 from . import DATASETS
 from .base import IndexedImageDataset, factor_strides, to_nchw_uint8
-from .download import load_npz_array, npz_keys
+from .download import load_npz_array, npz_keys, require_path
 
 Layout = Literal["auto", "NHW", "NHWC", "NCHW"]
+#: what ``data.path`` of the ``npz`` dataset names
+_EXPECTED = (
+    "data.name: npz reads your own .npz file, holding 'images' (uint8) and 'factor_classes' (integers), "
+    "optionally 'factor_names'; write it with np.savez (see disentangle.data.custom and "
+    "examples/custom_dataset.py) and point data.path to it."
+)
 
 
 def infer_layout(shape: Sequence[int]) -> str:
@@ -151,6 +157,7 @@ def npz_dataset(
 
     ``factor_names`` defaults to the file's ``factor_names`` array if it has one.
     """
+    path = require_path(path, what="npz dataset file", option="data.path", expected=_EXPECTED)
     keys = npz_keys(path)
     for key in (images_key, classes_key):
         if key not in keys:

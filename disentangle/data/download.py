@@ -3,7 +3,8 @@
 Every loader resolves its file the same way (:func:`fetch`):
 
 1. ``data.path`` given (a file, or a folder holding the file under its official name): use it,
-   or fail with a message that names the URL to get it from.
+   or fail with a message that names the URL to get it from (a path that does not exist is bad
+   input, :func:`require_path`: every reader checks its path with it before opening it).
 2. Otherwise look in the cache, ``$DISENTANGLE_DATA`` or ``~/.cache/disentangle``, at
    ``<cache>/<dataset>/<official file name>``.
 3. If it is not there and ``download`` is true, download it: streamed to a temporary file in the
@@ -28,6 +29,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -35,6 +37,8 @@ from ..errors import (
     ChecksumMismatchError,
     CorruptDataFileError,
     DataFileNotFoundError,
+    DataPathNotFoundError,
+    InputError,
     OversizeDownloadError,
 )
 
@@ -71,6 +75,35 @@ def cache_path(remote: RemoteFile, cache_dir: str | os.PathLike | None = None) -
     """Where ``remote`` lives in the cache: ``<cache>/<subdir>/<filename>``."""
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     return root / remote.subdir / remote.filename
+
+
+# ---------------------------------------------------------------------- paths
+def require_path(
+    path: str | os.PathLike,
+    *,
+    what: str = "file",
+    option: str | None = None,
+    expected: str = "",
+    kind: Literal["file", "folder", "any"] = "file",
+) -> Path:
+    """``path`` (``~`` expanded) once it is known to exist, as a ``kind`` of path.
+
+    Every reader of a dataset file or folder calls this before opening it, so that a path that
+    does not exist is reported as such (:class:`~disentangle.errors.DataPathNotFoundError`, bad
+    input: exit status 2), never as a corrupt or truncated file. The message names ``what``, the
+    config ``option`` that gave the path, and ``expected``: what belongs there and how to get it.
+    A folder where a file is expected (or the reverse) is an :class:`~disentangle.errors.InputError`.
+    """
+    resolved = Path(path).expanduser()
+    given = f" given by {option}" if option else ""
+    hint = f" {expected}" if expected else ""
+    if not resolved.exists():
+        raise DataPathNotFoundError(f"The {what}{given} does not exist: {resolved}.{hint}")
+    if kind == "file" and resolved.is_dir():
+        raise InputError(f"The {what}{given} is a folder, not a file: {resolved}.{hint}")
+    if kind == "folder" and not resolved.is_dir():
+        raise InputError(f"The {what}{given} is a file, not a folder: {resolved}.{hint}")
+    return resolved
 
 
 # ---------------------------------------------------------------------- checksums
@@ -189,6 +222,14 @@ def _manual_hint(remote: RemoteFile, target: Path, option: str) -> str:
     )
 
 
+def _expected_at(remote: RemoteFile, target: Path, option: str) -> str:
+    """What a path given by ``option`` must hold, and where to get it."""
+    return (
+        f"{option} names the file {remote.filename} (or a folder holding it). Get it from {remote.url}, "
+        f"or leave {option} unset to use the cache ({target}), which downloads it automatically."
+    )
+
+
 def fetch(
     remote: RemoteFile,
     *,
@@ -201,15 +242,10 @@ def fetch(
 ) -> Path:
     """Resolve (and if needed download) ``remote``; see the module docstring for the rules."""
     if path is not None:
-        given = Path(path).expanduser()
+        expected = _expected_at(remote, cache_path(remote, cache_dir), option)
+        given = require_path(path, what=what, option=option, expected=expected, kind="any")
         candidate = given / remote.filename if given.is_dir() else given
-        if candidate.is_file():
-            return candidate
-        raise DataFileNotFoundError(
-            f"The {what} given by {option} does not exist: {candidate}. "
-            f"Get {remote.filename} from {remote.url}, or leave {option} unset to use the "
-            f"cache ({cache_path(remote, cache_dir)}), which downloads it automatically."
-        )
+        return require_path(candidate, what=what, option=option, expected=expected)
     target = cache_path(remote, cache_dir)
     if target.is_file():
         return target
@@ -238,9 +274,10 @@ def load_npz_array(path: str | os.PathLike, key: str, *, mmap: bool = False) -> 
     With ``mmap=True`` and an uncompressed (``np.savez``) archive the array is memory-mapped
     copy-on-write straight from the archive, so indexing a subset reads only that subset; for a
     compressed archive it falls back to reading the whole member. Any problem with the archive
-    raises :class:`CorruptDataFileError` naming the file.
+    raises :class:`CorruptDataFileError` naming the file; a file that does not exist,
+    :class:`DataPathNotFoundError` (:func:`require_path`).
     """
-    path = Path(path)
+    path = require_path(path, what=".npz file")
     try:
         if mmap:
             mapped = _npz_member_memmap(path, key)
@@ -264,6 +301,7 @@ def load_npz_array(path: str | os.PathLike, key: str, *, mmap: bool = False) -> 
 
 def npz_keys(path: str | os.PathLike) -> list[str]:
     """Names of the arrays in an ``.npz`` archive (without reading them)."""
+    path = require_path(path, what=".npz file")
     try:
         with zipfile.ZipFile(path) as zf:
             return [n[:-4] if n.endswith(".npy") else n for n in zf.namelist()]

@@ -18,7 +18,7 @@ import torch
 
 from ..errors import CorruptDataFileError
 from .base import IndexedImageDataset, factor_strides
-from .download import RemoteFile, fetch
+from .download import RemoteFile, fetch, require_path
 
 
 class Grid(NamedTuple):
@@ -100,7 +100,9 @@ def reading(path, as_what: str | None = None, errors: tuple[type[BaseException],
     """Within the block, ``errors`` raised while ``path`` is read become a
     :class:`~disentangle.data.download.CorruptDataFileError` saying it could not be read (``as_what``:
     "HDF5", "a tar archive") and is probably truncated; the loader's own ``CorruptDataFileError``
-    passes unchanged."""
+    passes unchanged. A ``path`` that does not exist is reported as such before the block runs
+    (:func:`~disentangle.data.download.require_path`), never as a corrupt file."""
+    require_path(path)
     try:
         yield
     except CorruptDataFileError:

@@ -39,6 +39,7 @@ drawn from the same distribution.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, NamedTuple
 
@@ -73,8 +74,10 @@ class LabelsSpec:
     num_observed: int = 2  #: ``partial``: the number of labelled factors
 
     @classmethod
-    def from_dict(cls, raw: Any, where: str = "data.labels") -> LabelsSpec:
-        """Check a config mapping and fill in the defaults; one :class:`ConfigError` per problem."""
+    def from_dict(cls, raw: Any, where: str = "data.labels", errors: list[ConfigError] | None = None) -> LabelsSpec:
+        """Check a config mapping and fill in the defaults. Every unknown key and bad value is a
+        :class:`ConfigError`: appended to ``errors`` when given (a bad value then keeps its
+        default), else all raised at once (:meth:`ConfigError.all_of`)."""
         if raw is None or raw is True:
             raw = {}
         if not isinstance(raw, dict):
@@ -82,23 +85,24 @@ class LabelsSpec:
                 f"{where} must be a mapping such as {{num_labelled: 1000, labeller: perfect}}, got {raw!r}. "
                 f"Keys: {', '.join(f.name for f in fields(cls))}."
             )
+        found: list[ConfigError] = [] if errors is None else errors
         names = [f.name for f in fields(cls)]
         for key in raw:
             if key not in names:
-                raise ConfigError(
+                found.append(ConfigError(
                     f"Unknown key '{where}.{key}'.{did_you_mean(key, names)} Valid keys: {', '.join(names)}."
-                )
-        values = {**asdict(cls()), **raw}
-        spec = cls(
-            num_labelled=checks.positive_int(f"{where}.num_labelled", values["num_labelled"]),
-            labeller=checks.choice(f"{where}.labeller", values["labeller"], LABELLERS),
-            train_fraction=checks.in_range(f"{where}.train_fraction", values["train_fraction"], 0, 1),
-            seed=checks.integer(f"{where}.seed", values["seed"], minimum=0),
-            num_bins=checks.integer(f"{where}.num_bins", values["num_bins"], minimum=2),
-            noise=checks.in_range(f"{where}.noise", values["noise"], 0, 1),
-            num_observed=checks.positive_int(f"{where}.num_observed", values["num_observed"]),
-        )
-        return spec
+                ))
+        defaults = asdict(cls())
+        checked = {}
+        for key, check in _field_checks(where).items():
+            try:
+                checked[key] = check(raw.get(key, defaults[key]))
+            except ConfigError as err:
+                found.append(err)
+                checked[key] = defaults[key]
+        if errors is None and found:
+            raise ConfigError.all_of(found, what=where) from None
+        return cls(**checked)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,6 +111,19 @@ class LabelsSpec:
     def num_train(self) -> int:
         """``ceil(train_fraction · num_labelled)``, as the reference's ``train_test_split``."""
         return int(math.ceil(self.num_labelled * self.train_fraction - 1e-9))
+
+
+def _field_checks(where: str) -> dict[str, Callable[[Any], Any]]:
+    """The check of each key of a ``data.labels`` mapping (``where``: its name in messages)."""
+    return {
+        "num_labelled": lambda v: checks.positive_int(f"{where}.num_labelled", v),
+        "labeller": lambda v: checks.choice(f"{where}.labeller", v, LABELLERS),
+        "train_fraction": lambda v: checks.in_range(f"{where}.train_fraction", v, 0, 1),
+        "seed": lambda v: checks.integer(f"{where}.seed", v, minimum=0),
+        "num_bins": lambda v: checks.integer(f"{where}.num_bins", v, minimum=2),
+        "noise": lambda v: checks.in_range(f"{where}.noise", v, 0, 1),
+        "num_observed": lambda v: checks.positive_int(f"{where}.num_observed", v),
+    }
 
 
 # ---------------------------------------------------------------------------- labellers

@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import CorruptDataFileError, DataFileNotFoundError
+from ..errors import CorruptDataFileError, DataPathNotFoundError
 from . import DATASETS
 from .base import (
     GridDataset,
@@ -55,7 +55,7 @@ from .base import (
     torch_generator_from_numpy,
 )
 from .custom import resize_images
-from .download import RemoteFile, fetch
+from .download import RemoteFile, fetch, require_path
 from .files import reading
 
 _BASE_URL = "https://cs.nyu.edu/~ylclab/data/norb-v1.0-small/"
@@ -124,19 +124,23 @@ def read_binary_matrix(path: str | os.PathLike) -> np.ndarray:
     return np.frombuffer(data, dtype, offset=offset).reshape(dims).astype(dtype.newbyteorder("="), copy=False)
 
 
+#: what ``data.path`` of smallnorb names, and where to get it
+_EXPECTED = (
+    "data.path for smallnorb must be a folder holding the six SmallNORB files "
+    "(smallnorb-<chunk>-dat/cat/info.mat.gz, or gunzipped .mat). Get them from "
+    f"{_BASE_URL}, or leave data.path unset to use the cache, which downloads them automatically."
+)
+
+
 def _locate(chunk: str, part: str, path, cache_dir, download) -> Path:
     remote = SMALLNORB_FILES[(chunk, part)]
     if path is not None:
-        folder = Path(path).expanduser()
-        if not folder.is_dir():
-            raise DataFileNotFoundError(
-                f"data.path for smallnorb must be a folder holding the six SmallNORB files, got {folder}."
-            )
+        folder = require_path(path, what="SmallNORB folder", option="data.path", expected=_EXPECTED, kind="folder")
         for name in (remote.filename, remote.filename[: -len(".gz")]):
             if (folder / name).is_file():
                 return folder / name
-        raise DataFileNotFoundError(
-            f"The SmallNORB folder {folder} has no {remote.filename} (or its gunzipped "
+        raise DataPathNotFoundError(
+            f"The SmallNORB folder given by data.path, {folder}, has no {remote.filename} (or its gunzipped "
             f"{remote.filename[:-3]}). Get it from {remote.url}."
         )
     return fetch(remote, cache_dir=cache_dir, download=download, what="SmallNORB file")

@@ -42,7 +42,7 @@ import torch
 from ..errors import CorruptDataFileError
 from . import DATASETS
 from .base import GridDataset, per_sample
-from .download import RemoteFile, fetch
+from .download import RemoteFile, fetch, require_path
 
 SCREAM_FILE = RemoteFile(
     url="https://upload.wikimedia.org/wikipedia/commons/f/f4/The_Scream.jpg",
@@ -162,6 +162,11 @@ def load_background(path: str | os.PathLike, min_size: tuple[int, int] = (64, 64
     """An image file as uint8 RGB ``(H, W, 3)``, shrunk to fit :data:`BACKGROUND_BOX`."""
     from PIL import Image, UnidentifiedImageError
 
+    path = require_path(
+        path, what="background image", option="data.background",
+        expected="data.background names an RGB image file (PNG, JPEG, ...); leave it unset to use the "
+        "official image of The Scream, downloaded into the cache.",
+    )
     try:
         with Image.open(path) as img:
             img = img.convert("RGB")

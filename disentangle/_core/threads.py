@@ -30,6 +30,9 @@ from pathlib import Path
 #: OpenMP's wait policy the package sets when nothing else did (module docstring)
 DEFAULT_WAIT_POLICY = "passive"
 _WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+#: a user who sets one of these tunes OpenMP's waiting: the package leaves it alone (GOMP_SPINCOUNT is
+#: GNU OpenMP's spin length, KMP_BLOCKTIME Intel OpenMP's)
+_USER_WAIT_SETTINGS = (_WAIT_POLICY_ENV, "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 #: set by :func:`default_wait_policy` when it chose the policy (so the reason can be reported)
 _SET_BY_PACKAGE_ENV = "DISENTANGLE_SET_OMP_WAIT_POLICY"
 
@@ -37,7 +40,7 @@ _SET_BY_PACKAGE_ENV = "DISENTANGLE_SET_OMP_WAIT_POLICY"
 def default_wait_policy() -> None:
     """Set ``OMP_WAIT_POLICY`` to :data:`DEFAULT_WAIT_POLICY` when ``torch`` is not imported yet and
     the environment does not set it (called first thing by ``import disentangle``)."""
-    if _WAIT_POLICY_ENV in os.environ or "torch" in sys.modules:
+    if any(name in os.environ for name in _USER_WAIT_SETTINGS) or "torch" in sys.modules:
         return
     os.environ[_WAIT_POLICY_ENV] = DEFAULT_WAIT_POLICY.upper()
     os.environ[_SET_BY_PACKAGE_ENV] = "1"  # inherited by subprocesses, which report the same reason
@@ -47,7 +50,10 @@ def wait_policy() -> tuple[str, str]:
     """OpenMP's wait policy in this process and why: ``("passive", "set by disentangle ...")``."""
     value = os.environ.get(_WAIT_POLICY_ENV)
     if value is None:
-        return "active", "OpenMP's default: torch was imported before disentangle (set OMP_WAIT_POLICY=passive)"
+        for name in _USER_WAIT_SETTINGS[1:]:
+            if name in os.environ:
+                return f"{name}={os.environ[name]}", f"{name} in the environment"
+        return "OpenMP's default", "torch was imported before disentangle (set OMP_WAIT_POLICY=passive)"
     if os.environ.get(_SET_BY_PACKAGE_ENV) == "1" and value.lower() == DEFAULT_WAIT_POLICY:
         return DEFAULT_WAIT_POLICY, "disentangle's default: waiting threads yield a CPU shared with other jobs"
     return value.lower(), "OMP_WAIT_POLICY in the environment"

@@ -92,7 +92,8 @@ def test_unreadable_cgroups_mean_no_quota(tmp_path):
 
 
 def _python(code: str, **env: str) -> str:
-    environ = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "DISENTANGLE_SET_OMP_WAIT_POLICY")}
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("OMP_WAIT_POLICY", "DISENTANGLE_SET_OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")}
     proc = subprocess.run([sys.executable, "-c", code], env={**environ, **env, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=120, check=True)
     return proc.stdout.strip()
@@ -113,7 +114,12 @@ def test_a_users_wait_policy_is_kept():
 
 def test_torch_imported_first_keeps_openmps_default_and_says_so():
     out = _python(f"import torch, disentangle; {REPORT}")
-    assert out.startswith("None ('active', \"OpenMP's default: torch was imported before disentangle")
+    assert out.startswith("None (\"OpenMP's default\", 'torch was imported before disentangle")
+
+
+def test_a_users_spin_setting_is_kept_and_reported():
+    out = _python(f"import disentangle; {REPORT}", GOMP_SPINCOUNT="10000")
+    assert out.startswith("None ('GOMP_SPINCOUNT=10000', 'GOMP_SPINCOUNT in the environment')")
 
 
 def test_a_run_records_its_threads_and_wait_policy(tmp_path, tiny_overrides):
@@ -130,7 +136,9 @@ def test_a_run_records_its_threads_and_wait_policy(tmp_path, tiny_overrides):
         torch.set_num_threads(before)
     record = json.loads((tmp_path / "run/execution.jsonl").read_text().splitlines()[-1])
     assert record["threads"] == 1 and record["threads_reason"] == "set"
-    assert record["wait_policy"] in ("passive", "active") and record["wait_policy_reason"]
+    from disentangle._core.threads import wait_policy
+
+    assert (record["wait_policy"], record["wait_policy_reason"]) == wait_policy()
 
 
 def test_threads_may_change_on_resume_and_are_not_part_of_a_run_id():

@@ -86,7 +86,7 @@ def encode_rate(env: dict[str, str], images: int) -> float:
 def _encode_child(images: int) -> None:
     import torch
 
-    import disentangle
+    import disentangle  # first: it sets the wait policy before torch starts OpenMP, as a CLI does
     from disentangle.data import build_dataset
 
     model = disentangle.load(f"zoo:{ZOO_MODEL}")

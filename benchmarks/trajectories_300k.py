@@ -1,0 +1,241 @@
+"""Trajectories of the 300,000-step campaign (``configs/sweeps/zoo_sprites_ref300k.yaml``): how MIG,
+DCI, the FactorVAE score and the position code evolve over the published schedule.
+
+    python benchmarks/trajectories_300k.py ~/campaign300k/zoo_sprites_ref300k --milestones ~/campaign300k/milestones
+    python benchmarks/trajectories_300k.py --from-data            # figure and tables from the committed data only
+
+Reads, per run of the sweep folder:
+
+* ``log.jsonl``'s evaluations (MIG and DCI every 10,000 steps, logged by the trainer: 10,000 and
+  5,000 points, the metrics' defaults, the run's seed);
+* the checkpoints kept at milestone steps (``benchmarks/campaign_milestones.py``) and the run's
+  final one, on which it computes what is too costly during training: the FactorVAE score (the
+  metric's defaults; it encodes the whole grid once), and from MIG's 10,000 points the position
+  code of ``benchmarks/position_basis.py`` (MIG after the best rotation of the plane of the two
+  position latents, and that angle) and the number of latents carrying position: latents whose
+  mutual information with the x or the y position is at least :data:`CARRIES` of that factor's
+  entropy (histogram estimator, 20 bins, as MIG).
+
+Writes ``benchmarks/campaign300k/trajectories.csv`` (one row per run and step; the milestone
+scores are cached there, so a rerun computes only new milestones), ``benchmarks/trajectories_300k.png``
+(MIG and DCI against steps, one panel per objective, seeds as lines, the range of published MIGs
+as a band) and ``benchmarks/trajectories_300k.md`` (mean ± sd over seeds at 20k, 100k, 200k, 300k).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+DATA = HERE / "campaign300k" / "trajectories.csv"
+FIGURE = HERE / "trajectories_300k.png"
+TABLE = HERE / "trajectories_300k.md"
+#: a latent carries a position factor when I(z; factor) >= CARRIES * H(factor)
+CARRIES = 0.1
+TABLE_STEPS = (20_000, 100_000, 200_000, 300_000)
+#: the published dSprites MIG of these recipes that the README compares the zoo with (Locatello et al.
+#: 2019, roughly 0.2-0.3): the band drawn on the figure
+PUBLISHED_MIG = {"beta_vae": (0.2, 0.3), "beta_tcvae": (0.2, 0.3), "factor_vae": (0.2, 0.3)}
+COLUMNS = ["run_id", "objective", "seed", "precision", "step", "mig", "dci_disentanglement", "dci_completeness",
+           "dci_informativeness", "factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents"]
+
+
+def _float(value) -> float | None:
+    return None if value in (None, "") or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def logged_rows(run: Path) -> list[dict]:
+    """One row per evaluation the trainer logged (MIG, DCI)."""
+    import yaml
+
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    rows = []
+    for line in (run / "log.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        metrics = record.get("metrics") or {}
+        if "mig" not in metrics:
+            continue
+        dci = metrics.get("dci") or {}
+        rows.append({
+            "run_id": run.name, "objective": config["objective"]["name"], "seed": config["seed"],
+            "precision": config["train"]["precision"], "step": record["step"],
+            "mig": metrics["mig"]["mig"], "dci_disentanglement": dci.get("disentanglement"),
+            "dci_completeness": dci.get("completeness"), "dci_informativeness": dci.get("informativeness_test"),
+            # logged where the run evaluated it (the campaign's first 10,000 steps did)
+            "factor_vae_score": (metrics.get("factor_vae_score") or {}).get("eval_accuracy"),
+        })
+    return rows
+
+
+def milestone_scores(run_dir: Path, seed: int) -> dict:
+    """FactorVAE score and the position code of the checkpoint in ``run_dir`` (module docstring)."""
+    from position_basis import POSITIONS, position_basis
+
+    import disentangle
+    from disentangle.data import build_dataset
+    from disentangle.metrics import evaluate_metrics
+    from disentangle.metrics._information import discrete_entropy, discrete_mutual_info, histogram_discretize
+    from disentangle.metrics._representation import as_representation_function
+    from disentangle.metrics._sampling import sample_codes_and_factors
+
+    model = disentangle.load(run_dir)
+    dataset = build_dataset(model.config["data"])
+    scores = evaluate_metrics(dataset, model, ["factor_vae_score"], seed=seed)
+    basis = position_basis(model, dataset, seed=seed)
+    codes, factors = sample_codes_and_factors(dataset, as_representation_function(model), 10_000,
+                                              np.random.default_rng(seed))
+    names = list(dataset.factor_names)
+    carried = set()
+    for name in POSITIONS:
+        k = names.index(name)
+        mi = discrete_mutual_info(histogram_discretize(codes, 20), factors[:, [k]])[:, 0]
+        carried |= set(np.flatnonzero(mi >= CARRIES * discrete_entropy(factors[:, [k]])[0]).tolist())
+    return {"step": int(model.trained_steps), "factor_vae_score": scores["factor_vae_score"]["eval_accuracy"],
+            "mig_rotated": basis["mig_rot"], "rotation_degrees": basis["theta"], "position_latents": len(carried)}
+
+
+def read_data() -> list[dict]:
+    if not DATA.exists():
+        return []
+    with DATA.open() as f:
+        return [{k: (v if k in ("run_id", "objective", "precision") else _float(v)) for k, v in row.items()}
+                for row in csv.DictReader(f)]
+
+
+def write_data(rows: list[dict]) -> None:
+    DATA.parent.mkdir(parents=True, exist_ok=True)
+    rows = sorted(rows, key=lambda r: (r["objective"], int(r["seed"]), int(r["step"])))
+    tmp = DATA.with_suffix(".tmp")
+    with tmp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: row.get(k) for k in COLUMNS})
+    tmp.replace(DATA)
+
+
+def collect(sweep: Path, milestones: Path | None) -> list[dict]:
+    """Rows of every run of ``sweep``, with the cached milestone scores and the new ones computed."""
+    cached = {(r["run_id"], int(r["step"])): r for r in read_data()}
+    rows: dict[tuple[str, int], dict] = {}
+    for run in sorted((sweep / "runs").glob("*")):
+        if not (run / "log.jsonl").exists():
+            continue
+        for row in logged_rows(run):
+            key = (row["run_id"], int(row["step"]))
+            old = cached.get(key, {})
+            kept = {k: old.get(k) for k in ("factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents")}
+            rows[key] = {**kept, **{k: v for k, v in row.items() if v is not None}}
+        folders = sorted((milestones / run.name).glob("step_*")) if milestones else []
+        if (run / "metrics.json").exists():  # finished: its final checkpoint
+            folders.append(run)
+        seed = int(rows[next(iter(k for k in rows if k[0] == run.name))]["seed"]) if rows else 0
+        for folder in folders:
+            step = int(torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=True, mmap=True)["step"])
+            row = rows.get((run.name, step))
+            if row is None or row.get("mig_rotated") is not None:
+                continue
+            print(f"scoring {run.name} at step {step:,}", flush=True)
+            row.update(milestone_scores(folder, seed))
+            write_data(list(rows.values()))  # each milestone is kept as soon as it is scored
+    return list(rows.values())
+
+
+LABELS = {"beta_vae": "β-VAE (β = 4)", "beta_tcvae": "β-TCVAE (β = 6)", "factor_vae": "FactorVAE (γ = 30)"}
+
+
+def figure(rows: list[dict]) -> None:
+    from matplotlib.figure import Figure
+
+    objectives = [o for o in LABELS if any(r["objective"] == o for r in rows)]
+    fig = Figure(figsize=(4.2 * max(1, len(objectives)), 6.0), layout="constrained")
+    axes = fig.subplots(2, max(1, len(objectives)), squeeze=False, sharex=True)
+    for c, objective in enumerate(objectives):
+        mine = [r for r in rows if r["objective"] == objective]
+        for seed in sorted({int(r["seed"]) for r in mine}):
+            points = sorted((int(r["step"]), r) for r in mine if int(r["seed"]) == seed)
+            steps = [s / 1000 for s, _ in points]
+            axes[0, c].plot(steps, [r["mig"] for _, r in points], marker=".", label=f"seed {seed}")
+            axes[1, c].plot(steps, [r["dci_disentanglement"] for _, r in points], marker=".", label=f"seed {seed}")
+            rotated = [(s / 1000, r["mig_rotated"]) for s, r in points if r.get("mig_rotated") is not None]
+            if rotated:
+                axes[0, c].scatter(*zip(*rotated), marker="x", color=axes[0, c].lines[-1].get_color(), zorder=3)
+        low, high = PUBLISHED_MIG[objective]
+        axes[0, c].axhspan(low, high, color="0.85", zorder=0, label="published MIG (≈0.2–0.3)")
+        axes[0, c].set_title(LABELS[objective], fontsize=10)
+        axes[0, c].set_xlim(0, 300)
+        axes[1, c].set_xlabel("steps (thousands)")
+        axes[0, c].legend(fontsize=7)
+    axes[0, 0].set_ylabel("MIG (×: after the best rotation\nof the position plane)")
+    axes[1, 0].set_ylabel("DCI disentanglement")
+    title = "The published schedule: 300,000 steps, batch 64 (procedural sprites, reference init)"
+    fig.suptitle(textwrap.fill(title, width=max(30, int(12 * fig.get_figwidth()))), fontsize=10)
+    fig.savefig(FIGURE, dpi=110)
+
+
+def _mean_sd(values: list[float], digits: int = 3) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f} (n=1)"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f} (n={len(values)})"
+
+
+def table(rows: list[dict]) -> str:
+    from time_to_disentangle import cpu_description
+
+    lines = ["# The published schedule: trajectories", "",
+             "`python benchmarks/trajectories_300k.py` (see its docstring). Mean ± sample sd over the seeds "
+             "that reached the step; MIG and DCI logged during training, the FactorVAE score on the kept "
+             f"checkpoints. Last computed on {cpu_description()}.", "",
+             "| objective | step | MIG | DCI disentanglement | FactorVAE score | MIG rotated | position latents |",
+             "|---|---:|---|---|---|---|---|"]
+    for objective in LABELS:
+        for step in TABLE_STEPS:
+            at = [r for r in rows if r["objective"] == objective and int(r["step"]) == step]
+            if not at:
+                continue
+            lines.append(f"| {LABELS[objective]} | {step:,} | {_mean_sd([r['mig'] for r in at])} | "
+                         f"{_mean_sd([r['dci_disentanglement'] for r in at])} | "
+                         f"{_mean_sd([r.get('factor_vae_score') for r in at])} | "
+                         f"{_mean_sd([r.get('mig_rotated') for r in at])} | "
+                         f"{_mean_sd([r.get('position_latents') for r in at], 1)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sweep", nargs="?", type=Path, help="the campaign's sweep folder")
+    p.add_argument("--milestones", type=Path, default=None, help="the milestone checkpoints' folder")
+    p.add_argument("--from-data", action="store_true", help="only redraw from benchmarks/campaign300k/trajectories.csv")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.from_data or args.sweep is None:
+        rows = read_data()
+    else:
+        rows = collect(args.sweep, args.milestones)
+        write_data(rows)
+    if not rows:
+        print("no data", file=sys.stderr)
+        return 1
+    figure(rows)
+    TABLE.write_text(table(rows))
+    print(TABLE.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

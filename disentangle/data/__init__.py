@@ -60,8 +60,11 @@ __all__ = [
     "sample_uniform_factors",
     "sample_with_fixed_factor",
     "torch_generator_from_numpy",
+    "TorchDataset",
 ]
 
 from .._core.discovery import import_submodules  # noqa: E402
 
 import_submodules(__name__, __path__, skip=("base",))
+
+from .torch_view import TorchDataset  # noqa: E402

@@ -298,6 +298,13 @@ class GridDataset:
             return out.float() if self.scale == 1.0 else out.float().mul_(self.scale)
         return out
 
+    def as_torch_dataset(self, seed: int = 0):
+        """This dataset as a ``torch.utils.data.Dataset`` of ``(image, factor classes)`` items, for a
+        ``DataLoader`` of one's own (:class:`disentangle.data.TorchDataset`)."""
+        from .torch_view import TorchDataset
+
+        return TorchDataset(self, seed=seed)
+
     def sample_batch(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """A uniformly drawn batch ``(B, C, H, W)`` of float images in [0, 1] on :attr:`device`.
 

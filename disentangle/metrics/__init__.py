@@ -29,6 +29,9 @@ metric                        alias             paper
 ``unsupervised_scores``       ``unsupervised``  Locatello et al. 2019
 ``downstream_task``           ``downstream``    Locatello et al. 2019
 ``elbo_decomposition``                          Chen et al. 2018 (needs a model with ``encode``)
+``mig_sup``                                     Li et al. 2020 (as in Carbonneau et al.'s review)
+``dcimig``                                      Sepliarskaia et al. 2019 (as in the review)
+``jemmig``                                      Do & Tran 2020 (as in the review)
 ============================  ================  ===================================================
 
 ``METRICS`` is the registry of all of them (``METRICS.get("mig")``); :func:`evaluate_metrics`
@@ -60,10 +63,13 @@ from ._settings import select_factors
 from .beta_vae import beta_vae_score
 from .code_table import CodeTable, supports_code_table
 from .dci import dci
+from .dcimig import dcimig
 from .downstream import downstream_task
 from .elbo_decomposition import elbo_decomposition
 from .factor_vae import factor_vae_score
+from .jemmig import jemmig
 from .mig import mig
+from .mig_sup import mig_sup
 from .modularity import modularity_explicitness
 from .names import LOCATELLO_METRICS  # the six supervised scores of the Locatello et al. study
 from .registration import METRICS, MetricSpec, metric_spec, register_metric
@@ -341,6 +347,7 @@ __all__ = [
     "beta_vae_score",
     "code_table_pays",
     "dci",
+    "dcimig",
     "discrete_entropy",
     "encoding_representation",
     "discrete_mutual_info",
@@ -350,8 +357,10 @@ __all__ = [
     "factor_vae_score",
     "histogram_discretize",
     "is_deterministic_representation",
+    "jemmig",
     "metric_spec",
     "mig",
+    "mig_sup",
     "modularity_explicitness",
     "register_metric",
     "resolve_metric_names",

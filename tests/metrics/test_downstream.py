@@ -18,6 +18,7 @@ from .test_common import Noise, dataset, perfect
 ALL = {
     "beta_vae_score", "factor_vae_score", "mig", "modularity_explicitness", "dci", "sap_score",
     "unsupervised_scores", "downstream_task", "elbo_decomposition",
+    "mig_sup", "dcimig", "jemmig",
 }
 
 

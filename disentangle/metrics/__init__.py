@@ -63,10 +63,12 @@ from ._settings import select_factors
 from .beta_vae import beta_vae_score
 from .code_table import CodeTable, supports_code_table
 from .dci import dci
+from .dci_es import dci_es
 from .dcimig import dcimig
 from .downstream import downstream_task
 from .elbo_decomposition import elbo_decomposition
 from .factor_vae import factor_vae_score
+from .infomec import infomec
 from .jemmig import jemmig
 from .mig import mig
 from .mig_sup import mig_sup
@@ -347,6 +349,7 @@ __all__ = [
     "beta_vae_score",
     "code_table_pays",
     "dci",
+    "dci_es",
     "dcimig",
     "discrete_entropy",
     "encoding_representation",
@@ -356,6 +359,7 @@ __all__ = [
     "evaluate_metrics",
     "factor_vae_score",
     "histogram_discretize",
+    "infomec",
     "is_deterministic_representation",
     "jemmig",
     "metric_spec",

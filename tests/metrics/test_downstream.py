@@ -19,6 +19,7 @@ ALL = {
     "beta_vae_score", "factor_vae_score", "mig", "modularity_explicitness", "dci", "sap_score",
     "unsupervised_scores", "downstream_task", "elbo_decomposition",
     "mig_sup", "dcimig", "jemmig",
+    "infomec", "dci_es",
 }
 
 

@@ -84,6 +84,12 @@ class ParameterError(ConfigError):
         self.parameter = parameter
 
 
+class NotAGridError(ConfigError):
+    """Something that needs a complete factor grid (a metric that fixes a factor and draws the
+    others, or one that encodes every grid point) was asked of a sample of images without one
+    (:class:`disentangle.data.SampleDataset`), or labels were needed and the sample has none."""
+
+
 class RunExistsError(InputError):
     """The output folder already holds a run and ``resume`` was not requested."""
 

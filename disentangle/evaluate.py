@@ -229,7 +229,14 @@ def main(argv: list[str] | None = None) -> int:
         threads = apply_threads_option(args.threads)
         source = args.run_dir  # a str: zoo:NAME is a name, not a path
         model, dataset, config = _load_run(source, args.device)
-        names = resolve_metric_names(args.metrics, model)  # "all" now knows whether there is an encoder
+        # "all" now knows whether there is an encoder, and what the data allows (a grid, labels)
+        names = resolve_metric_names(args.metrics, model, dataset)
+        skipped = [n for n in resolve_metric_names(args.metrics, model) if n not in names]
+        if skipped:
+            from .metrics import data_of
+
+            what = {"labels": "labelled images without a factor grid", "images": "images without labels"}
+            print(f"skipped (they do not apply to {what[data_of(dataset)]}): {', '.join(skipped)}", file=sys.stderr)
         seed = args.seed if args.seed is not None else int(config.get("seed", 0) or 0)
         output = Path(args.output) if args.output else default_output(source)
         checkpoint = str(getattr(model, "source", source))

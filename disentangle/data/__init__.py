@@ -61,10 +61,15 @@ __all__ = [
     "sample_with_fixed_factor",
     "torch_generator_from_numpy",
     "TorchDataset",
+    "SampleDataset",
+    "from_arrays",
+    "from_torch",
 ]
 
 from .._core.discovery import import_submodules  # noqa: E402
 
 import_submodules(__name__, __path__, skip=("base",))
 
+from .custom import from_arrays  # noqa: E402
+from .samples import SampleDataset, from_torch  # noqa: E402
 from .torch_view import TorchDataset  # noqa: E402

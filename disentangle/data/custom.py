@@ -16,8 +16,11 @@ Two ways in:
                factor_names=np.array(["size", "x", "y"]))
       python -m disentangle.train --config cfg.yaml data.name=npz data.path=mine.npz
 
-The classes must cover the full factor grid (every combination exactly once, as in all the
-benchmark datasets): that is what makes ``sample_observations_from_factors`` well defined.
+Classes that cover the full factor grid (every combination exactly once, as in all the benchmark
+datasets) give a grid, on which every metric is defined (``sample_observations_from_factors``
+observes any combination). Any other labels (duplicated or missing combinations), or none, give a
+:class:`~disentangle.data.SampleDataset`: it trains the same way, and the metrics of (code, label)
+pairs run on it (:mod:`disentangle.data.samples`).
 See ``examples/custom_dataset.py`` for a complete, runnable example.
 """
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ..errors import CorruptDataFileError
 from . import DATASETS
 from .base import IndexedImageDataset, factor_strides, to_nchw_uint8
 from .download import load_npz_array, npz_keys, require_path
+from .samples import SampleDataset
 
 Layout = Literal["auto", "NHW", "NHWC", "NCHW"]
 #: what ``data.path`` of the ``npz`` dataset names
@@ -54,6 +58,15 @@ def infer_layout(shape: Sequence[int]) -> str:
     if second_is_c and not last_is_c:
         return "NCHW"
     raise ValueError(f"cannot tell whether images of shape {tuple(shape)} are NHWC or NCHW; pass layout=.")
+
+
+def is_complete_grid(factor_classes) -> bool:
+    """Whether the rows of ``factor_classes`` cover their factor grid exactly once (:func:`grid_order`)."""
+    try:
+        grid_order(np.asarray(factor_classes))
+    except ValueError:
+        return False
+    return True
 
 
 def grid_order(factor_classes: np.ndarray) -> tuple[tuple[int, ...], np.ndarray]:
@@ -81,15 +94,17 @@ def grid_order(factor_classes: np.ndarray) -> tuple[tuple[int, ...], np.ndarray]
 
 def from_arrays(
     images,
-    factor_classes,
+    factor_classes=None,
     factor_names: Sequence[str] | None = None,
     *,
     layout: Layout = "auto",
     scale: float | None = None,
     factor_values: Sequence[np.ndarray] | None = None,
     device: str | torch.device = "cpu",
-) -> IndexedImageDataset:
-    """A ground-truth dataset from in-memory arrays.
+    grid: bool | Literal["auto"] = "auto",
+    name: str | None = None,
+) -> IndexedImageDataset | SampleDataset:
+    """A dataset from in-memory arrays: a factor grid when the classes form one, else a sample.
 
     Parameters
     ----------
@@ -98,7 +113,8 @@ def from_arrays(
         ``(N, C, H, W)`` (``layout="auto"`` tells them apart by a channel axis of size 1 or 3).
         Float images in [0, 1] are quantised to uint8.
     factor_classes:
-        Integer array ``(N, K)``: the class of each factor for each image, in any row order.
+        Integer array ``(N, K)``: the class of each factor for each image, in any row order; or
+        None for unlabelled images.
     factor_names:
         ``K`` names (default ``factor0``, ``factor1``, ...).
     layout:
@@ -110,6 +126,14 @@ def from_arrays(
         Optional physical value of each class, one array per factor.
     device:
         Where the images are stored and batches drawn.
+    grid:
+        ``"auto"`` (default): an :class:`~disentangle.data.IndexedImageDataset` when the classes
+        cover the full factor grid exactly once (every metric applies), else a
+        :class:`~disentangle.data.SampleDataset` (duplicated or missing combinations, or no
+        labels: the metrics of (code, label) pairs apply, those that intervene on factors refuse).
+        ``True`` requires a grid (an error says what is missing); ``False`` always gives a sample.
+    name:
+        What the data is, for a sample's messages (default: ``N images from arrays``).
 
     Notes
     -----
@@ -127,9 +151,20 @@ def from_arrays(
         images = np.round(images * 255).astype(np.uint8)
     elif images.dtype != np.uint8:
         raise TypeError(f"images must be uint8, bool or float in [0, 1], got {images.dtype}.")
+    if grid not in (True, False, "auto"):
+        raise ValueError(f"grid must be 'auto', True or False, got {grid!r}.")
+    if factor_classes is not None and len(factor_classes) != images.shape[0]:
+        raise ValueError(f"{images.shape[0]} images but {len(factor_classes)} rows of factor_classes.")
+    if factor_classes is None or grid is False or (grid == "auto" and not is_complete_grid(factor_classes)):
+        if grid is True:
+            raise ValueError("grid=True needs factor_classes; pass grid='auto' or False for unlabelled images.")
+        fmt = infer_layout(images.shape) if layout == "auto" else layout
+        if scale is None:
+            scale = 1.0 if int(images.max(initial=0)) <= 1 else 1.0 / 255.0
+        labels = None if factor_classes is None else np.asarray(factor_classes)
+        return SampleDataset(to_nchw_uint8(images, fmt).to(device), labels, factor_names, scale=scale,
+                             name=name or f"{images.shape[0]:,} images from arrays")
     sizes, order = grid_order(np.asarray(factor_classes))
-    if images.shape[0] != order.size:
-        raise ValueError(f"{images.shape[0]} images but {order.size} rows of factor_classes.")
     if factor_names is None:
         factor_names = tuple(f"factor{k}" for k in range(len(sizes)))
     if len(factor_names) != len(sizes):
@@ -151,26 +186,28 @@ def npz_dataset(
     classes_key: str = "factor_classes",
     factor_names: list[str] | None = None,
     layout: Layout = "auto",
+    grid: bool | Literal["auto"] = "auto",
     device: str = "cpu",
-) -> IndexedImageDataset:
+) -> IndexedImageDataset | SampleDataset:
     """Your own dataset from an ``.npz`` file (read without pickle); see the module docstring.
 
-    ``factor_names`` defaults to the file's ``factor_names`` array if it has one.
+    ``factor_names`` defaults to the file's ``factor_names`` array if it has one. A file without a
+    ``classes_key`` array holds unlabelled images; ``grid`` is :func:`from_arrays`'s.
     """
     path = require_path(path, what="npz dataset file", option="data.path", expected=_EXPECTED)
     keys = npz_keys(path)
-    for key in (images_key, classes_key):
-        if key not in keys:
-            raise CorruptDataFileError(
-                f"{path} has no array '{key}' (it has {', '.join(keys) or 'none'}); set "
-                "data.images_key / data.classes_key to the names your file uses."
-            )
+    if images_key not in keys:
+        raise CorruptDataFileError(
+            f"{path} has no array '{images_key}' (it has {', '.join(keys) or 'none'}); set "
+            "data.images_key (and data.classes_key) to the names your file uses."
+        )
     images = load_npz_array(path, images_key)
-    classes = load_npz_array(path, classes_key)
-    if factor_names is None and "factor_names" in keys:
+    classes = load_npz_array(path, classes_key) if classes_key in keys else None
+    if factor_names is None and "factor_names" in keys and classes is not None:
         factor_names = [str(s) for s in load_npz_array(path, "factor_names")]
     try:
-        return from_arrays(images, classes, factor_names, layout=layout, device=device)
+        return from_arrays(images, classes, factor_names, layout=layout, device=device, grid=grid,
+                           name=f"the images of {path}")
     except (ValueError, TypeError) as err:
         raise CorruptDataFileError(f"{path}: {err}") from err
 

@@ -49,17 +49,18 @@ the module object itself: ``import disentangle.metrics.sap as m`` binds the attr
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from .._core import checks
 from .._core.discovery import import_submodules
 from .._core.registry import did_you_mean
-from ..errors import ConfigError
+from ..errors import ConfigError, NotAGridError
 from ._information import discrete_entropy, discrete_mutual_info, histogram_discretize
 from ._representation import RepresentationFunction, as_representation_function
 from ._sampling import code_cache, sample_codes_and_factors
-from ._settings import select_factors
+from ._settings import is_sample, select_factors
 from .beta_vae import beta_vae_score
 from .code_table import CodeTable, supports_code_table
 from .dci import dci
@@ -74,13 +75,15 @@ from .mig import mig
 from .mig_sup import mig_sup
 from .modularity import modularity_explicitness
 from .names import LOCATELLO_METRICS  # the six supervised scores of the Locatello et al. study
-from .registration import METRICS, MetricSpec, metric_spec, register_metric
+from .registration import DATA_NEEDS, METRICS, MetricSpec, metric_spec, register_metric
 from .sap import sap_score
 from .synthetic import FactorObservationDataset
 from .unsupervised import unsupervised_scores
 
 # every module of the package registers its metrics as it is imported (a new metric is one file)
 import_submodules(__name__, __path__)
+
+logger = logging.getLogger(__name__)
 
 # The aliases of METRICS as package attributes: the metric, never its module. Importing a submodule
 # sets the package attribute of its name to the module, so these come after every submodule is
@@ -93,19 +96,66 @@ sap = sap_score
 unsupervised = unsupervised_scores
 
 
-def available_metrics(representation: Any = None) -> tuple[str, ...]:
-    """Names of the registered metrics that apply to ``representation`` (all, for ``None``).
+def data_of(dataset: Any) -> str:
+    """What ``dataset`` offers the metrics, one of :data:`~disentangle.metrics.registration.DATA_NEEDS`:
+    ``"grid"`` (a complete factor grid), ``"labels"`` (a labelled sample) or ``"images"``."""
+    if not is_sample(dataset):
+        return "grid"
+    return "labels" if dataset.labelled else "images"
+
+
+def metric_applies(name: str, dataset: Any, settings: Mapping[str, Any] | None = None) -> bool:
+    """Whether metric ``name`` with ``settings`` can run on ``dataset`` (what it needs of the data,
+    :meth:`MetricSpec.data`, against what the dataset offers, :func:`data_of`)."""
+    if dataset is None:
+        return True
+    offered = DATA_NEEDS.index(data_of(dataset))
+    return DATA_NEEDS.index(metric_spec(name).data(settings or {})) >= offered
+
+
+def check_metric_applies(name: str, dataset: Any, settings: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`~disentangle.errors.NotAGridError` (one paragraph: the metric, why, and the
+    metrics that do apply) unless :func:`metric_applies`."""
+    if metric_applies(name, dataset, settings):
+        return
+    need, offered = metric_spec(name).data(settings or {}), data_of(dataset)
+    why = {
+        "grid": "it fixes factors and draws the others, or encodes every point of the factor grid, and needs a "
+                "complete grid",
+        "labels": "it compares codes with factor labels",
+    }[need]
+    what = getattr(dataset, "name", type(dataset).__name__)
+    has = "labelled images without a factor grid" if offered == "labels" else "images without labels"
+    fitting = ", ".join(n for n in available_metrics(dataset=dataset))
+    raise NotAGridError(
+        f"The metric '{name}' cannot run on {what}: {why}, and this dataset holds {has}. Metrics that apply to "
+        f"it: {fitting or 'none'}. Evaluate '{name}' on a grid dataset (dsprites, shapes3d, ...; "
+        "disentangle.data.from_arrays gives a grid when the labels cover every combination once)."
+    )
+
+
+def available_metrics(representation: Any = None, dataset: Any = None) -> tuple[str, ...]:
+    """Names of the registered metrics that apply to ``representation`` (all, for ``None``) and, when
+    given, to ``dataset`` at their default settings (:func:`metric_applies`).
 
     Metrics marked ``requires_encoder`` (the ELBO decomposition) apply only to models with an
-    ``encode`` method.
+    ``encode`` method; on a sample of images without a grid, only the metrics that need no grid,
+    and on unlabelled images only those that need no labels.
     """
     has_encoder = representation is None or callable(getattr(representation, "encode", None))
-    return tuple(name for name in METRICS.names() if has_encoder or not metric_spec(name).requires_encoder)
+    return tuple(
+        name for name in METRICS.names()
+        if (has_encoder or not metric_spec(name).requires_encoder) and metric_applies(name, dataset)
+    )
 
 
-def resolve_metric_names(names: str | Iterable[str], representation: Any = None) -> list[str]:
+def resolve_metric_names(names: str | Iterable[str], representation: Any = None, dataset: Any = None) -> list[str]:
     """Validate metric names (a list, or a comma-separated string); ``"all"`` expands, an alias
     becomes its metric's name (``"sap"`` is ``"sap_score"``), each metric is named once.
+
+    With a ``dataset``, ``"all"`` expands to the metrics that apply to it (:func:`available_metrics`)
+    and the ones it leaves out are logged; a metric named explicitly is not checked here
+    (:func:`check_metric_applies` is).
 
     Raises :class:`disentangle._core.registry.UnknownNameError` (with a did-you-mean) for an unknown name.
     """
@@ -113,7 +163,12 @@ def resolve_metric_names(names: str | Iterable[str], representation: Any = None)
         names = [n.strip() for n in names.split(",") if n.strip()]
     out: list[str] = []
     for name in names:
-        expanded = list(available_metrics(representation)) if name == "all" else [name]
+        if name == "all" and dataset is not None:
+            skipped = sorted(set(available_metrics(representation)) - set(available_metrics(representation, dataset)))
+            if skipped:
+                logger.info("'all' leaves out the metrics that do not apply to %s (%s): %s",
+                            getattr(dataset, "name", type(dataset).__name__), data_of(dataset), ", ".join(skipped))
+        expanded = list(available_metrics(representation, dataset)) if name == "all" else [name]
         for n in expanded:
             n = METRICS.canonical(n)  # raises with the valid names
             if n not in out:
@@ -218,10 +273,11 @@ def evaluate_metrics(
     channels_last = _auto_or_boolean("channels_last", channels_last)
     code_table = _auto_or_boolean("code_table", code_table)
     seed = checks.seed("seed", seed)
-    resolved = resolve_metric_names(names, representation)
+    resolved = resolve_metric_names(names, representation, dataset)
     settings = _settings_by_metric_name(settings or {})
     for name in resolved:
         validate_settings(name, settings.get(name, {}), dataset)
+        check_metric_applies(name, dataset, settings.get(name, {}))
     results: dict[str, dict[str, float]] = {}
     use_table = supports_code_table(dataset) and (
         code_table is True
@@ -338,6 +394,10 @@ def is_deterministic_representation(representation: Any) -> bool:
 
 __all__ = [
     "CODE_TABLE_MIN_DRAWS_PER_POINT",
+    "DATA_NEEDS",
+    "check_metric_applies",
+    "data_of",
+    "metric_applies",
     "LOCATELLO_METRICS",
     "METRICS",
     "MetricSpec",

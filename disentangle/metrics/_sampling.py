@@ -5,9 +5,10 @@ import contextlib
 from typing import Any
 
 import numpy as np
+import torch
 
 from ._representation import RepresentationFunction
-from ._settings import check_dataset
+from ._settings import check_dataset, is_sample
 
 
 def sample_factors(dataset: Any, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -79,11 +80,32 @@ def sample_codes_and_factors(
             rng.bit_generator.state = state_after
             cache.hits += 1
             return codes.copy(), factors.copy()
-    factors = sample_factors(dataset, n, rng)
-    codes = codes_for_factors(dataset, code_fn, factors, rng)
+    if is_sample(dataset):
+        codes, factors = _sample_codes_and_labels(dataset, code_fn, n, rng)
+    else:
+        factors = sample_factors(dataset, n, rng)
+        codes = codes_for_factors(dataset, code_fn, factors, rng)
     if cache is not None:
         cache.entries[key] = (codes.copy(), factors.copy(), rng.bit_generator.state)
     return codes, factors
+
+
+def _sample_codes_and_labels(
+    dataset: Any, code_fn: RepresentationFunction, n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """On a labelled sample (no grid): ``n`` images drawn uniformly with replacement, their codes
+    and labels (an unlabelled sample gives labels of shape ``(n, 0)``)."""
+    if dataset.labelled:
+        indices = dataset.sample_labelled_indices(n, rng)
+    else:  # the scores that need no labels
+        indices = rng.integers(len(dataset), size=int(n), dtype=np.int64)
+    step = code_fn.batch_size
+    parts = []
+    for start in range(0, n, step):
+        chunk = torch.as_tensor(indices[start : start + step], device=dataset.device)
+        parts.append(code_fn(dataset.observe(chunk)))
+    codes = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+    return codes, dataset.indices_to_factors(indices)
 
 
 def sample_fixed_factor_groups(

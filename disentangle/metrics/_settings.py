@@ -127,8 +127,21 @@ COMMON_CHECKS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def check_dataset(dataset: Any) -> tuple[int, ...]:
-    """Check ``dataset`` has the ground-truth interface; return its factor sizes."""
+def is_sample(dataset: Any) -> bool:
+    """Whether ``dataset`` is a sample of images without a factor grid
+    (:class:`disentangle.data.SampleDataset`: ``is_grid`` False)."""
+    return getattr(dataset, "is_grid", True) is False
+
+
+def check_dataset(dataset: Any, labels: bool = True) -> tuple[int, ...]:
+    """Check ``dataset`` has the ground-truth interface; return its factor sizes.
+
+    A sample without a grid (:func:`is_sample`) passes when it is labelled, or when ``labels`` is
+    False (a metric that needs none: its factor sizes are then ``()``)."""
+    if is_sample(dataset):
+        if not labels and not dataset.labelled:
+            return ()
+        dataset.require_labels("a metric that compares codes with factor labels")
     missing = [
         name
         for name in ("factor_sizes", "sample_factors", "sample_observations_from_factors")

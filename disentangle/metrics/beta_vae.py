@@ -21,6 +21,7 @@ CHECK_SETTINGS = SettingsChecks(
 @register_metric(
     checks=CHECK_SETTINGS,
     draws=lambda settings: 2 * settings["batch_size"] * (settings["num_train"] + settings["num_eval"]),
+    data="grid",
     aliases=("beta_vae",),
 )
 def beta_vae_score(

@@ -21,7 +21,7 @@ CHECK_SETTINGS = SettingsChecks(
 )
 
 
-@register_metric(checks=CHECK_SETTINGS, requires_encoder=True)
+@register_metric(checks=CHECK_SETTINGS, requires_encoder=True, data="grid")
 def elbo_decomposition(
     dataset: Any,
     model: Any,

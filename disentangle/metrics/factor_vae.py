@@ -24,6 +24,7 @@ CHECK_SETTINGS = SettingsChecks(
 @register_metric(
     checks=CHECK_SETTINGS,
     draws=lambda s: s["num_variance_estimate"] + s["batch_size"] * (s["num_train"] + s["num_eval"]),
+    data="grid",
     aliases=("factor_vae",),
 )
 def factor_vae_score(

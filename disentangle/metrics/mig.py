@@ -29,6 +29,7 @@ CHECK_SETTINGS = SettingsChecks(
 @register_metric(
     checks=CHECK_SETTINGS, needs_model=lambda settings: settings["estimator"] == "chen",
     draws=lambda settings: settings["num_train"],
+    data=lambda settings: "grid" if settings["estimator"] == "chen" else "labels",
 )
 def mig(
     dataset: Any,

@@ -138,6 +138,14 @@ class MetricSpec:
     """How many observations it draws with these settings (every setting given), e.g.
     ``num_train + num_test``; None: not declared. ``evaluate_metrics`` weighs it against the size of
     the factor grid to decide whether a code table pays."""
+    data_for: Callable[[Settings], str] = lambda settings: "labels"
+    """What data it needs with these settings (every setting given), one of :data:`DATA_NEEDS`:
+    ``"grid"`` (it fixes factors and draws the rest, or encodes every grid point), ``"labels"`` (it
+    compares codes with factor labels: a labelled sample will do) or ``"images"`` (no labels)."""
+
+    def data(self, settings: Settings) -> str:
+        """What data a call with ``settings`` (given ones; the rest default) needs (:attr:`data_for`)."""
+        return self.data_for({**self.defaults(), **settings})
 
     def defaults(self) -> dict[str, Any]:
         """Every setting with its default (the function's keyword-only parameters)."""
@@ -195,6 +203,9 @@ class MetricSpec:
 
 _SPECS: dict[str, MetricSpec] = {}
 
+#: what a metric may need of the data, from most to least (``MetricSpec.data``)
+DATA_NEEDS: tuple[str, ...] = ("grid", "labels", "images")
+
 
 def register_metric(
     name: str | None = None,
@@ -203,15 +214,23 @@ def register_metric(
     requires_encoder: bool = False,
     needs_model: Callable[[Settings], bool] = _never,
     draws: Callable[[Settings], int] | None = None,
+    data: str | Callable[[Settings], str] = "labels",
     aliases: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., dict[str, float]]], Callable[..., dict[str, float]]]:
     """Register the decorated metric function under ``name`` (default: its own name) with its spec
-    (:class:`MetricSpec`: ``needs_model`` is its ``needs_model_for``, ``draws`` its ``draws_for``),
+    (:class:`MetricSpec`: ``needs_model`` is its ``needs_model_for``, ``draws`` its ``draws_for``,
+    ``data`` (one of :data:`DATA_NEEDS`, or a function of the settings giving one) its ``data_for``),
     and ``aliases``, short names that stand for it (:meth:`MetricRegistry.register_alias`). Every
     name is checked first: a name or alias that would shadow another raises ``ValueError`` and
     registers nothing."""
     if isinstance(aliases, str):
         aliases = (aliases,)
+    if isinstance(data, str):
+        if data not in DATA_NEEDS:
+            raise ValueError(f"data must be one of {', '.join(DATA_NEEDS)}, got {data!r}.")
+        data_for: Callable[[Settings], str] = lambda settings, _need=data: _need
+    else:
+        data_for = data
 
     def decorate(function: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
         key = name or function.__name__
@@ -224,7 +243,7 @@ def register_metric(
         METRICS.register(key, checked)
         for alias in aliases:
             METRICS.register_alias(alias, key)
-        _SPECS[key] = MetricSpec(key, checked, checks, requires_encoder, needs_model, draws)
+        _SPECS[key] = MetricSpec(key, checked, checks, requires_encoder, needs_model, draws, data_for)
         return checked
 
     return decorate

@@ -14,7 +14,9 @@ from .registration import register_metric
 CHECK_SETTINGS = SettingsChecks(num_train=count("num_train", 2), num_bins=count("num_bins"))
 
 
-@register_metric(checks=CHECK_SETTINGS, draws=lambda settings: settings["num_train"], aliases=("unsupervised",))
+@register_metric(
+    checks=CHECK_SETTINGS, draws=lambda settings: settings["num_train"], data="images", aliases=("unsupervised",)
+)
 def unsupervised_scores(
     dataset: Any,
     representation: Any,
@@ -45,7 +47,7 @@ def unsupervised_scores(
 
     Returns the four scores above.
     """
-    check_dataset(dataset)
+    check_dataset(dataset, labels=False)
     code_fn = as_representation_function(representation, representation_batch_size)
     rng = np.random.default_rng(seed)
     codes, _ = sample_codes_and_factors(dataset, code_fn, num_train, rng)

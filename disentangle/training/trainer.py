@@ -119,6 +119,29 @@ def local_sampling() -> Iterator[None]:
         yield
 
 
+def check_training_data(config: Config, objective: Any, dataset: Any) -> None:
+    """Before training: a sample of images without a factor grid (:class:`disentangle.data.SampleDataset`)
+    cannot feed an objective that draws pairs or groups sharing factors, or few labels from a grid,
+    nor a metric of ``train.eval_metrics`` that needs a grid or labels it lacks
+    (:func:`disentangle.metrics.check_metric_applies`): each is one paragraph, raised at once."""
+    if getattr(dataset, "is_grid", True) is not False:
+        return
+    from ..errors import NotAGridError
+    from ..metrics import check_metric_applies, resolve_metric_names
+
+    if hasattr(objective, "check_dataset") or getattr(objective, "uses_labels", False):
+        name = config.objective.name
+        raise NotAGridError(
+            f"objective '{name}' draws its training batches from a factor grid (pairs or groups of images that "
+            f"share factors, or a few labelled grid points), and {getattr(dataset, 'name', 'this dataset')} is a "
+            "sample of images without one. Train it on a grid dataset, or train an unsupervised objective "
+            "(beta_vae, beta_tcvae, factor_vae, dip_vae_i, ...) on this data."
+        )
+    if config.train.eval_metrics:
+        for metric in resolve_metric_names(config.train.eval_metrics, dataset=dataset):
+            check_metric_applies(metric, dataset)
+
+
 def _to_loggable(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         value = value.detach().float().cpu()
@@ -190,6 +213,7 @@ class Trainer:
         self.objective = OBJECTIVES.build(cfg.objective.name, **cfg.objective.params).to(self.device)
         self.objective.setup(model=self.model, dataset_size=len(self.dataset))
         initialize(self.objective, cfg.model.init)  # its discriminators, built by setup
+        check_training_data(cfg, self.objective, self.dataset)
         check_dataset = getattr(self.objective, "check_dataset", None)
         if check_dataset is not None:  # e.g. pair objectives: k vs the number of factors
             check_dataset(self.dataset)

@@ -18,6 +18,7 @@ rewrites the same files.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from ..errors import ConfigError
 from .grids import save_gif, save_png
 from .latents import ACTIVE_KL, kl_per_dim
 from .traversals import code_limit
+
+logger = logging.getLogger(__name__)
 
 #: picture name -> file name, in the order they are written
 PICTURES: dict[str, str] = {
@@ -63,8 +66,12 @@ def resolve_pictures(what: str | Iterable[str] | None) -> list[str]:
 
 
 def sample_images(dataset: Any, n: int, seed: int) -> torch.Tensor:
-    """``n`` observations at uniformly drawn grid points, from ``np.random.default_rng(seed)``."""
+    """``n`` observations at uniformly drawn grid points, from ``np.random.default_rng(seed)`` (on a
+    sample of images without a grid: ``n`` images drawn uniformly)."""
     rng = np.random.default_rng(seed)
+    if getattr(dataset, "is_grid", True) is False:
+        indices = torch.as_tensor(rng.integers(len(dataset), size=n, dtype=np.int64), device=dataset.device)
+        return dataset.observe(indices).float()
     factors = np.asarray(dataset.sample_factors(n, rng), dtype=np.int64)
     return torch.as_tensor(dataset.sample_observations_from_factors(factors, rng)).float()
 
@@ -101,6 +108,9 @@ def write_pictures(
     restored.
     """
     names = resolve_pictures(what)
+    if (what is None or what == "all") and getattr(dataset, "is_grid", True) is False and not dataset.labelled:
+        names = [n for n in names if n != "latent_responses"]  # it plots codes against labels
+        logger.info("latent_responses.png left out: %s has no labels", dataset.name)
     settings = dict(
         num_images=positive_int("num_images", num_images),
         num_values=positive_int("num_values", num_values),

@@ -72,13 +72,15 @@ def latent_responses(
     """
     from ..metrics._representation import as_representation_function
     from ..metrics._sampling import codes_for_factors, sample_factors
-    from ..metrics._settings import factor_names
+    from ..metrics._settings import factor_names, is_sample
 
     num_per_value = positive_int("num_per_value", num_per_value)
     names = factor_names(dataset)
     sizes = tuple(int(s) for s in dataset.factor_sizes)
     code_fn = as_representation_function(representation, representation_batch_size)
     rng = np.random.default_rng(seed)
+    if is_sample(dataset):
+        return _sample_responses(dataset, code_fn, names, sizes, num_per_value, rng)
     means, stds = [], []
     for k, size in enumerate(sizes):
         factors = sample_factors(dataset, size * num_per_value, rng)
@@ -86,4 +88,31 @@ def latent_responses(
         codes = codes_for_factors(dataset, code_fn, factors, rng).reshape(size, num_per_value, -1)
         means.append(codes.mean(axis=1))
         stds.append(codes.std(axis=1))
+    return LatentResponses(names, factor_axis_values(dataset), tuple(means), tuple(stds))
+
+
+def _sample_responses(
+    dataset: Any, code_fn: Any, names: tuple[str, ...], sizes: tuple[int, ...], num_per_value: int,
+    rng: np.random.Generator,
+) -> LatentResponses:
+    """On a labelled sample without a grid: per label value, ``num_per_value`` of the images with
+    that label drawn with replacement (the other labels as they come); a value no image has is NaN."""
+    import torch
+
+    labels = dataset.labels
+    means, stds = [], []
+    for k, size in enumerate(sizes):
+        mean = np.full((size, 0), np.nan)
+        std = mean
+        for value in range(size):
+            rows = np.flatnonzero(labels[:, k] == value)
+            if rows.size:
+                chosen = torch.as_tensor(rng.choice(rows, size=num_per_value), device=dataset.device)
+                codes = code_fn(dataset.observe(chosen))
+                if mean.shape[1] == 0:
+                    mean = np.full((size, codes.shape[1]), np.nan)
+                    std = mean.copy()
+                mean[value], std[value] = codes.mean(axis=0), codes.std(axis=0)
+        means.append(mean)
+        stds.append(std)
     return LatentResponses(names, factor_axis_values(dataset), tuple(means), tuple(stds))

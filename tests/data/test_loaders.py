@@ -375,7 +375,10 @@ def test_from_arrays_sorts_rows_and_validates(tmp_path):
     assert ds.factor_sizes == sizes and ds.image_shape == (3, 8, 8) and ds.scale == pytest.approx(1 / 255)
     assert ds.images[:, 0, 0, 0].tolist() == list(range(24))
     with pytest.raises(ValueError, match="full grid"):
-        from_arrays(images[:-1], rows[:-1])
+        from_arrays(images[:-1], rows[:-1], grid=True)
+    # by default, labels that miss a combination give a sample of labelled images, not a grid
+    sample = from_arrays(images[:-1], rows[:-1])
+    assert not sample.is_grid and sample.factor_sizes == sizes and len(sample) == 23
     path = tmp_path / "mine.npz"
     np.savez(path, images=images[perm], factor_classes=rows[perm], factor_names=np.array(["a", "b", "c"]))
     loaded = DATASETS.build("npz", path=str(path))

@@ -129,6 +129,9 @@ class TrainConfig:
     traversals: bool = True  #: write traversals.png and reconstructions.png at the end
     tensorboard: bool = False  #: also write a TensorBoard event file (the tensorboard extra)
     image_every: int = 0  #: steps between TensorBoard reconstructions and traversals (0: never)
+    #: callbacks by name with their parameters, e.g. [{name: csv}, {name: early_stopping, patience: 5}]
+    #: (:mod:`disentangle.training.callbacks`)
+    callbacks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -15,7 +15,9 @@ sweep puts the run in ``DIR/runs/<id>``), ``train.progress``, ``train.log_every`
 ``train.threads`` (how many CPU threads compute the steps),
 ``train.checkpoint_every`` (the trainer's resume is bit-exact whatever the checkpoint interval),
 ``train.eval_every`` and ``train.eval_metrics`` (evaluation during training restores every RNG
-state), ``train.traversals``, ``train.tensorboard`` and ``train.image_every`` (pictures and logs),
+state), ``train.traversals``, ``train.tensorboard``, ``train.image_every`` and ``train.callbacks``
+(pictures, logs and your own code: a callback that stops a run early leaves a shorter run of the same
+model, continued by a rerun),
 ``data.download`` (whether a missing file may be fetched) and ``data.cache_dir`` (which folder the
 downloaded dataset file is kept in: the same file, verified against the same checksum, wherever it
 lies). The excluded ``train`` keys are exactly the trainer's resumable keys (``RESUMABLE_KEYS``) but
@@ -65,6 +67,7 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "train.eval_every",
     "train.eval_metrics",
     "train.traversals",
+    "train.callbacks",
     "data.download",
     "data.cache_dir",
 )

@@ -17,7 +17,7 @@ from ..errors import ConfigError
 RESUMABLE_KEYS = (
     "steps", "checkpoint_every", "log_every", "eval_every", "eval_metrics", "progress", "traversals", "device",
     "out_dir", "compile", "channels_last", "conv_transpose_via_conv", "tf32", "cudnn_benchmark", "tensorboard", "threads",
-    "image_every",
+    "image_every", "callbacks",
 )
 
 

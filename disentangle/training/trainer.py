@@ -54,7 +54,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,15 @@ from ..errors import NonFiniteLossError, RunExistsError
 from ..models.vae import VAE
 from ..objectives import OBJECTIVES
 from .cadence import Cadence
+from .callbacks import (
+    CLOSED_ON_EXIT,
+    Callback,
+    JsonlLogger,
+    ProgressBar,
+    TensorBoardLogger,
+    build_callbacks,
+    state_keys,
+)
 from .checkpoint import (
     CHECKPOINT_NAME,
     FORMAT_VERSION,
@@ -165,11 +174,13 @@ def _to_device(batch: Any, device: torch.device) -> Any:
 
 @dataclass
 class TrainResult:
-    """What :func:`fit` returns: the run folder, the step reached and the terms logged last."""
+    """What :func:`fit` returns: the run folder, the step reached, the terms logged last and, when a
+    callback stopped the run before ``train.steps``, why (``stop_reason``; None otherwise)."""
 
     out_dir: Path
     step: int
     last_terms: dict[str, Any]
+    stop_reason: str | None = None
 
 
 class Trainer:
@@ -182,11 +193,18 @@ class Trainer:
     (:mod:`disentangle._core.distributed`); rank 0 alone writes the run folder.
     """
 
-    def __init__(self, config: Config, dataset: Any = None) -> None:
+    def __init__(self, config: Config, dataset: Any = None, callbacks: Sequence[Any] = ()) -> None:
         """``dataset``: an already built dataset for ``config.data`` (e.g. one a sweep worker reuses
-        across runs); by default it is built from the config."""
+        across runs); by default it is built from the config. ``callbacks``: objects with any of the
+        hooks of :class:`~disentangle.training.callbacks.Callback`, called after the built-in ones and
+        those of ``train.callbacks``."""
         self.config = config
         self._given_dataset = dataset
+        self._user_callbacks = list(callbacks)
+        self.callbacks: list[Any] = []
+        self.resumed = False
+        self.stop_reason: str | None = None
+        self._session: _Session | None = None
         self.out_dir = Path(config.train.out_dir)
         self.checkpoint_path = self.out_dir / CHECKPOINT_NAME
         self.log_path = self.out_dir / "log.jsonl"
@@ -260,7 +278,21 @@ class Trainer:
             "schedulers": {name: s.state_dict() for name, s in self.schedulers.items()},
             "precision": self.precision.state_dict(),
             "rng": capture_rng_state(self._generators()),
+            "callbacks": self._callback_states(),
         }
+
+    def _callback_states(self) -> dict[str, Any]:
+        states = {}
+        for key, callback in zip(state_keys(self.callbacks), self.callbacks):
+            state = callback.state_dict() if hasattr(callback, "state_dict") else {}
+            if state:
+                states[key] = state
+        return states
+
+    def _restore_callbacks(self, states: dict[str, Any]) -> None:
+        for key, callback in zip(state_keys(self.callbacks), self.callbacks):
+            if key in states and hasattr(callback, "load_state_dict"):
+                callback.load_state_dict(states[key])
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
         """Load a checkpoint brought to the current layout (:func:`upgrade_checkpoint`)."""
@@ -291,23 +323,30 @@ class Trainer:
         self._on_main(lambda: save_rotating(self._state(), self.checkpoint_path))
         self._checkpoint_step = self.step
 
-    # ------------------------------------------------------------------ logging
-    def _truncate_log(self, step: int) -> None:
-        """Drop records past the checkpoint (written after it by a run that then crashed)."""
-        if not self.log_path.exists():
-            return
-        kept = []
-        for line in self.log_path.read_text().splitlines():
-            try:
-                if json.loads(line).get("step", 0) <= step:
-                    kept.append(line)
-            except json.JSONDecodeError:  # a torn last line from a crash
-                continue
-        self.log_path.write_text("".join(l + "\n" for l in kept))
+    # ------------------------------------------------------------------ for callbacks
+    def request_stop(self, reason: str = "stopped by a callback") -> None:
+        """Stop after the step in progress: it completes, a checkpoint is written, the callbacks'
+        ``on_fit_end`` runs and :meth:`fit` returns with ``result.stop_reason`` (``--resume``
+        continues the run)."""
+        if self.stop_reason is None:
+            self.stop_reason = str(reason)
 
-    def _log(self, record: dict[str, Any]) -> None:
-        with self.log_path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+    @contextlib.contextmanager
+    def outside_the_loop(self):
+        """Time spent inside (an evaluation, pictures) does not count in ``steps_per_s``."""
+        if self._session is None:
+            yield
+            return
+        with self._session.outside_the_loop():
+            yield
+
+    def _notify(self, hook: str, *args: Any) -> None:
+        """Call ``hook`` of every callback that has it, in order (rank 0 only: through :meth:`_on_main`
+        or from code that already runs there)."""
+        for callback in self.callbacks:
+            method = getattr(callback, hook, None)
+            if method is not None:
+                method(self, *args)
 
     # ------------------------------------------------------------------ evaluation and pictures
     def _evaluate(self) -> dict[str, Any]:
@@ -321,7 +360,7 @@ class Trainer:
             self.model.train()
             restore_rng_state(rng_state, self._generators())
 
-    def _picture_generator(self) -> torch.Generator:
+    def picture_generator(self) -> torch.Generator:
         """The same images at every TensorBoard image step (never the training streams)."""
         device = getattr(self.dataset, "device", self.device)
         return torch.Generator(device=device).manual_seed(stream_seed(self.config.seed, Stream.PICTURES))
@@ -366,6 +405,7 @@ class Trainer:
 
     def _fit(self, resume: bool) -> TrainResult:
         cfg = self.config.train
+        configured = build_callbacks(cfg.callbacks)  # a bad entry is refused before anything is created
         exists = self._on_main(lambda: has_checkpoint(self.out_dir))
         if exists and not resume:
             raise RunExistsError(
@@ -381,8 +421,12 @@ class Trainer:
             ckpt = upgrade_checkpoint(self._on_main(lambda: load_latest(self.out_dir)[0]))
             check_resume_config(ckpt["config"], self.config, self.out_dir)
         self._build()
+        self.callbacks = self._builtin_callbacks() + configured + self._user_callbacks
+        self.resumed = ckpt is not None
+        self.stop_reason = None
         if ckpt is not None:
             self._restore(ckpt)
+            self._restore_callbacks(ckpt.get("callbacks", {}))
             self._checkpoint_step = self.step
         distributed.broadcast_module(self.model)
         distributed.broadcast_module(self.objective)
@@ -394,43 +438,70 @@ class Trainer:
         if self.execution.conv_transpose_via_conv:
             use_convolution_kernels(self.model, self.objective)
         compile_networks(self.model, self.objective, cfg.compile)
-        session = _Session(self.step, cfg.steps, cfg.progress and self.rank_info.is_main, self.device)
+        session = _Session(self.step, self.device)
+        self._session = session
         self._session_start = session.start_time
-        self._on_main(lambda: self._open_run_folder(session, resumed=ckpt is not None))
+        self._on_main(lambda: self._open_run_folder())
         self.model.train()
         self.objective.train()
         cadence = Cadence.from_config(cfg)
         interrupt = DeferredInterrupt()
+        on_step_end = [c.on_step_end for c in self.callbacks if _overrides(c, "on_step_end")]
+        main = self.rank_info.is_main
         try:
             interrupt.install()
             while self.step < cfg.steps:
                 terms = self.train_step()
                 session.nonfinite |= ~torch.isfinite(terms["loss"].detach())
                 self.step += 1
-                session.bar.update(1)
+                if main and on_step_end:
+                    detached = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in terms.items()}
+                    for hook in on_step_end:
+                        hook(self, self.step, detached)
                 due = cadence.due(self.step)
                 if "log" in due:
                     self._check_finite(session)
                     # global-batch values: a rank's term is a mean over its rows or a whole-batch quantity
                     tensors = distributed.mean_over_ranks({k: v for k, v in terms.items() if isinstance(v, torch.Tensor)})
                     session.terms = {k: _to_loggable(tensors.get(k, v)) for k, v in terms.items()}
-                files = [event for event in due if event in self._file_handlers]
-                if files:  # rank 0 writes and evaluates; an error there is raised on every rank
-                    self._on_main(functools.partial(self._write_events, session, files))
+                events = [event for event in due if event in self._file_handlers]
+                if events:  # rank 0 writes and evaluates; an error there is raised on every rank
+                    self._on_main(functools.partial(self._write_events, session, events))
                 stop = self._stop_requested(interrupt, due)
                 if "checkpoint" in due or stop:
                     self._check_finite(session)
                     with session.outside_the_loop():
                         self.save_checkpoint()
-                if stop:
+                        self._on_main(lambda: self._notify("on_checkpoint", self.step, self.checkpoint_path))
+                if stop and interrupt.requested:
                     raise KeyboardInterrupt
+                if stop:
+                    logger.info("%s; checkpoint at step %s in '%s' (resume to continue)", self.stop_reason,
+                                f"{self.step:,}", self.out_dir)
+                    break
+            if cfg.traversals and self.step > 0:
+                self._on_main(self._write_pictures)
+            result = TrainResult(self.out_dir, self.step, session.terms, self.stop_reason)
+            self._on_main(lambda: self._notify("on_fit_end", result))
         finally:
             interrupt.uninstall()
-            session.close()
-        if cfg.traversals and self.step > 0:
-            self._on_main(self._write_pictures)
+            self._session = None
+            for callback in self.callbacks:  # an exception left one of our writers open: close it
+                if isinstance(callback, CLOSED_ON_EXIT):
+                    callback.close()
         distributed.barrier()  # the run folder is complete when any rank returns
-        return TrainResult(self.out_dir, self.step, session.terms)
+        return result
+
+    def _builtin_callbacks(self) -> list[Any]:
+        """The loop's own: ``log.jsonl``, and on the main process the progress bar
+        (``train.progress``) and TensorBoard (``train.tensorboard``)."""
+        cfg = self.config.train
+        builtin: list[Any] = [JsonlLogger()]
+        if cfg.progress and self.rank_info.is_main:
+            builtin.append(ProgressBar())
+        if cfg.tensorboard:
+            builtin.append(TensorBoardLogger())
+        return builtin
 
     def _choose_execution(self) -> Execution:
         """The ``auto`` execution strategies of this session (:func:`choose_execution`)."""
@@ -448,20 +519,14 @@ class Trainer:
         return execution
 
     # ------------------------------------------------------------------ the events of a step
-    def _open_run_folder(self, session: _Session, resumed: bool) -> None:  # rank 0
-        if resumed:
-            self._truncate_log(self.step)
+    def _open_run_folder(self) -> None:  # rank 0
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.config.save(self.out_dir / "config.yaml")
         with (self.out_dir / "execution.jsonl").open("a") as f:
             f.write(json.dumps({"step": self.step, **dataclasses.asdict(self.execution)}) + "\n")
         if self.config.train.progress:
             tqdm.write(self.execution.describe())
-        if self.config.train.tensorboard:
-            from ..visualize import TensorBoardLogger
-
-            # on resume, events a crashed session wrote after the checkpoint are hidden
-            session.tensorboard = TensorBoardLogger(self.out_dir, purge_step=self.step if resumed else None)
+        self._notify("on_fit_start")
 
     def _check_finite(self, session: _Session) -> None:
         """Raise :class:`NonFiniteLossError` on every rank if any rank saw a non-finite loss since
@@ -497,36 +562,36 @@ class Trainer:
         stall = session.stall_message(speed["steps_per_s"], self.step, self.execution)
         if stall:
             logger.warning(stall)
-        self._log({"step": self.step, **session.terms, **speed})
-        session.bar.set_postfix({k: f"{v:.4g}" for k, v in session.terms.items() if isinstance(v, float)}, refresh=False)
-        if session.tensorboard is not None:
-            session.tensorboard.log_terms(self.step, {**session.terms, **speed})
+        self._notify("on_log", self.step, {**session.terms, **speed})
 
     def _on_evaluate(self, session: _Session) -> None:
-        scores = self._evaluate()
-        self._log({"step": self.step, "metrics": scores})
-        if session.tensorboard is not None:
-            session.tensorboard.log_metrics(self.step, scores)
+        self._notify("on_evaluate", self.step, self._evaluate())
 
     def _on_pictures(self, session: _Session) -> None:
-        if session.tensorboard is not None:
-            session.tensorboard.log_images(self.step, self.model, self.dataset, self._picture_generator())
+        for callback in self.callbacks:
+            if isinstance(callback, TensorBoardLogger):
+                callback.log_images(self)
 
     def _stop_requested(self, interrupt: DeferredInterrupt, due: tuple[str, ...]) -> bool:
-        """Whether to stop after this step: Ctrl-C was pressed. Under torchrun the ranks agree
-        where they already meet (log and checkpoint steps), so a signal seen by one rank stops all."""
+        """Whether to stop after this step: Ctrl-C was pressed, or a callback asked
+        (:meth:`request_stop`). Under torchrun the ranks agree where they already meet (log and
+        checkpoint steps), so a signal or a request seen by one rank stops all."""
+        wanted = interrupt.requested or self.stop_reason is not None
         if not distributed.is_distributed():
-            return interrupt.requested
-        return ("log" in due or "checkpoint" in due) and distributed.any_over_ranks(
-            torch.full((), interrupt.requested, dtype=torch.bool, device=self.device)
+            return wanted
+        stop = ("log" in due or "checkpoint" in due) and distributed.any_over_ranks(
+            torch.full((), wanted, dtype=torch.bool, device=self.device)
         )
+        if stop and self.stop_reason is None and not interrupt.requested:
+            self.stop_reason = "stopped by a callback on another process"
+        return stop
 
 
 class _Session:
-    """What one call of :meth:`Trainer.fit` keeps between steps: the progress bar, the TensorBoard
-    writer, the last logged terms and the on-device non-finite flag."""
+    """What one call of :meth:`Trainer.fit` keeps between steps: the training rate, the last logged
+    terms and the on-device non-finite flag."""
 
-    def __init__(self, step: int, steps: int, show_progress: bool, device: torch.device) -> None:
+    def __init__(self, step: int, device: torch.device) -> None:
         self.start_step, self.start_time = step, time.perf_counter()
         # the training rate since the last log record, the time spent outside the loop left out
         self._rate_step, self._rate_time, self._outside_s = step, self.start_time, 0.0
@@ -535,8 +600,6 @@ class _Session:
         self.stalled = False
         self.terms: dict[str, Any] = {}
         self.nonfinite = torch.zeros((), dtype=torch.bool, device=device)
-        self.tensorboard: Any = None
-        self.bar = tqdm(total=steps, initial=step, disable=not show_progress, dynamic_ncols=True, desc="train")
 
     @contextlib.contextmanager
     def outside_the_loop(self):
@@ -575,17 +638,21 @@ class _Session:
         self._rate_step, self._rate_time, self._outside_s = step, now, 0.0
         return rate
 
-    def close(self) -> None:
-        self.bar.close()
-        if self.tensorboard is not None:
-            self.tensorboard.close()
 
 
-def fit(config: Config, resume: bool = False, dataset: Any = None) -> TrainResult:
+def _overrides(callback: Any, hook: str) -> bool:
+    """Whether ``callback`` has ``hook`` other than :class:`Callback`'s, which does nothing."""
+    method = getattr(type(callback), hook, None)
+    return method is not None and method is not getattr(Callback, hook)
+
+
+def fit(config: Config, resume: bool = False, dataset: Any = None, callbacks: Sequence[Any] = ()) -> TrainResult:
     """Train from a validated config (see :func:`disentangle.config.load_config`) and return the
     run folder and last step; ``resume`` continues the run in ``train.out_dir`` from its checkpoint.
     (``python -m disentangle.train`` is its command line.)
 
-    ``dataset`` optionally supplies the already built dataset of ``config.data``.
+    ``dataset`` optionally supplies the already built dataset of ``config.data``; ``callbacks`` are
+    objects with any of the hooks of :class:`~disentangle.training.callbacks.Callback` (after the
+    built-in ones and those of ``train.callbacks``).
     """
-    return Trainer(config, dataset=dataset).fit(resume=resume)
+    return Trainer(config, dataset=dataset, callbacks=callbacks).fit(resume=resume)

@@ -1,0 +1,509 @@
+"""Callbacks: your code at the trainer's events, and the loop's own loggers written as callbacks.
+
+A callback is an object with any of these methods (subclass :class:`Callback`, whose methods do
+nothing, and override the ones you need). The trainer calls them on the main process of a run, in
+the order the callbacks are listed, after the built-in ones:
+
+=======================================  ================================================================
+``on_fit_start(trainer)``                the run folder is open, the model built (and restored on resume)
+``on_step_end(trainer, step, terms)``    after every optimisation step; ``terms`` are the objective's
+                                         tensors on the device (reading one as a number waits for the
+                                         device: do it every N steps, not every step, on a GPU)
+``on_log(trainer, step, scalars)``       every ``train.log_every`` steps and at the last: the logged
+                                         numbers (the terms, ``steps_per_s``, ``wall_time_s``)
+``on_evaluate(trainer, step, scores)``   after a metric evaluation (``train.eval_metrics`` every
+                                         ``train.eval_every`` steps): ``{metric: {score: value}}``
+``on_checkpoint(trainer, step, path)``   after a checkpoint is written
+``on_fit_end(trainer, result)``          when the run ends (done, or stopped by a callback): the
+                                         :class:`~disentangle.training.TrainResult`
+=======================================  ================================================================
+
+``trainer`` gives the run: ``trainer.step``, ``trainer.model``, ``trainer.objective``,
+``trainer.dataset``, ``trainer.config``, ``trainer.out_dir``, ``trainer.optimizers``. A callback
+stops the run with ``trainer.request_stop(reason)``: the step in progress completes, a checkpoint
+is written, ``on_fit_end`` runs and :func:`~disentangle.training.fit` returns with
+``result.stop_reason`` set; ``--resume`` (or ``fit(..., resume=True)``) continues it like a run
+stopped by Ctrl-C. Work that is not training (an evaluation of your own, pictures) goes inside
+``with trainer.outside_the_loop():`` so it does not count against ``steps_per_s``.
+
+A callback whose state matters on resume (early stopping's best value and patience) returns it from
+``state_dict()`` and takes it back in ``load_state_dict(state)``: the trainer keeps it in the
+checkpoint, keyed by the callback's class name (and its rank among callbacks of that class).
+
+From YAML, ``train.callbacks`` lists registered callbacks with their parameters::
+
+    train:
+      callbacks:
+        - {name: csv}
+        - {name: early_stopping, monitor: loss, patience: 5}
+        - {name: wandb, project: my-project, mode: offline}
+
+and from Python ``fit(config, callbacks=[MyCallback()])`` adds objects of your own. Register a
+class of your own with ``@CALLBACKS.register("name")`` to name it in YAML.
+
+``log.jsonl`` (:class:`JsonlLogger`) and the progress bar (:class:`ProgressBar`, ``train.progress``)
+are built in; :class:`TensorBoardLogger` is added by ``train.tensorboard``. Every logger writes the
+same scalars at the same steps.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import numbers
+import os
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._core.registry import Registry, did_you_mean
+from ..errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from .trainer import Trainer, TrainResult
+
+CALLBACKS: Registry = Registry("callback")
+"""The callback registry: ``train.callbacks`` names to callback classes; their keyword parameters are
+the other keys of each entry."""
+
+HOOKS: tuple[str, ...] = ("on_fit_start", "on_step_end", "on_log", "on_evaluate", "on_checkpoint", "on_fit_end")
+"""The events a callback may handle, in the order they first occur."""
+
+
+class Callback:
+    """Base class of callbacks: every hook does nothing (see the module docstring for when each runs)."""
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        """The run starts (or resumes): the run folder is open and the model built."""
+
+    def on_step_end(self, trainer: Trainer, step: int, terms: Mapping[str, Any]) -> None:
+        """After optimisation step ``step`` (1-based: the number of steps done), with its terms (tensors)."""
+
+    def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
+        """At a log step: the logged values (floats, and lists for per-latent terms such as ``kl_per_dim``)."""
+
+    def on_evaluate(self, trainer: Trainer, step: int, scores: Mapping[str, Mapping[str, float]]) -> None:
+        """After a metric evaluation: ``{metric: {score: value}}``."""
+
+    def on_checkpoint(self, trainer: Trainer, step: int, path: Path) -> None:
+        """After the checkpoint at ``path`` is written."""
+
+    def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
+        """When the run ends: finished, or stopped by a callback (``result.stop_reason``)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What this callback needs to continue exactly on resume (plain values); ``{}``: nothing."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Take back what :meth:`state_dict` returned."""
+
+
+def build_callbacks(entries: Sequence[Mapping[str, Any]]) -> list[Callback]:
+    """Callbacks from ``train.callbacks`` entries (``{"name": ..., **parameters}``); every problem
+    (an unknown name, with a did-you-mean; an unknown or missing parameter) in one
+    :class:`~disentangle.ConfigError`, before anything is built."""
+    problems = []
+    for i, entry in enumerate(entries):
+        where = f"train.callbacks[{i}]"
+        if not isinstance(entry, Mapping) or "name" not in entry:
+            problems.append(f"{where} is {entry!r}; each entry is a mapping with a 'name' (one of "
+                            f"{', '.join(CALLBACKS.names())}) and the callback's parameters.")
+            continue
+        name = entry["name"]
+        if name not in CALLBACKS:
+            problems.append(f"{where}: unknown callback '{name}'.{did_you_mean(str(name), CALLBACKS.names())} "
+                            f"Valid callbacks: {', '.join(CALLBACKS.names())}.")
+            continue
+        parameters = CALLBACKS.parameters(name)
+        given = {k for k in entry if k != "name"}
+        for key in sorted(given - set(parameters)):
+            problems.append(f"{where}: the callback '{name}' has no parameter '{key}'."
+                            f"{did_you_mean(key, list(parameters))} Its parameters: {', '.join(parameters) or 'none'}.")
+        for key, p in parameters.items():
+            if p.default is p.empty and key not in given:
+                problems.append(f"{where}: the callback '{name}' needs the parameter '{key}'.")
+    if problems:
+        raise ConfigError(problems[0] if len(problems) == 1 else
+                          "train.callbacks has problems: " + " ".join(f"({i}) {p}" for i, p in enumerate(problems, 1)))
+    return [CALLBACKS.build(entry["name"], **_coerced(entry["name"], {k: v for k, v in entry.items() if k != "name"}))
+            for entry in entries]
+
+
+def _coerced(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Numbers written as YAML strings (``1.0e9``, which YAML 1.1 reads as text) as the numbers their
+    parameter's annotation names."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(CALLBACKS.get(name).__init__)
+    except Exception:  # an annotation that cannot be resolved: the values as given
+        return params
+    out = dict(params)
+    for key, value in params.items():
+        hint = hints.get(key)
+        if isinstance(value, str) and hint in (float, int):
+            try:
+                out[key] = hint(float(value)) if hint is int and float(value).is_integer() else hint(value)
+            except ValueError:
+                pass  # the callback's own check names the bad value
+    return out
+
+
+def state_keys(callbacks: Sequence[Any]) -> list[str]:
+    """The key of each callback's state in a checkpoint: its class name, with ``#k`` for the k-th
+    (k >= 1) callback of the same class."""
+    seen: dict[str, int] = {}
+    keys = []
+    for callback in callbacks:
+        name = type(callback).__qualname__
+        keys.append(name if name not in seen else f"{name}#{seen[name]}")
+        seen[name] = seen.get(name, 0) + 1
+    return keys
+
+
+def flat_scores(scores: Mapping[str, Mapping[str, Any]], prefix: str = "metrics") -> dict[str, float]:
+    """``{metric: {score: value}}`` as ``{"metrics/<metric>/<score>": value}`` (the scalar values)."""
+    return {f"{prefix}/{metric}/{name}": float(value) for metric, values in scores.items()
+            for name, value in values.items() if _is_number(value)}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def scalar_items(scalars: Mapping[str, Any]) -> dict[str, float]:
+    """The finite numbers of a log record, a per-latent list ``kl_per_dim`` as ``kl_per_dim/z<j>``."""
+    out = {}
+    for key, value in scalars.items():
+        if _is_number(value):
+            out[key] = float(value)
+        elif isinstance(value, (list, tuple)):
+            out.update({f"{key}/z{j}": float(v) for j, v in enumerate(value) if _is_number(v)})
+    return out
+
+
+# ---------------------------------------------------------------------------- built in
+class JsonlLogger(Callback):
+    """``log.jsonl`` in the run folder: one JSON object per log step (``{"step", terms...,
+    "steps_per_s", "wall_time_s"}``) and one per evaluation (``{"step", "metrics": scores}``). On
+    resume, records past the checkpoint (a crashed session's) are dropped. Always installed."""
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        self.path = trainer.out_dir / "log.jsonl"
+        if trainer.resumed:
+            truncate_jsonl(self.path, trainer.step)
+
+    def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
+        self._write({"step": step, **scalars})
+
+    def on_evaluate(self, trainer: Trainer, step: int, scores: Mapping[str, Mapping[str, float]]) -> None:
+        self._write({"step": step, "metrics": scores})
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def truncate_jsonl(path: Path, step: int) -> None:
+    """Drop the records of ``path`` past ``step`` (written after the checkpoint by a run that then
+    crashed) and a torn last line."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line).get("step", 0) <= step:
+                kept.append(line)
+        except json.JSONDecodeError:  # a torn last line from a crash
+            continue
+    path.write_text("".join(line + "\n" for line in kept))
+
+
+class ProgressBar(Callback):
+    """The tqdm progress bar (``train.progress``) with the last logged terms."""
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        from tqdm.auto import tqdm
+
+        cfg = trainer.config.train
+        self.bar = tqdm(total=cfg.steps, initial=trainer.step, dynamic_ncols=True, desc="train")
+
+    def on_step_end(self, trainer: Trainer, step: int, terms: Mapping[str, Any]) -> None:
+        self.bar.update(1)
+
+    def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
+        self.bar.set_postfix({k: f"{v:.4g}" for k, v in scalars.items()
+                              if isinstance(v, float) and k not in ("wall_time_s",)}, refresh=False)
+
+    def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if getattr(self, "bar", None) is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class TensorBoardLogger(Callback):
+    """A TensorBoard event file in the run folder (``train.tensorboard``): every logged term
+    (``train/<term>``), every metric score (``metrics/<metric>/<score>``) and, every
+    ``train.image_every`` steps, reconstructions and a traversal grid (:meth:`log_images`; by
+    :class:`disentangle.visualize.TensorBoardLogger`)."""
+
+    def __init__(self) -> None:
+        self.writer: Any = None
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        from ..visualize import TensorBoardLogger as Writer
+
+        # on resume, events a crashed session wrote after the checkpoint are hidden
+        self.writer = Writer(trainer.out_dir, purge_step=trainer.step if trainer.resumed else None)
+
+    def log_images(self, trainer: Trainer) -> None:
+        """Reconstructions and a traversal grid of the same images at every picture step."""
+        self.writer.log_images(trainer.step, trainer.model, trainer.dataset, trainer.picture_generator())
+
+    def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
+        self.writer.log_terms(step, scalars)
+
+    def on_evaluate(self, trainer: Trainer, step: int, scores: Mapping[str, Mapping[str, float]]) -> None:
+        self.writer.log_metrics(step, scores)
+
+    def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+# ---------------------------------------------------------------------------- registered
+@CALLBACKS.register("csv")
+class CsvLogger(Callback):
+    """``scalars.csv`` in the run folder (or ``filename``), one row per value: ``step,name,value``
+    (the long, "tidy" layout: new names, such as metric scores, need no new column;
+    ``pandas.read_csv(...).pivot(index="step", columns="name", values="value")`` gives the wide
+    table). Names are those of :func:`scalar_items` (``kl_per_dim/z3``) and :func:`flat_scores`
+    (``metrics/mig/mig``). On resume, rows past the checkpoint are dropped."""
+
+    def __init__(self, filename: str = "scalars.csv") -> None:
+        self.filename = str(filename)
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        self.path = trainer.out_dir / self.filename
+        if trainer.resumed and self.path.exists():
+            with self.path.open(newline="") as f:
+                rows = [row for row in csv.reader(f)]
+            kept = [rows[0]] + [r for r in rows[1:] if len(r) == 3 and r[0].isdigit() and int(r[0]) <= trainer.step]
+            with self.path.open("w", newline="") as f:
+                csv.writer(f).writerows(kept)
+        if not self.path.exists():
+            with self.path.open("w", newline="") as f:
+                csv.writer(f).writerow(["step", "name", "value"])
+
+    def _write(self, step: int, values: Mapping[str, float]) -> None:
+        with self.path.open("a", newline="") as f:
+            csv.writer(f).writerows([step, name, repr(value)] for name, value in values.items())
+
+    def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
+        self._write(step, scalar_items(scalars))
+
+    def on_evaluate(self, trainer: Trainer, step: int, scores: Mapping[str, Mapping[str, float]]) -> None:
+        self._write(step, flat_scores(scores))
+
+
+@CALLBACKS.register("early_stopping")
+class EarlyStopping(Callback):
+    """Stop the run when ``monitor`` has not improved for ``patience`` checks.
+
+    ``monitor``: a logged term (``loss``, ``recon``; checked at every log step) or a metric score as
+    ``metrics/<metric>/<score>`` (``metrics/mig/mig``; checked at every evaluation). ``mode``:
+    ``min`` (default) or ``max``; an improvement is a change beyond ``min_delta`` in that direction.
+    After ``patience`` checks without one the run stops (checkpointed; resumable). The best value and
+    the count are kept in the checkpoint, so a resumed run goes on counting.
+    """
+
+    def __init__(self, monitor: str = "loss", patience: int = 10, mode: str = "min", min_delta: float = 0.0) -> None:
+        if mode not in ("min", "max"):
+            raise ConfigError(f"early_stopping: mode is {mode!r}; choose 'min' or 'max'.")
+        if not isinstance(patience, int) or patience < 1:
+            raise ConfigError(f"early_stopping: patience is {patience!r}; give a whole number of checks >= 1.")
+        if not isinstance(min_delta, numbers.Real) or min_delta < 0:
+            raise ConfigError(f"early_stopping: min_delta is {min_delta!r}; give a number >= 0.")
+        self.monitor, self.patience, self.mode, self.min_delta = str(monitor), patience, mode, float(min_delta)
+        self.best: float | None = None
+        self.bad_checks = 0
+
+    def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
+        if not self.monitor.startswith("metrics/"):
+            self._check(trainer, step, scalar_items(scalars))
+
+    def on_evaluate(self, trainer: Trainer, step: int, scores: Mapping[str, Mapping[str, float]]) -> None:
+        if self.monitor.startswith("metrics/"):
+            self._check(trainer, step, flat_scores(scores))
+
+    def _check(self, trainer: Trainer, step: int, values: Mapping[str, float]) -> None:
+        if self.monitor not in values:
+            raise InputError(
+                f"early_stopping monitors '{self.monitor}', which this run does not log; it logs "
+                f"{', '.join(sorted(values)) or 'nothing at this event'}. Name one of those (metric scores as "
+                "metrics/<metric>/<score>, with that metric in train.eval_metrics)."
+            )
+        value = values[self.monitor]
+        better = self.best is None or (
+            value < self.best - self.min_delta if self.mode == "min" else value > self.best + self.min_delta)
+        if better:
+            self.best, self.bad_checks = value, 0
+            return
+        self.bad_checks += 1
+        if self.bad_checks >= self.patience:
+            trainer.request_stop(
+                f"early stopping: {self.monitor} has not improved on {self.best:.6g} for {self.bad_checks} checks "
+                f"(patience {self.patience}, mode {self.mode}) at step {step:,}"
+            )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "bad_checks": self.bad_checks}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.best, self.bad_checks = state.get("best"), int(state.get("bad_checks", 0))
+
+
+def _require(module: str, extra: str, callback: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise InputError(
+            f"the callback '{callback}' needs the {module} package, which cannot be imported here ({err}). "
+            f'Install it with  pip install "disentangle-torch[{extra}]"  (or pip install {module}), or leave '
+            f"'{callback}' out of train.callbacks."
+        ) from None
+
+
+@CALLBACKS.register("wandb")
+class WandbLogger(Callback):
+    """Weights & Biases (the ``wandb`` extra): every logged scalar and metric score, at its step, to a
+    W&B run whose config is the run's resolved config. ``mode``: ``online``, ``offline`` (default:
+    files under the run folder's ``wandb/``, synced later with ``wandb sync``) or ``disabled``. The
+    W&B run id is kept in the checkpoint, so a resumed run continues the same W&B run."""
+
+    def __init__(self, project: str = "disentangle", mode: str = "offline", entity: str | None = None,
+                 name: str | None = None, tags: list[str] | None = None) -> None:
+        self.project, self.mode, self.entity, self.name = project, mode, entity, name
+        self.tags = list(tags or [])
+        self.run_id: str | None = None
+        self.run: Any = None
+        _require("wandb", "wandb", "wandb")
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        wandb = _require("wandb", "wandb", "wandb")
+        self.run_id = self.run_id or secrets.token_hex(4)  # W&B ids: lowercase letters and digits
+        self.run = wandb.init(
+            project=self.project, entity=self.entity, name=self.name or trainer.out_dir.name, tags=self.tags,
+            mode=self.mode, dir=str(trainer.out_dir), id=self.run_id, resume="allow",
+            config=trainer.config.to_dict(),
+        )
+
+    def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
+        self.run.log({f"train/{k}": v for k, v in scalar_items(scalars).items()}, step=step)
+
+    def on_evaluate(self, trainer: Trainer, step: int, scores: Mapping[str, Mapping[str, float]]) -> None:
+        self.run.log(flat_scores(scores), step=step)
+
+    def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.run_id = state.get("run_id")
+
+
+@CALLBACKS.register("mlflow")
+class MlflowLogger(Callback):
+    """MLflow (the ``mlflow`` extra): the resolved config as parameters, every logged scalar and
+    metric score at its step. ``tracking_uri``: default ``file:`` + the run folder's ``mlruns/`` (a
+    local file store; ``mlflow ui --backend-store-uri RUN/mlruns``), or any other store's or server's
+    URI (``sqlite:///mlflow.db``, ``http://host:5000``). MLflow 3 keeps its file store in maintenance
+    mode and refuses it unless ``MLFLOW_ALLOW_FILE_STORE`` is true: for the default store that
+    variable is set to true in this process unless you set it. The MLflow run id is kept in the
+    checkpoint, so a resumed run continues the same MLflow run."""
+
+    def __init__(self, experiment: str = "disentangle", tracking_uri: str | None = None,
+                 run_name: str | None = None) -> None:
+        self.experiment, self.tracking_uri, self.run_name = experiment, tracking_uri, run_name
+        self.run_id: str | None = None
+        self.client: Any = None
+        _require("mlflow", "mlflow", "mlflow")
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        mlflow = _require("mlflow", "mlflow", "mlflow")
+        uri = self.tracking_uri
+        if uri is None:
+            uri = (trainer.out_dir / "mlruns").resolve().as_uri()
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        self.client = mlflow.tracking.MlflowClient(tracking_uri=uri)
+        if self.run_id is None:
+            found = self.client.get_experiment_by_name(self.experiment)
+            experiment_id = found.experiment_id if found else self.client.create_experiment(self.experiment)
+            run = self.client.create_run(experiment_id, run_name=self.run_name or trainer.out_dir.name)
+            self.run_id = run.info.run_id
+            params = _flat_params(trainer.config.to_dict())
+            for key, value in params.items():
+                self.client.log_param(self.run_id, key, value)
+
+    def _log(self, step: int, values: Mapping[str, float]) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(_mlflow_key(k), v, now, step) for k, v in values.items()]
+        if metrics:
+            self.client.log_batch(self.run_id, metrics=metrics)
+
+    def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
+        self._log(step, {f"train/{k}": v for k, v in scalar_items(scalars).items()})
+
+    def on_evaluate(self, trainer: Trainer, step: int, scores: Mapping[str, Mapping[str, float]]) -> None:
+        self._log(step, flat_scores(scores))
+
+    def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
+        if self.client is not None and self.run_id is not None:
+            self.client.set_terminated(self.run_id, "FINISHED" if result.stop_reason is None else "KILLED")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.run_id = state.get("run_id")
+
+
+#: our callbacks that hold a writer open: the trainer closes them when a run ends by an exception
+CLOSED_ON_EXIT: tuple[type, ...] = (ProgressBar, TensorBoardLogger, WandbLogger)
+
+
+def _mlflow_key(key: str) -> str:
+    """MLflow keys allow letters, digits, ``_ - . / :`` and spaces."""
+    return "".join(c if c.isalnum() or c in "_-./: " else "_" for c in key)
+
+
+def _flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flat_params(value, name + "."))
+        else:
+            out[name] = str(value)[:500]
+    return out

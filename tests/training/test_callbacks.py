@@ -1,0 +1,236 @@
+"""Callbacks: a callback of one's own sees every step and every event; the loggers hold the same
+scalars as ``log.jsonl``; a callback stops a run, which is checkpointed and resumes bit-exactly;
+``train.callbacks`` is checked before anything is created."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from disentangle.config import load_config
+from disentangle.errors import ConfigError
+from disentangle.training import fit
+from disentangle.training.callbacks import CALLBACKS, Callback, EarlyStopping
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run / "checkpoint.pt", weights_only=True)["model"]
+
+
+def _same_weights(a: Path, b: Path) -> bool:
+    wa, wb = _weights(a), _weights(b)
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+class Recorder(Callback):
+    """What a notebook user writes: every call, in order."""
+
+    def __init__(self):
+        self.calls = []
+
+    def on_fit_start(self, trainer):
+        self.calls.append(("start", trainer.step, trainer.resumed))
+
+    def on_step_end(self, trainer, step, terms):
+        assert step == trainer.step and isinstance(terms["loss"], torch.Tensor)
+        self.calls.append(("step", step, float(terms["loss"])))
+
+    def on_log(self, trainer, step, scalars):
+        self.calls.append(("log", step, dict(scalars)))
+
+    def on_evaluate(self, trainer, step, scores):
+        self.calls.append(("evaluate", step, scores))
+
+    def on_checkpoint(self, trainer, step, path):
+        assert Path(path).exists()
+        self.calls.append(("checkpoint", step, Path(path).name))
+
+    def on_fit_end(self, trainer, result):
+        self.calls.append(("end", result.step, result.stop_reason))
+
+
+def test_a_callback_sees_every_step_and_event(tmp_path, tiny_overrides):
+    recorder = Recorder()
+    overrides = tiny_overrides(tmp_path / "run", steps=8, **{"train.eval_metrics": "[mig]", "train.eval_every": 4})
+    result = fit(load_config(None, overrides), callbacks=[recorder])
+    kinds = [c[0] for c in recorder.calls]
+    assert kinds[0] == "start" and kinds[-1] == "end" and recorder.calls[-1] == ("end", 8, None)
+    assert [c[1] for c in recorder.calls if c[0] == "step"] == list(range(1, 9))
+    logged = {r["step"]: {k: v for k, v in r.items() if k != "step"} for r in _records(result.out_dir) if "metrics" not in r}
+    seen = {c[1]: c[2] for c in recorder.calls if c[0] == "log"}
+    assert seen == logged and sorted(seen) == [2, 4, 6, 8]
+    # the logged loss is the loss of that step, as the callback saw it every step
+    steps = {c[1]: c[2] for c in recorder.calls if c[0] == "step"}
+    assert all(logged[s]["loss"] == pytest.approx(steps[s], rel=1e-6) for s in logged)
+    scores = {r["step"]: r["metrics"] for r in _records(result.out_dir) if "metrics" in r}
+    assert {c[1]: c[2] for c in recorder.calls if c[0] == "evaluate"} == scores and sorted(scores) == [4, 8]
+    assert [c[1] for c in recorder.calls if c[0] == "checkpoint"] == [4, 8]
+    # events of a step come in order: the step, its log, its evaluation, its checkpoint
+    at8 = [c[0] for c in recorder.calls if c[1] == 8 and c[0] != "end"]
+    assert at8 == ["step", "log", "evaluate", "checkpoint"]
+
+
+class StopAt(Callback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, trainer, step, terms):
+        if step == self.step:
+            trainer.request_stop(f"asked at {step}")
+
+
+def test_a_stop_is_checkpointed_and_resumes_bit_exactly(tmp_path, tiny_overrides):
+    whole = fit(load_config(None, tiny_overrides(tmp_path / "whole", steps=12)))
+    stopped = fit(load_config(None, tiny_overrides(tmp_path / "parts", steps=12)), callbacks=[StopAt(5)])
+    assert stopped.step == 5 and stopped.stop_reason == "asked at 5"
+    assert torch.load(stopped.out_dir / "checkpoint.pt", weights_only=True)["step"] == 5
+    resumed = fit(load_config(None, tiny_overrides(tmp_path / "parts", steps=12)), resume=True)
+    assert resumed.step == 12 and resumed.stop_reason is None
+    assert _same_weights(whole.out_dir, resumed.out_dir)
+    losses = lambda run: [(r["step"], r["loss"]) for r in _records(run)]  # noqa: E731
+    assert losses(whole.out_dir) == losses(resumed.out_dir)
+
+
+def test_early_stopping_stops_keeps_its_state_and_resumes(tmp_path, tiny_overrides):
+    # an improvement must be larger than any change of the loss: the second check already fails
+    entry = "[{name: early_stopping, monitor: loss, patience: 2, min_delta: 1.0e9}]"
+    config = load_config(None, tiny_overrides(tmp_path / "run", steps=20, **{"train.callbacks": entry}))
+    result = fit(config)
+    assert result.step == 6 and "loss has not improved" in result.stop_reason  # checks at 2 (best), 4, 6
+    state = torch.load(result.out_dir / "checkpoint.pt", weights_only=True)["callbacks"]
+    assert state["EarlyStopping"]["bad_checks"] == 2 and state["EarlyStopping"]["best"] == _records(result.out_dir)[0]["loss"]
+    # resumed with more patience, it counts on from the checkpointed state: 2 more checks
+    entry = "[{name: early_stopping, monitor: loss, patience: 4, min_delta: 1.0e9}]"
+    resumed = fit(load_config(None, tiny_overrides(tmp_path / "run", steps=20, **{"train.callbacks": entry})), resume=True)
+    assert resumed.step == 10
+    # without it, the run goes to the end and equals one never stopped
+    resumed = fit(load_config(None, tiny_overrides(tmp_path / "run", steps=20)), resume=True)
+    whole = fit(load_config(None, tiny_overrides(tmp_path / "whole", steps=20)))
+    assert resumed.step == 20 and _same_weights(whole.out_dir, resumed.out_dir)
+
+
+def test_early_stopping_on_a_metric_score(tmp_path, tiny_overrides):
+    stopper = EarlyStopping(monitor="metrics/mig/mig", mode="max", patience=1, min_delta=10.0)
+    overrides = tiny_overrides(tmp_path / "run", steps=20, **{"train.eval_metrics": "[mig]", "train.eval_every": 4})
+    assert fit(load_config(None, overrides), callbacks=[stopper]).step == 8
+    with pytest.raises(Exception, match="monitors 'metrics/dci/disentanglement', which this run does not log"):
+        fit(load_config(None, tiny_overrides(tmp_path / "other", steps=20, **{
+            "train.eval_metrics": "[mig]", "train.eval_every": 4})),
+            callbacks=[EarlyStopping(monitor="metrics/dci/disentanglement")])
+
+
+def test_the_csv_logger_holds_the_scalars_of_log_jsonl(tmp_path, tiny_overrides):
+    overrides = tiny_overrides(tmp_path / "run", steps=8, **{
+        "train.callbacks": "[{name: csv}]", "train.eval_metrics": "[mig]", "train.eval_every": 8})
+    run = fit(load_config(None, overrides)).out_dir
+    with (run / "scalars.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    found = {(int(r["step"]), r["name"]): float(r["value"]) for r in rows}
+    expected = {}
+    for record in _records(run):
+        step = record["step"]
+        if "metrics" in record:
+            expected.update({(step, f"metrics/mig/{k}"): v for k, v in record["metrics"]["mig"].items()})
+            continue
+        for key, value in record.items():
+            if key == "step":
+                continue
+            if isinstance(value, list):
+                expected.update({(step, f"{key}/z{j}"): v for j, v in enumerate(value)})
+            else:
+                expected[(step, key)] = value
+    assert found == expected
+
+
+def test_bad_callback_entries_are_refused_before_anything_is_created(tmp_path, tiny_overrides):
+    out = tmp_path / "run"
+    config = load_config(None, tiny_overrides(out, steps=4, **{
+        "train.callbacks": "[{name: early_stoping}, {name: csv, filname: x.csv}, {name: mlflow}, {mode: offline}]"}))
+    with pytest.raises(ConfigError) as err:
+        fit(config)
+    message = str(err.value)
+    assert "unknown callback 'early_stoping'. Did you mean 'early_stopping'?" in message
+    assert "the callback 'csv' has no parameter 'filname'. Did you mean 'filename'?" in message
+    assert "train.callbacks[3] is {'mode': 'offline'}; each entry is a mapping with a 'name'" in message
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="train.callbacks.*expected list"):
+        load_config(None, tiny_overrides(out, steps=4, **{"train.callbacks": "[3]"}))
+    assert {"csv", "early_stopping", "wandb", "mlflow"} <= set(CALLBACKS.names())
+
+
+def test_mlflow_file_store_holds_the_scalars_of_log_jsonl(tmp_path, tiny_overrides):
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    run = fit(load_config(None, tiny_overrides(tmp_path / "run", steps=8, **{
+        "train.callbacks": "[{name: mlflow, experiment: tests}]"}))).out_dir
+    client = MlflowClient(tracking_uri=(run / "mlruns").resolve().as_uri())  # the default store
+    experiment = client.get_experiment_by_name("tests")
+    (found,) = client.search_runs([experiment.experiment_id])
+    assert found.data.params["objective.name"] == "beta_vae" and found.info.status == "FINISHED"
+    history = [(m.step, m.value) for m in client.get_metric_history(found.info.run_id, "train/loss")]
+    assert sorted(history) == [(r["step"], pytest.approx(r["loss"])) for r in _records(run)]
+
+
+def _wandb_history(path: Path) -> list[dict[str, float]]:
+    """The history records of an offline W&B run file: the LevelDB log format (32 KiB blocks of
+    records with a 7-byte header: CRC, length, type full/first/middle/last) after a 7-byte file
+    header, each record a ``wandb_internal_pb2.Record``."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2
+
+    data, pos, block, pending, records = path.read_bytes(), 7, 32768, b"", []
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7]) if left >= 7 else (0, 0, 0)
+        if left < 7 or (length == 0 and kind == 0):
+            pos += left
+            continue
+        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        pending = chunk if kind in (1, 2) else pending + chunk
+        if kind in (1, 4):
+            records.append(pending)
+    history = []
+    for raw in records:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(raw)
+        if record.WhichOneof("record_type") == "history":
+            history.append({(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in record.history.item})
+    return history
+
+
+def test_wandb_offline_run_holds_the_scalars_of_log_jsonl(tmp_path, tiny_overrides):
+    pytest.importorskip("wandb")
+    run = fit(load_config(None, tiny_overrides(tmp_path / "run", steps=4, **{
+        "train.callbacks": "[{name: wandb, mode: offline, project: tests}]"}))).out_dir
+    import time
+
+    (path,) = run.glob("wandb/offline-run-*/run-*.wandb")
+    for _ in range(100):  # W&B's service process may still be writing the file when finish() returns
+        history = _wandb_history(path)
+        if len(history) >= 2:
+            break
+        time.sleep(0.1)
+    found = {int(h["_step"]): {k[len("train/"):]: v for k, v in h.items() if k.startswith("train/")} for h in history}
+    expected = {}
+    for record in _records(run):
+        values = {}
+        for key, value in record.items():
+            if isinstance(value, list):
+                values.update({f"{key}/z{j}": v for j, v in enumerate(value)})
+            elif key != "step":
+                values[key] = value
+        expected[record["step"]] = values
+    assert found.keys() == expected.keys()
+    for step, values in expected.items():
+        assert found[step] == pytest.approx(values, rel=1e-6)

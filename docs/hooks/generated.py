@@ -273,6 +273,7 @@ _SKIPPED_PARAMETERS = {
     "backbone": {"image_shape", "latent_dim"},
     "objective": set(),
     "metric": {"dataset", "representation"},
+    "callback": set(),
 }
 
 
@@ -296,14 +297,17 @@ def _identifier(target: Any) -> str:
 
 
 def registry_table(kind: str) -> str:
-    """Every registered name of one kind (``dataset``, ``backbone``, ``objective``, ``metric``)."""
+    """Every registered name of one kind (``dataset``, ``backbone``, ``objective``, ``metric``, ``callback``)."""
     from disentangle.backbones import BACKBONES
     from disentangle.data import DATASETS
     from disentangle.metrics import METRICS
     from disentangle.objectives import OBJECTIVES
+    from disentangle.training import CALLBACKS
 
-    registry = {"dataset": DATASETS, "backbone": BACKBONES, "objective": OBJECTIVES, "metric": METRICS}[kind]
-    key = {"dataset": "data.name", "backbone": "model.backbone", "objective": "objective.name", "metric": "train.eval_metrics"}[kind]
+    registry = {"dataset": DATASETS, "backbone": BACKBONES, "objective": OBJECTIVES, "metric": METRICS,
+                "callback": CALLBACKS}[kind]
+    key = {"dataset": "data.name", "backbone": "model.backbone", "objective": "objective.name",
+           "metric": "train.eval_metrics", "callback": "train.callbacks[].name"}[kind]
     rows = []
     for name in registry.names():
         if name.startswith("_"):  # private registrations (a test's, a plugin's helpers) are not listed
@@ -337,6 +341,10 @@ def registered_objectives() -> str:
 
 def registered_metrics() -> str:
     return registry_table("metric")
+
+
+def registered_callbacks() -> str:
+    return registry_table("callback")
 
 
 # ---------------------------------------------------------------------------------- shipped configs
@@ -459,6 +467,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "registered-backbones": registered_backbones,
     "registered-objectives": registered_objectives,
     "registered-metrics": registered_metrics,
+    "registered-callbacks": registered_callbacks,
     "more-figures": more_figures,
     "time-to-disentangle": time_to_disentangle,
     "shipped-configs": shipped_configs,

@@ -47,6 +47,7 @@ from ._core.choices import (
 )
 from ._core.hardware import auto_precision
 from ._core.registry import Registry, did_you_mean
+from ._core.schedules import parse_schedules
 from ._core.threads import check_threads_setting
 from .errors import ConfigError, UnknownNameError
 
@@ -132,6 +133,10 @@ class TrainConfig:
     #: callbacks by name with their parameters, e.g. [{name: csv}, {name: early_stopping, patience: 5}]
     #: (:mod:`disentangle.training.callbacks`)
     callbacks: list[dict[str, Any]] = field(default_factory=list)
+    #: schedules of numeric settings over the steps, e.g. {objective.beta: {kind: linear, start: 0,
+    #: end: 4, steps: 10000}} (:mod:`disentangle._core.schedules`; kinds constant, linear, cosine,
+    #: step, cyclical); applied before each step and logged
+    schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -485,6 +490,7 @@ def _check_train_values(cfg: TrainConfig, problems: _Problems) -> None:
     cfg.threads = problems.value(check_threads_setting, "train.threads", cfg.threads, default=cfg.threads)
     problems.value(_check_train_out_dir, cfg)
     problems.value(_check_train_device, cfg)
+    problems.value(_check_train_schedules, cfg)
 
 
 def _check_train_logging(cfg: TrainConfig) -> None:
@@ -500,6 +506,37 @@ def _check_train_logging(cfg: TrainConfig) -> None:
             'pip install "disentangle-torch[tensorboard]" (or pip install tensorboard), or set '
             "train.tensorboard=false to log to log.jsonl only."
         )
+
+
+def _check_train_schedules(cfg: TrainConfig) -> None:
+    """The form of ``train.schedules``; a scheduled ``train.lr`` replaces ``train.lr_schedule``."""
+    schedules = parse_schedules(cfg.schedules)
+    if "train.lr" in schedules and (cfg.lr_schedule != "constant" or cfg.warmup_steps):
+        raise ConfigError(
+            f"train.schedules schedules train.lr, and train.lr_schedule is '{cfg.lr_schedule}' with "
+            f"train.warmup_steps={cfg.warmup_steps}: one schedule of the learning rate at a time. Keep "
+            "train.lr_schedule=constant and train.warmup_steps=0 with a scheduled train.lr (a cosine or linear "
+            "schedule there does what lr_schedule does)."
+        )
+
+
+def _check_objective_schedules(config: Config, registry: Registry) -> None:
+    """A scheduled ``objective.NAME`` must be a numeric parameter of the objective."""
+    name = config.objective.name
+    if name not in registry:
+        return
+    parameters = registry.parameters(name)
+    for key in config.train.schedules:
+        section, _, param = key.partition(".")
+        if section != "objective":
+            continue
+        default = parameters[param].default if param in parameters else None
+        if param not in parameters or isinstance(default, bool) or not isinstance(default, (int, float)):
+            numeric = [p for p, v in parameters.items() if isinstance(v.default, (int, float)) and not isinstance(v.default, bool)]
+            raise ConfigError(
+                f"train.schedules has '{key}', which is not a numeric parameter of the objective '{name}'."
+                f"{did_you_mean(param, numeric)} Its numeric parameters: {', '.join(numeric) or 'none'}."
+            )
 
 
 def _check_train_out_dir(cfg: TrainConfig) -> None:
@@ -542,6 +579,7 @@ def _resolve_registries(config: Config, problems: _Problems) -> None:
     config.objective.params = _resolve_section(
         "objective", "name", config.objective.name, config.objective.params, OBJECTIVES, problems
     )
+    problems.value(_check_objective_schedules, config, OBJECTIVES)
     objective = config.objective.name
     if config.data.labels is None and objective in OBJECTIVES and getattr(OBJECTIVES.get(objective), "uses_labels", False):
         from .data.labels import LabelsSpec

@@ -63,12 +63,13 @@ import torch
 from tqdm.auto import tqdm
 
 from .._core import distributed
+from .._core.schedules import Schedule, parse_schedules
 from ..backbones.init import initialize
 from ..config import Config
 from ..data import build_dataset
 from ..data.base import BatchShard, sampling_shard
 from ..data.labels import LabelsSpec, make_labelled_set
-from ..errors import NonFiniteLossError, RunExistsError
+from ..errors import ConfigError, NonFiniteLossError, RunExistsError
 from ..models.vae import VAE
 from ..objectives import OBJECTIVES
 from .cadence import Cadence
@@ -126,6 +127,21 @@ def local_sampling() -> Iterator[None]:
         return
     with sampling_shard(BatchShard(distributed.rank_info().rank, distributed.rank_info().world_size)):
         yield
+
+
+def bind_schedules(config: Config, objective: Any) -> dict[str, Schedule]:
+    """``train.schedules`` parsed, each ``objective.NAME`` checked to be a number the objective keeps
+    as its attribute ``NAME`` (the one its loss reads at every step)."""
+    schedules = parse_schedules(config.train.schedules)
+    for key in schedules:
+        section, _, name = key.partition(".")
+        if section == "objective" and not isinstance(getattr(objective, name, None), (int, float)):
+            raise ConfigError(
+                f"train.schedules has '{key}', but the objective '{config.objective.name}' keeps no number "
+                f"'{name}' that its loss reads at each step, so a schedule could not change it. Schedule one of "
+                f"its numeric attributes: {', '.join(sorted(k for k, v in vars(objective).items() if isinstance(v, float) and not k.startswith('_'))) or 'none'}."
+            )
+    return schedules
 
 
 def check_training_data(config: Config, objective: Any, dataset: Any) -> None:
@@ -238,6 +254,8 @@ class Trainer:
         if getattr(self.objective, "uses_labels", False):  # semi-supervised: the few labels of data.labels
             spec = LabelsSpec.from_dict(cfg.data.labels)
             self.objective.attach_labels(make_labelled_set(self.dataset, spec))
+        self.schedules = bind_schedules(cfg, self.objective)
+        self.scheduled: dict[str, float] = {}
         self.optimizers = build_optimizers(self.model, self.objective, cfg.train, self.device)
         self.schedulers = build_schedulers(self.optimizers, cfg.train)
         sync = distributed.sync_optimizer_gradients if distributed.is_distributed() else None
@@ -381,6 +399,8 @@ class Trainer:
         """One optimisation step on this process's shard of a freshly drawn global batch; returns
         the objective's (per-rank) terms."""
         cfg = self.config.train
+        if self.schedules:
+            self._apply_schedules()
         with distributed.random_source(self.noise_generator):
             with local_sampling():  # draws for the global batch, renders this rank's rows
                 batch = self.objective.sample_batch(self.dataset, cfg.batch_size, self.data_generator)
@@ -392,6 +412,18 @@ class Trainer:
         for scheduler in self.schedulers.values():
             scheduler.step()
         return terms
+
+    def _apply_schedules(self) -> None:
+        """Set every scheduled setting (``train.schedules``) to its value for the step about to be trained."""
+        for key, schedule in self.schedules.items():
+            value = schedule.value(self.step)
+            section, _, name = key.partition(".")
+            if section == "objective":
+                setattr(self.objective, name, value)
+            else:  # train.lr: the model's optimizer (an objective's own networks keep their rates)
+                for group in self.optimizers["model"].param_groups:
+                    group["lr"] = value
+            self.scheduled[key] = value
 
     def fit(self, resume: bool = False) -> TrainResult:
         """Train up to ``train.steps``; with ``resume`` continue from ``out_dir/checkpoint.pt``."""
@@ -562,7 +594,7 @@ class Trainer:
         stall = session.stall_message(speed["steps_per_s"], self.step, self.execution)
         if stall:
             logger.warning(stall)
-        self._notify("on_log", self.step, {**session.terms, **speed})
+        self._notify("on_log", self.step, {**session.terms, **self.scheduled, **speed})
 
     def _on_evaluate(self, session: _Session) -> None:
         self._notify("on_evaluate", self.step, self._evaluate())

@@ -403,6 +403,12 @@ def tiny_builds(tmp_path_factory):
     np.savez(npz, images=index_bits(12, 8) * 255, factor_classes=rows, factor_names=np.array(["a", "b", "c"]))
     offline = {"download": False, "cache_dir": str(root / "no_cache")}
     on_file = {"path": dsprites, "strict": False}
+    photos = root / "photos"
+    photos.mkdir()
+    for i in range(6):
+        Image.fromarray(np.random.default_rng(i).integers(0, 256, (16, 20, 3), dtype=np.uint8)).save(photos / f"{i}.png")
+    from .test_celeba import write_celeba
+
     return {
         "dsprites": on_file,
         "color_dsprites": on_file,
@@ -418,6 +424,8 @@ def tiny_builds(tmp_path_factory):
         "mpi3d": {"path": str(write_mpi3d(root / "mpi3d_toy.npz", 4)), "strict": False,
                   "tail_sizes": list(MPI_TAIL)},
         "npz": {"path": str(npz)},
+        "image_folder": {"path": str(photos), "image_size": 16, "cache": str(root / "decoded")},
+        "celeba": {"path": str(write_celeba(root / "celeba")), "image_size": 16, "cache": str(root / "decoded")},
     }
 
 

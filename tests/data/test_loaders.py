@@ -436,6 +436,7 @@ CHEAP_METRICS = {
     "unsupervised_scores": {"num_train": 200},
 }
 DETERMINISTIC = {"dsprites", "sprites", "shapes3d", "cars3d", "mpi3d", "npz"}
+SAMPLES = {"image_folder", "celeba"}  # SampleDataset: images without a factor grid
 
 
 @pytest.mark.parametrize("name", sorted(n for n in DATASETS.names() if not n.startswith("_")))
@@ -445,6 +446,20 @@ def test_evaluate_metrics_runs_on_every_registered_dataset(name, tiny_builds):
 
     assert name in tiny_builds, f"add tiny files for the new dataset '{name}' to the tiny_builds fixture"
     dataset = DATASETS.build(name, **tiny_builds[name])
+    torch.manual_seed(0)
+    if getattr(dataset, "is_grid", True) is False:  # a sample without a grid: stored images, no code table
+        from disentangle.errors import NotAGridError
+
+        assert name in SAMPLES and dataset.deterministic_observations and not supports_code_table(dataset)
+        model = VAE.from_backbone("mlp", image_shape=dataset.image_shape, latent_dim=3, hidden_sizes=[8]).eval()
+        runnable = ["unsupervised_scores"] + (["mig"] if dataset.labelled else [])
+        results = evaluate_metrics(dataset, model, runnable, seed=0, settings=CHEAP_METRICS)
+        assert set(results) == set(runnable)
+        assert all(np.isfinite(v) for scores in results.values() for v in scores.values())
+        for metric in sorted(set(CHEAP_METRICS) - set(runnable)):
+            with pytest.raises(NotAGridError):
+                evaluate_metrics(dataset, model, [metric], seed=0, settings=CHEAP_METRICS)
+        return
     declared = [c for c in type(dataset).__mro__ if "deterministic_observations" in c.__dict__]
     assert declared and declared[0] is not object, "every dataset class declares its capabilities"
     assert dataset.deterministic_observations is (name in DETERMINISTIC)

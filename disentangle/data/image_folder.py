@@ -1,0 +1,579 @@
+"""A folder of your own images (photographs, renders, scans): ``data.name: image_folder``.
+
+Every image under ``data.path`` (searched recursively, symbolic links followed) is decoded once,
+brought to ``image_size`` × ``image_size`` and stored as a uint8 stack; the result is an unlabelled
+:class:`~disentangle.data.SampleDataset`, which trains like the grids (batches drawn by index on the
+device) and runs the unsupervised scores. What happens to each file:
+
+* **which files**: the extensions ``.png``, ``.jpg``, ``.jpeg``, ``.bmp`` and ``.webp`` in any case;
+  names starting with a dot (hidden files, macOS ``._name.jpg`` resource forks, ``.git``) are left
+  out. The images are ordered by their path relative to ``data.path`` (``/``-separated, sorted as
+  strings), so image ``i`` is the same file on every machine. A folder reached twice through
+  symbolic links (a link loop, or two links to one folder) is read once.
+* **decoding** (Pillow): the EXIF orientation is applied (``ImageOps.exif_transpose``); grayscale
+  (``L``, ``1``) stays one channel; 16-bit grayscale (``I;16``, and ``I`` as older Pillow reads
+  16-bit PNGs) is scaled to 8 bits by ``round(v * 255 / 65535)`` (Pillow's own conversion would
+  clip every value above 255 to white); an alpha channel (``RGBA``, ``LA``, a palette with
+  transparency) is **composited on black**: each colour value becomes ``round(value * alpha /
+  255)``, so transparent pixels are black; palette images become RGB; CMYK JPEGs (and any other
+  mode) are converted to RGB by Pillow.
+* **size**: the shorter side is resized to ``image_size`` with **Lanczos** filtering (Pillow's
+  ``LANCZOS``, which antialiases when shrinking; the filter the library uses for Cars3D and
+  SmallNORB), the longer side to ``int(image_size * long / short)``, and the centre
+  ``image_size`` × ``image_size`` square is cropped out (offsets ``round((side - image_size) / 2)``,
+  Python's rounding). Images of mixed sizes and aspect ratios are fine.
+* **channels**: ``"auto"`` gives 1 channel when every image is grayscale (a gray mode, or RGB
+  pixels with R = G = B everywhere), else 3 (grayscale images then repeat their channel); ``1``
+  converts colour images to luma (Pillow's ``convert("L")``, ITU-R 601-2); ``3`` gives RGB.
+* **unreadable files** (truncated, corrupt, not an image despite the extension, a broken link) are
+  skipped and listed in a logged warning with ``skip_unreadable: true`` (the default), or make the
+  build fail with a message naming them with ``skip_unreadable: false``.
+
+**The cache.** Decoding a large folder takes minutes, so the decoded stack is written once to
+``<cache>/image_folder/`` (the dataset cache root, ``$DISENTANGLE_DATA`` or
+``~/.cache/disentangle``; ``data.cache`` names another folder) as an ``.npy`` file, with a ``.json``
+beside it naming the files in order and the skipped ones. It is keyed by a hash of the sorted
+relative file names, their sizes and modification times, ``image_size`` and ``channels``: touching,
+adding, removing or renaming any image makes a new cache (the stale one of the same folder is
+deleted), and anything else reuses it without decoding. Both files are written atomically (a
+temporary file in the same folder, renamed into place), the ``.npy`` last, so a build that is
+interrupted or fails leaves nothing a later run would trust. A cache file that does not load is
+rebuilt. :func:`decode_images` and the decoding helpers here are shared with the ``celeba`` loader.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import struct
+import threading
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+import numpy as np
+import torch
+
+from .._core import checks
+from .._core.atomic import atomic_write, atomic_write_json
+from ..errors import CorruptDataFileError, DataPathNotFoundError, ParameterError
+from . import DATASETS
+from .download import default_cache_dir, require_path
+from .samples import SampleDataset
+
+logger = logging.getLogger(__name__)
+
+#: the file extensions read as images (compared in lower case)
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+#: the ``channels`` choices
+CHANNEL_CHOICES = ("auto", 1, 3)
+#: bumped whenever the decoding changes, so that old caches are not reused
+CACHE_FORMAT = 1
+#: how many unreadable files a message names before "and N more"
+_LISTED = 10
+
+#: exceptions that mean "this file is not a readable image" (Pillow raises all of these for
+#: truncated or corrupt files); anything else (MemoryError, an interrupt) stops the build
+_UNREADABLE: tuple[type[BaseException], ...] = (
+    OSError, SyntaxError, ValueError, EOFError, TypeError, IndexError, KeyError, struct.error, zlib.error,
+)
+
+_EXPECTED = (
+    "data.path for image_folder names a folder of images (.png, .jpg, .jpeg, .bmp, .webp, searched "
+    "recursively), e.g. data.path=~/pictures/faces."
+)
+
+
+# ---------------------------------------------------------------------------- decoding one image
+def _unreadable_errors() -> tuple[type[BaseException], ...]:
+    from PIL import Image
+
+    return (*_UNREADABLE, Image.DecompressionBombError)
+
+
+def decode_image(source: str | os.PathLike | BinaryIO) -> Any:
+    """One image file (a path or a binary file object), fully decoded, its EXIF orientation
+    applied, as a Pillow image of mode ``"L"`` or ``"RGB"`` (module docstring: 16-bit scaling,
+    alpha composited on black, palette and CMYK to RGB). A file that is not a readable image
+    raises Pillow's error (an ``OSError``, ``SyntaxError``, ``ValueError``, ...)."""
+    from PIL import Image, ImageOps
+
+    with Image.open(source) as opened:
+        opened.load()
+        try:
+            image = ImageOps.exif_transpose(opened)
+        except _UNREADABLE:  # a malformed EXIF block: keep the pixels as stored
+            image = opened.copy()
+    return _to_l_or_rgb(image)
+
+
+def _to_l_or_rgb(image: Any) -> Any:
+    """``image`` in mode ``"L"`` or ``"RGB"`` (module docstring)."""
+    from PIL import Image
+
+    mode = image.mode
+    if mode in ("L", "RGB"):
+        return image
+    if mode == "1":
+        return image.convert("L")
+    if mode == "I" or mode.startswith("I;16"):
+        values = np.asarray(image).astype(np.int64)
+        values = np.clip(values, 0, 65535)
+        return Image.fromarray(((values * 255 + 32767) // 65535).astype(np.uint8), "L")
+    if mode == "P":
+        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+        mode = image.mode
+        if mode == "RGB":
+            return image
+    if mode in ("PA", "La", "RGBa"):
+        image = image.convert("LA" if mode == "La" else "RGBA")
+        mode = image.mode
+    if mode in ("LA", "RGBA"):
+        array = np.asarray(image).astype(np.uint32)
+        colour, alpha = array[..., :-1], array[..., -1:]
+        composited = ((colour * alpha + 127) // 255).astype(np.uint8)  # round(c * a / 255)
+        return Image.fromarray(composited[..., 0] if mode == "LA" else composited, "L" if mode == "LA" else "RGB")
+    return image.convert("RGB")
+
+
+def _lanczos() -> Any:
+    from PIL import Image
+
+    return getattr(Image, "Resampling", Image).LANCZOS  # Pillow < 9.1 has no Resampling
+
+
+def fit_square(image: Any, size: int) -> Any:
+    """``image`` with its shorter side resized to ``size`` (Lanczos) and the centre ``size`` ×
+    ``size`` square cropped out (module docstring: the exact arithmetic)."""
+    width, height = image.size
+    if width <= height:
+        new_width, new_height = size, int(size * height / width)
+    else:
+        new_width, new_height = int(size * width / height), size
+    if (new_width, new_height) != (width, height):
+        image = image.resize((new_width, new_height), _lanczos())
+    left = int(round((new_width - size) / 2.0))
+    top = int(round((new_height - size) / 2.0))
+    if (new_width, new_height) == (size, size):
+        return image
+    return image.crop((left, top, left + size, top + size))
+
+
+def crop_and_resize(image: Any, box: tuple[int, int, int, int], size: int) -> Any:
+    """The ``box`` (left, upper, right, lower) of ``image``, resized to ``size`` × ``size``
+    (Lanczos): a fixed crop, as CelebA loaders take (:mod:`disentangle.data.celeba`)."""
+    cropped = image.crop(box)
+    if cropped.size == (size, size):
+        return cropped
+    return cropped.resize((size, size), _lanczos())
+
+
+def _as_chw(image: Any) -> tuple[np.ndarray, bool]:
+    """``(C, H, W)`` uint8 pixels of an ``L`` or ``RGB`` image and whether they are gray."""
+    array = np.asarray(image)
+    if array.ndim == 2:
+        return array[None], True
+    gray = bool((array[..., 0] == array[..., 1]).all() and (array[..., 1] == array[..., 2]).all())
+    return array.transpose(2, 0, 1), gray
+
+
+# ---------------------------------------------------------------------------- decoding many
+@dataclass
+class Decoded:
+    """What :func:`decode_images` gives: the images ``(N, C, size, size)`` uint8 of the readable
+    files, their names in order, and ``(name, reason)`` of each file that could not be read."""
+
+    images: np.ndarray
+    names: list[str]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def describe_files(pairs: Sequence[tuple[str, str]], limit: int = _LISTED) -> str:
+    """``"a.jpg (OSError: ...), b.png (...)"`` for the first ``limit``, then ``"and N more"``."""
+    shown = ", ".join(f"{name} ({reason})" for name, reason in pairs[:limit])
+    return shown + (f", and {len(pairs) - limit} more" if len(pairs) > limit else "")
+
+
+def decode_images(
+    items: Sequence[tuple[str, Callable[[], str | os.PathLike | BinaryIO]]],
+    transform: Callable[[Any], Any],
+    size: int,
+    channels: Literal["auto", 1, 3],
+    *,
+    what: str,
+    skip_unreadable: bool,
+    fix: str = "",
+) -> Decoded:
+    """Decode ``items`` (``(name, opener)``: ``opener()`` gives a path or a binary file) with
+    :func:`decode_image`, apply ``transform`` (an ``L``/``RGB`` image to one of ``size`` ×
+    ``size``) and stack them as ``(N, C, size, size)`` uint8, in the order of ``items``.
+
+    Unreadable files are collected; with ``skip_unreadable`` they are left out and listed in a
+    logged warning, otherwise :class:`CorruptDataFileError` names them (``fix``: how to fix it,
+    appended to the message). When no file is readable it is always an error. ``what`` names
+    the source in messages. The files are decoded by up to ``torch.get_num_threads()`` threads
+    (Pillow releases the GIL while decoding and resizing); the result does not depend on it.
+    """
+    n = len(items)
+    errors = _unreadable_errors()
+    width = 1 if channels == 1 else 3
+    out = np.empty((n, width, size, size), dtype=np.uint8)
+    ok = np.ones(n, dtype=bool)
+    gray_everywhere = True
+    skipped: list[tuple[str, str]] = []
+
+    def one(index: int) -> tuple[int, np.ndarray | None, bool, str]:
+        name, opener = items[index]
+        try:
+            image = decode_image(opener())
+            if channels == 1 and image.mode != "L":
+                image = image.convert("L")
+            image = transform(image)
+        except errors as err:
+            return index, None, False, _reason(err)
+        chw, gray = _as_chw(image)
+        if chw.shape[1:] != (size, size):
+            raise AssertionError(f"{name}: the transform gave {chw.shape[1:]}, expected {(size, size)}")
+        return index, chw, gray, ""
+
+    workers = max(1, min(int(torch.get_num_threads()), 16, n // 32 or 1))
+    progress = _progress(n, what)
+    try:
+        if workers == 1:
+            results = map(one, range(n))
+            pool = None
+        else:
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decode")
+            results = _ordered(pool, one, n, chunk=workers * 8)
+        for index, chw, gray, reason in results:
+            if chw is None:
+                ok[index] = False
+                skipped.append((items[index][0], reason))
+            else:
+                out[index] = chw  # a gray image broadcasts to 3 channels
+                gray_everywhere = gray_everywhere and gray
+            if progress is not None:
+                progress.update(1)
+    finally:
+        if progress is not None:
+            progress.close()
+        if workers > 1 and pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    if skipped and len(skipped) == n:
+        raise CorruptDataFileError(
+            f"None of the {n:,} image files of {what} could be read: {describe_files(skipped)}. They are "
+            "truncated, corrupt or not images despite their extension; replace them with readable images."
+        )
+    if skipped and not skip_unreadable:
+        raise CorruptDataFileError(
+            f"{len(skipped):,} of the {n:,} image files of {what} could not be read: {describe_files(skipped)}. "
+            f"They are truncated, corrupt or not images despite their extension. {fix}".rstrip()
+        )
+    names = [name for (name, _), keep in zip(items, ok) if keep]
+    if skipped:
+        out = out[ok]
+        logger.warning(
+            "Skipped %d of the %d image files of %s that could not be read: %s.",
+            len(skipped), n, what, describe_files(skipped),
+        )
+    if channels == "auto" and gray_everywhere:
+        out = np.ascontiguousarray(out[:, :1])
+    return Decoded(out, names, skipped)
+
+
+def _reason(err: BaseException) -> str:
+    """Why a file could not be read, in a few words."""
+    from PIL import UnidentifiedImageError
+
+    if isinstance(err, UnidentifiedImageError):
+        return "not an image format Pillow recognises"
+    return f"{type(err).__name__}: {err}"
+
+
+def _ordered(pool: ThreadPoolExecutor, fn: Callable[[int], Any], n: int, chunk: int):
+    """``fn(0), fn(1), ...`` computed by ``pool`` at most ``chunk`` ahead, yielded in order."""
+    from collections import deque
+
+    pending: deque = deque()
+    for index in range(n):
+        pending.append(pool.submit(fn, index))
+        if len(pending) >= chunk:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def _progress(n: int, what: str):
+    """A tqdm bar for long decodes (on a terminal only), else None."""
+    if n < 2000:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=n, unit="img", desc=f"Decoding {what}", leave=False, disable=None)
+
+
+# ---------------------------------------------------------------------------- the cache
+def cache_folder(cache: str | os.PathLike | None, dataset: str) -> Path:
+    """Where the decoded stacks of ``dataset`` go: ``cache`` (as given), else
+    ``<cache root>/<dataset>/`` (:func:`disentangle.data.download.default_cache_dir`)."""
+    return Path(cache).expanduser() if cache is not None else default_cache_dir() / dataset
+
+
+def cache_key(description: dict[str, Any]) -> str:
+    """A sha256 of ``description`` (JSON with sorted keys): the name of a cache."""
+    text = json.dumps({"format": CACHE_FORMAT, **description}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def source_prefix(source: Path, label: str, settings: dict[str, Any]) -> str:
+    """The start of the cache names of one source (folder or archive) decoded with ``settings``
+    (image size, channels, crop, selection): a readable slug and a hash of the resolved path and
+    the settings. A new cache with the same prefix (the files changed) replaces the old one; other
+    settings keep their own caches."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", source.name).strip("-")[:40] or label
+    identity = json.dumps([str(source.resolve()), settings], sort_keys=True)
+    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:10]
+    return f"{label}-{slug}-{digest}"
+
+
+@dataclass
+class CacheFiles:
+    """The two files of one cache: the stack (``.npy``, written last) and its index (``.json``)."""
+
+    folder: Path
+    prefix: str
+    key: str
+
+    @property
+    def stem(self) -> str:
+        return f"{self.prefix}-{self.key[:24]}"
+
+    @property
+    def array(self) -> Path:
+        return self.folder / f"{self.stem}.npy"
+
+    @property
+    def index(self) -> Path:
+        return self.folder / f"{self.stem}.json"
+
+    def load(self, size: int) -> tuple[np.ndarray, dict[str, Any]] | None:
+        """The cached stack and index, or None when there is none or it does not load (then it is
+        rebuilt)."""
+        if not (self.array.is_file() and self.index.is_file()):
+            return None
+        try:
+            index = json.loads(self.index.read_text(encoding="utf-8"))
+            images = np.load(self.array, allow_pickle=False)
+            names = index["files"]
+            valid = (
+                index.get("key") == self.key and images.dtype == np.uint8 and images.ndim == 4
+                and images.shape[0] == len(names) and images.shape[1] in (1, 3)
+                and images.shape[2:] == (size, size)
+            )
+        except (OSError, ValueError, KeyError, TypeError, EOFError) as err:
+            logger.warning("The cache %s could not be read (%s: %s); decoding again.", self.array, type(err).__name__, err)
+            return None
+        if not valid:
+            logger.warning("The cache %s does not match its index; decoding again.", self.array)
+            return None
+        return images, index
+
+    def save(self, images: np.ndarray, index: dict[str, Any]) -> None:
+        """Write the index, then the stack (both atomically), and delete older caches of the
+        same source. A cache that cannot be written is a warning, not an error: the data are
+        decoded and usable."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(self.index, {**index, "key": self.key})
+            atomic_write(self.array, lambda f: np.save(f, images, allow_pickle=False))
+        except OSError as err:
+            logger.warning("Could not write the decoded cache %s (%s: %s); the next run decodes again.",
+                           self.array, type(err).__name__, err)
+            return
+        for stale in self.folder.glob(f"{self.prefix}-*"):
+            if stale.name not in (self.array.name, self.index.name) and stale.suffix in (".npy", ".json"):
+                try:
+                    stale.unlink()
+                    logger.info("Deleted the stale cache %s.", stale)
+                except OSError:
+                    pass
+
+
+def cached_decode(
+    files: CacheFiles, size: int, build: Callable[[], Decoded], *, what: str, skip_unreadable: bool, fix: str,
+) -> Decoded:
+    """The decoded images from ``files`` when they hold this key, else ``build()`` written there.
+
+    A cache made while skipping unreadable files repeats its warning, and refuses to be used with
+    ``skip_unreadable`` false (the same error as a fresh decode)."""
+    hit = files.load(size)
+    if hit is not None:
+        images, index = hit
+        skipped = [tuple(pair) for pair in index.get("skipped", [])]
+        total = len(index["files"]) + len(skipped)
+        if skipped and not skip_unreadable:
+            raise CorruptDataFileError(
+                f"{len(skipped):,} of the {total:,} image files of {what} could not be read: "
+                f"{describe_files(skipped)}. They are truncated, corrupt or not images despite their extension. {fix}".rstrip()
+            )
+        if skipped:
+            logger.warning("Skipped %d of the %d image files of %s that could not be read: %s.",
+                           len(skipped), total, what, describe_files(skipped))
+        logger.info("Loaded %d decoded images of %s from the cache %s.", len(images), what, files.array)
+        return Decoded(images, list(index["files"]), skipped)
+    decoded = build()
+    files.save(decoded.images, {"source": what, "files": decoded.names, "skipped": [list(p) for p in decoded.skipped]})
+    return decoded
+
+
+# ---------------------------------------------------------------------------- the folder
+def check_image_size(image_size: Any, name: str = "image_size") -> int:
+    """``image_size``: an integer >= 1 (one paragraph otherwise)."""
+    try:
+        return checks.positive_int(name, image_size)
+    except ParameterError as err:
+        raise ParameterError(name, f"{err} It is the side of the square images the dataset stores (64 for the "
+                                   "conv64 backbone).") from None
+
+
+def check_channels(channels: Any, name: str = "channels") -> Literal["auto", 1, 3]:
+    """``channels``: ``"auto"``, 1 or 3."""
+    if isinstance(channels, bool) or channels not in CHANNEL_CHOICES:
+        raise ParameterError(
+            name, f"{name} is {channels!r}, which is not a valid choice. Valid choices: 'auto' (1 channel when "
+                  "every image is grayscale, else 3), 1 (grayscale; colour images are converted to luma), "
+                  "3 (RGB)."
+        )
+    return channels
+
+
+def _check_params(*, image_size: Any = 64, channels: Any = "auto", **_: Any) -> None:
+    """The value checks of ``image_folder`` that need no file (config time)."""
+    check_image_size(image_size)
+    check_channels(channels)
+
+
+@dataclass(frozen=True)
+class ImageFile:
+    """One image found in the folder: its ``/``-separated path relative to it, and the size and
+    modification time (ns) that key the cache (-1 where it cannot be read: a broken link)."""
+
+    name: str
+    size: int
+    mtime_ns: int
+
+
+def list_images(folder: Path) -> tuple[list[ImageFile], list[str]]:
+    """The image files under ``folder`` (recursive, links followed, each real folder visited once,
+    hidden names left out), sorted by relative path, and the relative paths of the other files."""
+    images: list[ImageFile] = []
+    others: list[str] = []
+    visited: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in visited:  # a link loop, or a folder reached twice through links
+            dirnames[:] = []
+            continue
+        visited.add(real)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        relative_dir = os.path.relpath(dirpath, folder)
+        for filename in filenames:
+            if filename.startswith("."):
+                continue
+            relative = filename if relative_dir == "." else f"{Path(relative_dir).as_posix()}/{filename}"
+            if os.path.splitext(filename)[1].lower() not in IMAGE_EXTENSIONS:
+                others.append(relative)
+                continue
+            try:
+                stat = os.stat(os.path.join(dirpath, filename))
+                images.append(ImageFile(relative, int(stat.st_size), int(stat.st_mtime_ns)))
+            except OSError:  # a broken link: listed, then reported as unreadable
+                images.append(ImageFile(relative, -1, -1))
+    images.sort(key=lambda f: f.name)
+    others.sort()
+    return images, others
+
+
+@DATASETS.register("image_folder")
+def image_folder(
+    path: str,
+    *,
+    image_size: int = 64,
+    channels: Literal["auto", 1, 3] = "auto",
+    cache: str | None = None,
+    skip_unreadable: bool = True,
+    device: str = "cpu",
+) -> SampleDataset:
+    """Every image in a folder (recursive), ``image_size`` × ``image_size``, unlabelled.
+
+    ``path``: the folder (``data.path``). ``image_size``: the side of the stored squares (shorter
+    side resized with Lanczos, centre crop). ``channels``: ``"auto"`` (1 when every image is
+    grayscale, else 3), 1 or 3. ``cache``: the folder of the decoded cache (default
+    ``<cache root>/image_folder``). ``skip_unreadable``: skip and list unreadable files (True) or
+    fail naming them (False). ``device``: where the images live. The result is a
+    :class:`~disentangle.data.SampleDataset` with ``files`` (the relative path of each image, in
+    order), ``skipped`` (``(file, reason)`` pairs), ``path`` and ``cache_file``; the module
+    docstring says exactly how files are found, decoded, resized and cached.
+    """
+    size = check_image_size(image_size)
+    channels = check_channels(channels)
+    skip_unreadable = checks.boolean("skip_unreadable", skip_unreadable)
+    folder = require_path(path, what="image folder", option="data.path", expected=_EXPECTED, kind="folder").absolute()
+    found, others = list_images(folder)
+    if not found:
+        extensions = ", ".join(IMAGE_EXTENSIONS)
+        if not others:
+            raise DataPathNotFoundError(
+                f"The image folder given by data.path, {folder}, is empty (no files in it or its subfolders, "
+                f"hidden names aside). Put images in it ({extensions}) or point data.path to the folder that "
+                "holds them."
+            )
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise DataPathNotFoundError(
+            f"The image folder given by data.path, {folder}, holds no images: its {len(others):,} "
+            f"file{'s' if len(others) > 1 else ''} ({shown}) {'have' if len(others) > 1 else 'has'} none of the accepted extensions {extensions} (any case). Convert them to one of those "
+            "formats, or point data.path to the folder of the images."
+        )
+    what = f"the image folder {folder}"
+    fix = "Delete or replace them, or set data.skip_unreadable: true to skip them with a warning."
+    settings = {"dataset": "image_folder", "image_size": size, "channels": channels}
+    key = cache_key({**settings, "files": [[f.name, f.size, f.mtime_ns] for f in found]})
+    files = CacheFiles(cache_folder(cache, "image_folder"), source_prefix(folder, "image_folder", settings), key)
+
+    def build() -> Decoded:
+        items = [(f.name, _path_opener(folder / f.name)) for f in found]
+        return decode_images(items, lambda image: fit_square(image, size), size, channels,
+                             what=what, skip_unreadable=skip_unreadable, fix=fix)
+
+    decoded = cached_decode(files, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix)
+    dataset = SampleDataset(torch.from_numpy(decoded.images).to(device), None, name=f"image folder {folder}")
+    dataset.files = tuple(decoded.names)
+    dataset.skipped = tuple(decoded.skipped)
+    dataset.path = str(folder)
+    dataset.cache_file = str(files.array)
+    return dataset
+
+
+image_folder.validate_params = _check_params  # type: ignore[attr-defined]  # config-time value checks
+
+
+def _path_opener(path: Path) -> Callable[[], Path]:
+    return lambda: path
+
+
+def _bytes_opener(read: Callable[[], bytes], lock: threading.Lock) -> Callable[[], BinaryIO]:
+    """An opener that reads the bytes under ``lock`` (a zip archive shared by decoding threads)."""
+
+    def opener() -> BinaryIO:
+        with lock:
+            data = read()
+        return io.BytesIO(data)
+
+    return opener

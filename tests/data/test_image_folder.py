@@ -1,0 +1,410 @@
+"""``data.name: image_folder``: the pixels by value against Pillow's own decoding, every image mode,
+the decoded cache (reuse, invalidation, interrupted builds), unreadable files, symlink loops, every
+bad input as one paragraph before anything is created, and a short training run."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageOps
+
+from disentangle.data import SampleDataset, build_dataset
+from disentangle.data import image_folder as folder_module
+from disentangle.data.image_folder import image_folder, list_images
+from disentangle.errors import ConfigError, CorruptDataFileError, DataPathNotFoundError, InputError, ParameterError
+
+LANCZOS = getattr(Image, "Resampling", Image).LANCZOS
+RNG = np.random.default_rng(0)
+
+
+def noise(height: int, width: int, channels: int = 3) -> np.ndarray:
+    shape = (height, width) if channels == 1 else (height, width, channels)
+    return RNG.integers(0, 256, shape, dtype=np.uint8)
+
+
+def pillow_reference(path: Path, size: int, mode: str = "RGB") -> np.ndarray:
+    """What the loader must give, written with Pillow alone: decode, EXIF transpose, convert,
+    resize the shorter side to ``size`` (Lanczos), centre crop; as (C, H, W)."""
+    with Image.open(path) as image:
+        image = ImageOps.exif_transpose(image).convert(mode)
+    w, h = image.size
+    new = (size, int(size * h / w)) if w <= h else (int(size * w / h), size)
+    if new != (w, h):
+        image = image.resize(new, LANCZOS)
+    left, top = int(round((new[0] - size) / 2.0)), int(round((new[1] - size) / 2.0))
+    array = np.asarray(image.crop((left, top, left + size, top + size)))
+    return array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
+
+
+def build(path, tmp_path, **kwargs) -> SampleDataset:
+    return image_folder(str(path), cache=str(tmp_path / "cache"), **kwargs)
+
+
+def one_paragraph(err: pytest.ExceptionInfo, *words: str) -> str:
+    message = str(err.value)
+    assert "\n" not in message, message
+    for word in words:
+        assert word in message, (word, message)
+    return message
+
+
+# ---------------------------------------------------------------------- pixels by value
+def test_pixels_equal_pillows_decode_resize_and_centre_crop(tmp_path):
+    root = tmp_path / "photos"
+    (root / "nested" / "deeper").mkdir(parents=True)
+    files = {
+        "a_wide.png": noise(30, 50), "b_tall.PNG": noise(47, 20), "c_square.bmp": noise(16, 16),
+        "nested/d_small.webp": noise(9, 12), "nested/deeper/e.JPG": noise(40, 33), "f.jpeg": noise(21, 64),
+    }
+    for name, array in files.items():
+        options = {"lossless": True} if name.endswith("webp") else {}
+        Image.fromarray(array).save(root / name, **options)
+    (root / "notes.txt").write_text("not an image")
+    (root / ".hidden.png").write_bytes(b"hidden files are left out")
+    ds = build(root, tmp_path, image_size=16)
+    assert isinstance(ds, SampleDataset) and not ds.labelled and ds.image_shape == (3, 16, 16)
+    assert ds.images.dtype == torch.uint8
+    assert list(ds.files) == sorted(files)  # relative paths, sorted: deterministic
+    for i, name in enumerate(ds.files):
+        np.testing.assert_array_equal(ds.images[i].numpy(), pillow_reference(root / name, 16), err_msg=name)
+    # the lossless ones also match by value where no resampling happens: c_square is 16x16 already
+    np.testing.assert_array_equal(ds.images[ds.files.index("c_square.bmp")].numpy(),
+                                  files["c_square.bmp"].transpose(2, 0, 1))
+
+
+def test_the_crop_is_the_centre_of_the_resized_image(tmp_path):
+    stripes = np.zeros((20, 40, 3), np.uint8)  # shorter side 20 = image_size: no resampling at all
+    stripes[:, :10] = (255, 0, 0)
+    stripes[:, 10:30] = (0, 255, 0)
+    stripes[:, 30:] = (0, 0, 255)
+    (tmp_path / "p").mkdir()
+    Image.fromarray(stripes).save(tmp_path / "p" / "stripes.png")
+    ds = build(tmp_path / "p", tmp_path, image_size=20)
+    expected = np.broadcast_to(np.array([0, 255, 0], np.uint8)[:, None, None], (3, 20, 20))
+    np.testing.assert_array_equal(ds.images[0].numpy(), expected)
+
+
+def test_modes_are_converted_by_value(tmp_path):
+    root = tmp_path / "modes"
+    root.mkdir()
+    size = 4
+    # RGBA: composited on black, round(c * a / 255)
+    rgba = np.zeros((size, size, 4), np.uint8)
+    rgba[..., :3] = 200
+    rgba[0, :, 3], rgba[1, :, 3], rgba[2:, :, 3] = 0, 128, 255
+    Image.fromarray(rgba, "RGBA").save(root / "a_rgba.png")
+    # a palette image, and one with a transparent entry
+    palette = Image.new("P", (size, size))
+    palette.putpalette([10, 20, 30, 200, 100, 50] + [0] * 762)
+    palette.putdata([0, 1] * 8)
+    palette.save(root / "b_palette.png")
+    palette.save(root / "c_palette_transparent.png", transparency=1)
+    # 16-bit grayscale, scaled by round(v * 255 / 65535) (Pillow's convert would clip at 255)
+    sixteen = np.array([[0, 257, 32768, 65535]] * size, np.uint16)
+    Image.fromarray(sixteen).save(root / "d_16bit.png")
+    assert Image.open(root / "d_16bit.png").mode in ("I;16", "I")
+    # CMYK JPEG, converted by Pillow
+    Image.new("CMYK", (size, size), (0, 0, 0, 0)).save(root / "e_cmyk.jpg", quality=100)
+    # EXIF orientation 6 (rotate 270): a 6x2 image stands up as 2x6
+    tall = Image.fromarray(noise(2, 6))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    tall.save(root / "f_exif.png", exif=exif)
+
+    ds = build(root, tmp_path, image_size=size)
+    by_name = {name: ds.images[i].numpy() for i, name in enumerate(ds.files)}
+    assert ds.image_shape == (3, size, size)
+    a = by_name["a_rgba.png"]
+    assert (a[:, 0] == 0).all() and (a[:, 1] == round(200 * 128 / 255)).all() and (a[:, 2:] == 200).all()
+    b = by_name["b_palette.png"]
+    np.testing.assert_array_equal(b[:, 0, 0], [10, 20, 30])
+    np.testing.assert_array_equal(b[:, 0, 1], [200, 100, 50])
+    c = by_name["c_palette_transparent.png"]
+    np.testing.assert_array_equal(c[:, 0, 0], [10, 20, 30])
+    np.testing.assert_array_equal(c[:, 0, 1], [0, 0, 0])  # the transparent entry is black
+    d = by_name["d_16bit.png"]
+    np.testing.assert_array_equal(d[0, 0], [0, 1, 128, 255])
+    assert (d[0] == d[1]).all() and (d[1] == d[2]).all()
+    e = by_name["e_cmyk.jpg"]
+    np.testing.assert_array_equal(e, pillow_reference(root / "e_cmyk.jpg", size))
+    assert (e >= 250).all()  # no ink: white
+    f = by_name["f_exif.png"]
+    np.testing.assert_array_equal(f, pillow_reference(root / "f_exif.png", size))
+    assert not np.array_equal(f, fit_without_exif(root / "f_exif.png", size))
+
+
+def fit_without_exif(path: Path, size: int) -> np.ndarray:
+    with Image.open(path) as image:
+        array = np.asarray(ImageOps.fit(image.convert("RGB"), (size, size), LANCZOS))
+    return array.transpose(2, 0, 1)
+
+
+def test_channels_auto_one_and_three(tmp_path):
+    gray = tmp_path / "gray"
+    gray.mkdir()
+    Image.fromarray(noise(12, 10, 1), "L").save(gray / "a.png")
+    Image.fromarray(np.repeat(noise(8, 8, 1)[..., None], 3, axis=2), "RGB").save(gray / "b_rgb_but_gray.png")
+    auto = build(gray, tmp_path, image_size=8)
+    assert auto.image_shape == (1, 8, 8)
+    np.testing.assert_array_equal(auto.images[0].numpy(), pillow_reference(gray / "a.png", 8, "L"))
+    three = build(gray, tmp_path, image_size=8, channels=3)
+    assert three.image_shape == (3, 8, 8)
+    assert (three.images[:, 0] == auto.images[:, 0]).all() and (three.images[:, 2] == auto.images[:, 0]).all()
+
+    Image.fromarray(noise(8, 8)).save(gray / "c_colour.png")
+    mixed = build(gray, tmp_path, image_size=8)
+    assert mixed.image_shape == (3, 8, 8)
+    np.testing.assert_array_equal(mixed.images[0, 1].numpy(), auto.images[0, 0].numpy())
+    luma = build(gray, tmp_path, image_size=8, channels=1)
+    assert luma.image_shape == (1, 8, 8)
+    np.testing.assert_array_equal(luma.images[2].numpy(), pillow_reference(gray / "c_colour.png", 8, "L"))
+
+
+def test_threaded_decoding_gives_the_serial_result(tmp_path, monkeypatch):
+    root = tmp_path / "many"
+    root.mkdir()
+    for i in range(70):
+        Image.fromarray(noise(9 + i % 5, 11)).save(root / f"{i:03d}.png")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    serial = build(root, tmp_path / "serial", image_size=8)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    threaded = build(root, tmp_path / "threaded", image_size=8)
+    assert torch.equal(serial.images, threaded.images) and serial.files == threaded.files
+
+
+# ---------------------------------------------------------------------- the cache
+@pytest.fixture
+def small_folder(tmp_path):
+    root = tmp_path / "small"
+    root.mkdir()
+    for i in range(4):
+        Image.fromarray(noise(10, 12)).save(root / f"{i}.png")
+    return root
+
+
+def _no_decoding(source):
+    raise AssertionError("decoded although the cache holds these images")
+
+
+def test_a_second_build_reads_the_cache_without_decoding(small_folder, tmp_path, monkeypatch):
+    first = build(small_folder, tmp_path, image_size=8)
+    assert Path(first.cache_file).is_file() and Path(first.cache_file).parent == tmp_path / "cache"
+    monkeypatch.setattr(folder_module, "decode_image", _no_decoding)
+    again = build(small_folder, tmp_path, image_size=8)
+    assert torch.equal(first.images, again.images) and again.files == first.files
+    with pytest.raises(AssertionError, match="decoded although"):  # other settings: another cache
+        build(small_folder, tmp_path, image_size=6)
+
+
+def test_the_default_cache_is_under_the_dataset_cache_root(small_folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("DISENTANGLE_DATA", str(tmp_path / "root"))
+    ds = image_folder(str(small_folder), image_size=8)
+    assert Path(ds.cache_file).parent == tmp_path / "root" / "image_folder"
+
+
+@pytest.mark.parametrize("change", ["touch", "add", "remove", "rename"])
+def test_any_change_of_a_file_invalidates_the_cache(small_folder, tmp_path, monkeypatch, change):
+    first = build(small_folder, tmp_path, image_size=8)
+    target = small_folder / "1.png"
+    if change == "touch":
+        stat = target.stat()
+        os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    elif change == "add":
+        Image.fromarray(noise(10, 12)).save(small_folder / "9.png")
+    elif change == "remove":
+        target.unlink()
+    else:
+        target.rename(small_folder / "7.png")
+    calls = []
+    decode = folder_module.decode_image
+    monkeypatch.setattr(folder_module, "decode_image", lambda source: calls.append(source) or decode(source))
+    second = build(small_folder, tmp_path, image_size=8)
+    assert len(calls) == len(second)  # decoded again
+    assert second.cache_file != first.cache_file
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(
+        [Path(second.cache_file).name, Path(second.cache_file).with_suffix(".json").name])  # the stale one is gone
+
+
+@pytest.mark.parametrize("interruption", [RuntimeError, KeyboardInterrupt])
+def test_an_interrupted_build_leaves_nothing_a_later_run_trusts(small_folder, tmp_path, monkeypatch, interruption):
+    decode = folder_module.decode_image
+    calls = []
+
+    def failing(source):
+        calls.append(source)
+        if len(calls) == 3:
+            raise interruption("stopped mid-way")
+        return decode(source)
+
+    monkeypatch.setattr(folder_module, "decode_image", failing)
+    with pytest.raises(interruption):
+        build(small_folder, tmp_path, image_size=8)
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not any(cache.iterdir())
+    monkeypatch.setattr(folder_module, "decode_image", decode)
+    rebuilt = build(small_folder, tmp_path, image_size=8)
+    assert len(rebuilt) == 4 and Path(rebuilt.cache_file).is_file()
+
+
+def test_a_damaged_cache_file_is_decoded_again(small_folder, tmp_path):
+    first = build(small_folder, tmp_path, image_size=8)
+    Path(first.cache_file).write_bytes(b"not a numpy file")
+    again = build(small_folder, tmp_path, image_size=8)
+    assert torch.equal(first.images, again.images)
+
+
+# ---------------------------------------------------------------------- unreadable files
+@pytest.fixture
+def folder_with_broken_files(tmp_path):
+    root = tmp_path / "broken"
+    root.mkdir()
+    Image.fromarray(noise(12, 12)).save(root / "good1.png")
+    Image.fromarray(noise(12, 12)).save(root / "good2.jpg")
+    Image.fromarray(noise(64, 64)).save(root / "truncated.jpg", quality=90)
+    data = (root / "truncated.jpg").read_bytes()
+    (root / "truncated.jpg").write_bytes(data[: len(data) // 2])
+    Image.fromarray(noise(64, 64)).save(root / "truncated.png")
+    data = (root / "truncated.png").read_bytes()
+    (root / "truncated.png").write_bytes(data[: len(data) // 2])
+    (root / "text.png").write_text("this is not a PNG")
+    return root
+
+
+def test_unreadable_files_are_skipped_counted_and_listed(folder_with_broken_files, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="disentangle.data.image_folder"):
+        ds = build(folder_with_broken_files, tmp_path, image_size=8)
+    assert ds.files == ("good1.png", "good2.jpg") and len(ds) == 2
+    assert [name for name, _ in ds.skipped] == ["text.png", "truncated.jpg", "truncated.png"]
+    warning = " ".join(r.getMessage() for r in caplog.records)
+    assert "Skipped 3 of the 5 image files" in warning
+    assert all(name in warning for name in ("text.png", "truncated.jpg", "truncated.png"))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="disentangle.data.image_folder"):
+        build(folder_with_broken_files, tmp_path, image_size=8)  # from the cache: warned again
+    assert "Skipped 3 of the 5" in caplog.text
+
+
+@pytest.mark.parametrize("cached_first", [False, True])
+def test_unreadable_files_are_an_error_when_not_skipped(folder_with_broken_files, tmp_path, cached_first):
+    if cached_first:
+        build(folder_with_broken_files, tmp_path, image_size=8)
+    with pytest.raises(CorruptDataFileError) as err:
+        build(folder_with_broken_files, tmp_path, image_size=8, skip_unreadable=False)
+    one_paragraph(err, "3 of the 5 image files", "text.png", "truncated.jpg", "truncated.png", "skip_unreadable")
+
+
+def test_a_folder_of_only_unreadable_files_is_an_error(tmp_path):
+    root = tmp_path / "junk"
+    root.mkdir()
+    (root / "a.jpg").write_bytes(b"\xff\xd8\xff broken")
+    (root / "b.webp").write_text("nope")
+    with pytest.raises(CorruptDataFileError) as err:
+        build(root, tmp_path, image_size=8)
+    one_paragraph(err, "None of the 2 image files", "a.jpg", "b.webp")
+    assert not (tmp_path / "cache").exists()
+
+
+# ---------------------------------------------------------------------- links
+def test_a_symlink_loop_terminates_and_each_folder_is_read_once(tmp_path):
+    root = tmp_path / "linked"
+    (root / "a").mkdir(parents=True)
+    Image.fromarray(noise(8, 8)).save(root / "a" / "x.png")
+    try:
+        os.symlink(root, root / "a" / "loop")  # a/loop -> the folder itself
+        os.symlink(root / "a", root / "b")  # a second way into a/
+        os.symlink(root / "a" / "x.png", root / "y.png")  # a linked file counts
+        os.symlink(root / "missing.png", root / "z.png")  # a broken link is an unreadable file
+    except (OSError, NotImplementedError):
+        pytest.skip("symbolic links are not available here")
+    found, _ = list_images(root)
+    names = [f.name for f in found]
+    assert names == ["a/x.png", "y.png", "z.png"], names
+    ds = build(root, tmp_path, image_size=8)
+    assert ds.files == ("a/x.png", "y.png") and [n for n, _ in ds.skipped] == ["z.png"]
+    assert torch.equal(ds.images[0], ds.images[1])
+
+
+# ---------------------------------------------------------------------- bad input
+def test_bad_paths_are_one_paragraph_before_anything_is_created(tmp_path):
+    cache = tmp_path / "cache"
+    missing = tmp_path / "nope"
+    with pytest.raises(DataPathNotFoundError) as err:
+        build(missing, tmp_path)
+    one_paragraph(err, "data.path", str(missing), "does not exist", "folder of images")
+    a_file = tmp_path / "photo.png"
+    Image.fromarray(noise(8, 8)).save(a_file)
+    with pytest.raises(InputError) as err:
+        build(a_file, tmp_path)
+    one_paragraph(err, "is a file, not a folder", "data.path")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DataPathNotFoundError) as err:
+        build(empty, tmp_path)
+    one_paragraph(err, "is empty", ".png", ".jpg", ".webp")
+    others = tmp_path / "others"
+    (others / "sub").mkdir(parents=True)
+    for name in ("notes.txt", "scan.tiff", "sub/movie.gif"):
+        (others / name).write_text("x")
+    with pytest.raises(DataPathNotFoundError) as err:
+        build(others, tmp_path)
+    one_paragraph(err, "holds no images", "notes.txt", "scan.tiff", "sub/movie.gif",
+                  ".png, .jpg, .jpeg, .bmp, .webp")
+    assert not cache.exists()
+
+
+@pytest.mark.parametrize("params, words", [
+    ({"channels": 2}, ("channels is 2", "Valid choices", "'auto'")),
+    ({"channels": "rgb"}, ("channels is 'rgb'", "Valid choices")),
+    ({"channels": True}, ("channels is True",)),
+    ({"image_size": 0}, ("image_size must be an integer >= 1", "got 0")),
+    ({"image_size": 2.5}, ("image_size must be an integer", "2.5")),
+    ({"image_size": "64"}, ("image_size must be an integer", "'64'")),
+])
+def test_bad_values_are_one_paragraph_before_anything_is_read(tmp_path, params, words):
+    with pytest.raises(ParameterError) as err:
+        build(tmp_path / "not_even_there", tmp_path, **params)  # the value is checked first
+    one_paragraph(err, *words)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_bad_values_fail_when_the_config_loads(tmp_path):
+    from disentangle.config import load_config
+
+    with pytest.raises(ConfigError, match=r"data\.channels"):
+        load_config(None, ["data.name=image_folder", f"data.path={tmp_path}", "data.channels=2"])
+    with pytest.raises(ConfigError, match=r"data\.path"):
+        load_config(None, ["data.name=image_folder"])
+
+
+# ---------------------------------------------------------------------- through the library
+def test_build_dataset_by_name(small_folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("DISENTANGLE_DATA", str(tmp_path / "root"))
+    ds = build_dataset({"name": "image_folder", "path": str(small_folder)})
+    assert isinstance(ds, SampleDataset) and ds.image_shape == (3, 64, 64) and len(ds) == 4
+    batch = ds.sample_batch(5, torch.Generator().manual_seed(0))
+    assert batch.shape == (5, 3, 64, 64) and 0.0 <= float(batch.min()) and float(batch.max()) <= 1.0
+
+
+def test_trains_five_steps_from_a_config(tmp_path):
+    from disentangle.config import load_config
+    from disentangle.training import fit
+
+    root = tmp_path / "faces"
+    root.mkdir()
+    for i in range(6):
+        Image.fromarray(noise(70, 64 + 4 * i)).save(root / f"{i}.png")
+    out = tmp_path / "run"
+    overrides = {
+        "data.name": "image_folder", "data.path": str(root), "data.cache": str(tmp_path / "cache"),
+        "model.backbone": "conv64", "model.latent_dim": 3, "train.steps": 5, "train.batch_size": 4,
+        "train.log_every": 5, "train.checkpoint_every": 5, "train.out_dir": str(out), "train.progress": "false",
+        "train.device": "cpu", "train.traversals": "false",
+    }
+    run = fit(load_config(None, [f"{k}={v}" for k, v in overrides.items()]))
+    assert (run.out_dir / "checkpoint.pt").is_file()
+    state = torch.load(run.out_dir / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 5

@@ -9,6 +9,12 @@ from ._core.threads import default_wait_policy as _default_wait_policy  # noqa: 
 
 _default_wait_policy()
 
+import logging as _logging  # noqa: E402
+
+# a library's messages go through logging, shown where the application (our CLIs: --quiet,
+# --verbose) installs a handler; Python shows warnings without one
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
 from . import _compat  # noqa: E402
 from . import config as _config  # noqa: E402
 from ._core.registry import Registry  # noqa: E402

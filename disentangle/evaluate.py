@@ -28,15 +28,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ._core.atomic import atomic_write_text
-from ._core.cli import REPORTED, add_threads_option, apply_threads_option, report
+from ._core.cli import REPORTED, add_logging_options, add_threads_option, apply_threads_option, report, setup_logging
 from .errors import ConfigError
 
+logger = logging.getLogger(__name__)
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -65,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="encode every drawn observation (by default, where the dataset's observations are a "
                         "function of the factors alone, each grid point is encoded once: the model's "
                         "representation, its posterior mean, is deterministic)")
+    add_logging_options(p)
     return p
 
 
@@ -220,6 +223,7 @@ def _load_run(source: str, device: str):
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    setup_logging(args)
     try:
         from .metrics import evaluate_metrics, resolve_metric_names
         from .metrics.results import settings_identity
@@ -236,13 +240,13 @@ def main(argv: list[str] | None = None) -> int:
             from .metrics import data_of
 
             what = {"labels": "labelled images without a factor grid", "images": "images without labels"}
-            print(f"skipped (they do not apply to {what[data_of(dataset)]}): {', '.join(skipped)}", file=sys.stderr)
+            logger.info(f"skipped (they do not apply to {what[data_of(dataset)]}): {', '.join(skipped)}")
         seed = args.seed if args.seed is not None else int(config.get("seed", 0) or 0)
         output = Path(args.output) if args.output else default_output(source)
         checkpoint = str(getattr(model, "source", source))
         step = int(getattr(model, "trained_steps", 0))
         previous = existing_record(output, seed, step)
-        print(f"scoring {checkpoint} (step {step:,}) with {threads}", file=sys.stderr)
+        logger.info(f"scoring {checkpoint} (step {step:,}) with {threads}")
 
         seconds: dict[str, float] = {}
         bar = grid_bar = None

@@ -17,7 +17,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ._core.cli import REPORTED, report
+from ._core.cli import REPORTED, add_logging_options, report, setup_logging
 from .errors import ConfigError
 
 
@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="CPU threads, the same as the override train.threads=N (default: the config's, auto: the "
                         "CPUs this process may use); 1 on a CPU shared with other jobs")
     p.add_argument("overrides", nargs="*", help="dotted key=value overrides")
+    add_logging_options(p)
     return p
 
 
@@ -46,6 +47,7 @@ def _print(message: str, file=None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    setup_logging(args)
     from .config import Config, apply_overrides, load_config, read_yaml_config, upgrade_saved_config
     from .training.trainer import fit
 

@@ -37,4 +37,4 @@ LEGACY_INIT: InitName = "pytorch"
 #: (not the new default). :func:`disentangle.config.upgrade_saved_config` fills them into a saved
 #: config; :func:`disentangle.sweep.ids.identity` leaves them out of a run id at that value, so the
 #: runs from before the key keep their ids.
-LEGACY_VALUES: dict[str, object] = {"model.init": LEGACY_INIT, "train.schedules": {}}
+LEGACY_VALUES: dict[str, str] = {"model.init": LEGACY_INIT}

@@ -13,6 +13,8 @@ error's kind: :data:`disentangle.errors.EXIT_CODES`).
 """
 from __future__ import annotations
 
+import argparse
+import logging
 import os
 import sys
 import warnings
@@ -103,3 +105,65 @@ def apply_threads_option(value: str) -> str:
     choice = apply_threads(check_threads_setting("--threads", value))
     policy, reason = wait_policy()
     return f"{choice.threads} CPU threads ({choice.reason}), OpenMP wait policy {policy} ({reason})"
+
+
+# ---------------------------------------------------------------------------- logging
+class _StderrHandler(logging.StreamHandler):
+    """A handler that writes to whatever ``sys.stderr`` is when a record is emitted (a test's
+    capture, a notebook's redirect), not the one of the moment it was made."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler sets it at construction
+        pass
+
+
+class _Format(logging.Formatter):
+    """``MESSAGE`` for information, ``warning: MESSAGE`` and ``error: MESSAGE`` above, ``debug:
+    MESSAGE (logger)`` below: what the command lines print."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.levelno >= logging.ERROR:
+            return f"error: {message}"
+        if record.levelno >= logging.WARNING:
+            return f"warning: {message}"
+        if record.levelno < logging.INFO:
+            return f"debug: {message} ({record.name})"
+        return message
+
+
+def add_logging_options(parser: argparse.ArgumentParser) -> None:
+    """``--quiet`` (warnings and errors only) and ``--verbose`` (debug messages too) on a command
+    line, or on each of its subcommands (:func:`setup_logging` applies them)."""
+    subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    targets = list(subcommands[0].choices.values()) if subcommands else [parser]
+    for target in targets:
+        group = target.add_mutually_exclusive_group()
+        group.add_argument("--quiet", "-q", action="store_true", help="print warnings and errors only")
+        group.add_argument("--verbose", "-v", action="store_true", help="print debug messages too")
+
+
+def setup_logging(args: argparse.Namespace | None = None) -> None:
+    """Show the package's log messages (``logging.getLogger("disentangle")``) on stderr: information
+    and above by default, warnings and above with ``--quiet``, everything with ``--verbose``. A
+    handler already installed on that logger (by a previous call) is replaced."""
+    level = logging.INFO
+    if args is not None and getattr(args, "quiet", False):
+        level = logging.WARNING
+    elif args is not None and getattr(args, "verbose", False):
+        level = logging.DEBUG
+    package = logging.getLogger("disentangle")
+    for handler in list(package.handlers):
+        if isinstance(handler, _StderrHandler):
+            package.removeHandler(handler)
+    handler = _StderrHandler()
+    handler.setFormatter(_Format())
+    package.addHandler(handler)
+    package.setLevel(level)

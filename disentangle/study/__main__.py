@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .._core.cli import REPORTED, add_threads_option, apply_threads_option, report
+from .._core.cli import REPORTED, add_logging_options, add_threads_option, apply_threads_option, report, setup_logging
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,11 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-figures", action="store_true", help="write only the CSVs and report.md")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_threads_option(p)
+    add_logging_options(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    setup_logging(args)
     from .analysis import analyze
 
     scores = args.scores if args.scores in ("headline", "all") else [s.strip() for s in args.scores.split(",") if s.strip()]

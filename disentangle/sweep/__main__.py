@@ -19,7 +19,7 @@ import re
 import sys
 import warnings
 
-from .._core.cli import REPORTED
+from .._core.cli import REPORTED, add_logging_options, setup_logging
 from .._core.cli import report as report_error
 from ..errors import EXIT_OK, EXIT_RUN_FAILED, ConfigError
 
@@ -82,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     rs = sub.add_parser("results", help="write the results table (DIR/results.csv)")
     rs.add_argument("out", help="sweep folder")
     rs.add_argument("--output", default=None, help="CSV file to write (default DIR/results.csv)")
+    add_logging_options(p)
     return p
 
 
@@ -100,6 +101,7 @@ def _slurm_params(items: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    setup_logging(args)
     from . import api
 
     try:

@@ -1,7 +1,7 @@
 """``run``, ``status`` and ``results`` of a sweep folder (the Python API behind the CLI)."""
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +30,7 @@ from .grid import RunSpec, SweepPlan, _short, load_sweep
 from .ids import canonical_json
 from .runner import RunOutcome, RunTask, missing_metrics, outcome_line
 
+logger = logging.getLogger(__name__)
 
 @dataclass
 class RunStatus:
@@ -284,8 +285,9 @@ def _check_options(backend: str, options: BackendOptions) -> None:
         (ray if backend == "ray" else slurm).check_available()
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+def _log_info(line: str) -> None:
+    """The sweep's progress lines, through logging (the sweep command line shows them on stderr)."""
+    logger.info(line)
 
 
 # ---------------------------------------------------------------------- run
@@ -297,7 +299,7 @@ def run(
     backend: str = "local",
     dry_run: bool = False,
     retry_failed: bool = False,
-    log: Callable[[str], None] | None = _stderr,
+    log: Callable[[str], None] | None = _log_info,
     **options: Any,
 ) -> SweepReport:
     """Run every run of ``sweep_file`` that is not finished into ``out`` (``out/runs/<id>``).

@@ -31,6 +31,9 @@ A key added to the config later, at the value that reproduces the runs from befo
 (:data:`disentangle._core.choices.LEGACY_VALUES`: ``model.init: pytorch``), is dropped too, so those runs
 keep their ids; any other value of it (``model.init: reference``, the default) counts.
 
+``train.schedules`` (added later) is dropped when empty (:data:`DROPPED_AT_DEFAULT`): a run without
+schedules keeps the id it had before the key existed; a schedule counts.
+
 ``data.materialize`` (render the dataset's grid once or per batch: the same images) is hashed as
 ``false`` whatever its value (:data:`NORMALISED_KEYS`), the value every id hashed before ``auto``
 became its default.
@@ -72,6 +75,10 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "data.cache_dir",
 )
 
+#: keys added to the config later whose default changes nothing (no schedule): left out of the id at
+#: that default, so every run from before the key keeps its id, and counted at any other value
+DROPPED_AT_DEFAULT: dict[str, Any] = {"train.schedules": {}}
+
 #: execution strategies that are dataset parameters, hashed at the one value every run id has
 #: always hashed whatever the run chose (a materialised grid holds the same images as one
 #: rendered per batch; ``auto`` became the default after ids were pinned)
@@ -98,9 +105,9 @@ def identity(config: Mapping[str, Any]) -> dict[str, Any]:
         section, _, name = key.partition(".")
         if isinstance(out.get(section), dict) and name in out[section]:
             out[section][name] = value
-    for key, value in LEGACY_VALUES.items():  # a key at the value runs used before it existed
+    for key, value in {**LEGACY_VALUES, **DROPPED_AT_DEFAULT}.items():  # a later key at the value of runs before it
         section, _, name = key.partition(".")
-        if isinstance(out.get(section), dict) and out[section].get(name) == value:
+        if isinstance(out.get(section), dict) and name in out[section] and out[section][name] == value:
             out[section].pop(name)
     return out
 

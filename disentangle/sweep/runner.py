@@ -30,6 +30,7 @@ section and the device), so consecutive runs on the same data share it.
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 import traceback
@@ -58,6 +59,9 @@ FINISHED, SKIPPED, FAILED, BUSY, CRASHED = (
     RunState.FINISHED, RunState.SKIPPED, RunState.FAILED, RunState.BUSY, RunState.CRASHED
 )
 
+
+
+logger = logging.getLogger(__name__)
 
 @dataclass
 class RunTask:
@@ -175,14 +179,12 @@ def run_one(task: RunTask) -> RunOutcome:
 
 def update_results(sweep_dir: str | Path) -> None:
     """Rewrite the sweep's ``results.csv`` after a finished run; a failure to write it is reported
-    on stderr, never raised (the run itself is finished and recorded)."""
-    import sys
-
+    as a warning (logging), never raised (the run itself is finished and recorded)."""
     try:
         write_results(sweep_dir)
     except Exception as err:  # a full disk, a read-only folder: the sweep's final write tries again
-        print(f"warning: could not rewrite {Path(sweep_dir) / 'results.csv'} ({type(err).__name__}: {err}); "
-              f"python -m disentangle.sweep results {sweep_dir} writes it.", file=sys.stderr, flush=True)
+        logger.warning(f"could not rewrite {Path(sweep_dir) / 'results.csv'} ({type(err).__name__}: {err}); "
+                       f"python -m disentangle.sweep results {sweep_dir} writes it.")
 
 
 def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None) -> None:

@@ -5,11 +5,12 @@ progress (including FactorVAE's discriminator update) is never saved half done.
 """
 from __future__ import annotations
 
+import logging
 import signal
-import sys
 import threading
 from typing import Any
 
+logger = logging.getLogger(__name__)
 
 class DeferredInterrupt:
     """SIGINT handler that asks the loop to stop at the next step boundary.
@@ -28,10 +29,9 @@ class DeferredInterrupt:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        print(
-            "\ninterrupt: finishing the current step and checkpointing it "
-            "(press Ctrl-C again to stop at once, keeping the last periodic checkpoint)",
-            file=sys.stderr,
+        logger.warning(
+            "interrupt: finishing the current step and checkpointing it "
+            "(press Ctrl-C again to stop at once, keeping the last periodic checkpoint)"
         )
 
     def install(self) -> None:

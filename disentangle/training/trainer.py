@@ -60,7 +60,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from .._core import distributed
 from .._core.schedules import Schedule, parse_schedules
@@ -556,8 +555,7 @@ class Trainer:
         self.config.save(self.out_dir / "config.yaml")
         with (self.out_dir / "execution.jsonl").open("a") as f:
             f.write(json.dumps({"step": self.step, **dataclasses.asdict(self.execution)}) + "\n")
-        if self.config.train.progress:
-            tqdm.write(self.execution.describe())
+        logger.info(self.execution.describe())
         self._notify("on_fit_start")
 
     def _check_finite(self, session: _Session) -> None:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from .._core.checks import positive, positive_int
-from .._core.cli import REPORTED, add_threads_option, apply_threads_option, report
+from .._core.cli import REPORTED, add_logging_options, add_threads_option, apply_threads_option, report, setup_logging
 from ..config import ZOO_PREFIX
 from ..errors import ConfigError, InputError
 from .pictures import PICTURES, PLOTTED, resolve_pictures
@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, default=40, help="frames of one loop of traversals.gif (default: 40)")
     p.add_argument("--fps", type=float, default=20.0, help="frames per second of traversals.gif (default: 20)")
     p.add_argument("--images", type=int, default=3, help="input images in traversals.png (default: 3)")
+    add_logging_options(p)
     return p
 
 
@@ -115,6 +116,7 @@ def _load(source: str, device: str):
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    setup_logging(args)
     try:
         from .plots import require_matplotlib
 

@@ -20,7 +20,7 @@ import json
 import sys
 from typing import Any
 
-from .._core.cli import REPORTED, add_threads_option, apply_threads_option, report
+from .._core.cli import REPORTED, add_logging_options, add_threads_option, apply_threads_option, report, setup_logging
 from .._core.registry import did_you_mean
 from ..config import ZOO_PREFIX
 from ..errors import EXIT_BAD_DATA, ConfigError
@@ -71,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--force", action="store_true", help="replace an entry or file with other weights")
     pu.add_argument("--no-progress", action="store_true", help="no progress bar while the metrics are computed")
     add_threads_option(pu)
+    add_logging_options(p)
     return p
 
 
@@ -246,6 +247,7 @@ COMMANDS = {"list": cmd_list, "info": cmd_info, "fetch": cmd_fetch, "verify": cm
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    setup_logging(args)
     try:
         return COMMANDS[args.command](args)
     except (*REPORTED, KeyboardInterrupt) as err:

@@ -171,14 +171,13 @@ def test_a_slowdown_is_reported_once_and_again_after_a_recovery():
     from disentangle.training.runtime import Execution
     from disentangle.training.trainer import _Session
 
-    session = _Session(0, 100, False, torch.device("cpu"))
+    session = _Session(0, torch.device("cpu"))
     execution = Execution("cpu", "AVX512", "fp32", False, "", None, "", threads=2, threads_reason="auto: x",
                           wait_policy="active", wait_policy_reason="y")
     messages = [session.stall_message(rate, i, execution) for i, rate in enumerate([5, 10, 9, 2, 1.5, 9, 2])]
     assert [m is not None for m in messages] == [False, False, False, True, False, False, True]
     assert "slowed to 2 steps/s at step 3, from 10 steps/s" in messages[3]
     assert "train.threads=1" in messages[3] and "2 CPU threads (auto: x)" in messages[3]
-    session.close()
 
 
 @pytest.mark.parametrize("module", ["disentangle.evaluate", "disentangle.visualize"])

@@ -198,12 +198,19 @@ def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path):
 
 # ---------------------------------------------------------------------- run ids
 def test_run_id_is_a_hash_of_the_canonical_resolved_config(tmp_path):
+    from disentangle._core.choices import LEGACY_VALUES
+    from disentangle.sweep.ids import DROPPED_AT_DEFAULT
+
     plan = sweep_from_dict(tiny_sweep_dict(tmp_path), source="s", folder=tmp_path)
     config = plan.runs[0].config
     kept = {s: (dict(v) if isinstance(v, dict) else v) for s, v in config.items()}
     for key in EXCLUDED_KEYS:
         section, name = key.split(".")
         kept[section].pop(name, None)
+    for key, value in {**LEGACY_VALUES, **DROPPED_AT_DEFAULT}.items():  # a key added later, at the value of the runs before it
+        section, name = key.split(".")
+        if kept[section].get(name) == value:
+            kept[section].pop(name)
     text = "disentangle-run-v1\n" + json.dumps(kept, sort_keys=True, separators=(",", ":"))
     assert run_id(config) == hashlib.sha256(text.encode()).hexdigest()[:16] == plan.runs[0].run_id
 

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
@@ -36,6 +37,9 @@ CRASH_MESSAGE = (
 )
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
 
+
+
+logger = logging.getLogger(__name__)
 
 def available_cores() -> int:
     try:
@@ -107,10 +111,9 @@ def run_local(tasks: list[RunTask], options, report, folder=None) -> None:
         if not pending:
             return
         if attempt:
-            print(
+            logger.warning(
                 f"a worker process died; restarting the pool for the {len(pending)} runs without an outcome "
-                f"(attempt {attempt + 1} of {options.max_retries + 1})",
-                file=sys.stderr,
+                f"(attempt {attempt + 1} of {options.max_retries + 1})"
             )
         try:
             _run_pool(list(pending.values()), workers, threads, pending, report)

@@ -24,7 +24,7 @@
 """
 from __future__ import annotations
 
-import sys
+import logging
 from pathlib import Path
 
 from ...errors import DisentangleError
@@ -40,6 +40,9 @@ try:
 except ImportError:  # the backend says how to install submitit when it is used
     _Checkpointable = object  # type: ignore[assignment,misc]
 
+
+
+logger = logging.getLogger(__name__)
 
 def _submitit():
     try:
@@ -131,8 +134,7 @@ def run_slurm(tasks: list[RunTask], options, report, folder: str | Path) -> list
             jobs.append(job)
             job_tasks[job.job_id] = chunk
     ids = [job.job_id for job in jobs]
-    print(f"submitted {len(jobs)} array tasks ({len(tasks)} runs): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}",
-          file=sys.stderr)
+    logger.info(f"submitted {len(jobs)} array tasks ({len(tasks)} runs): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}")
     if not options.wait:
         return ids
     for job in submitit.helpers.as_completed(jobs):

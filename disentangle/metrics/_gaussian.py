@@ -1,16 +1,14 @@
 """Gaussian-posterior helpers shared by Chen et al.'s MIG estimator and the ELBO decomposition."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import torch
 
+from .._core.gaussian import LOG_2PI, log_normal, model_device  # noqa: F401  (LOG_2PI: re-exported)
 from ..errors import ConfigError
 from ._representation import default_representation_batch_size, eval_mode
-
-LOG_2PI = math.log(2.0 * math.pi)
 
 
 def encoder_of(model: Any):
@@ -23,13 +21,6 @@ def encoder_of(model: Any):
             "a plain representation function."
         )
     return encode
-
-
-def model_device(model: Any) -> torch.device:
-    if isinstance(model, torch.nn.Module):
-        for tensor in list(model.parameters()) + list(model.buffers()):
-            return tensor.device
-    return torch.device("cpu")
 
 
 def encode_factors(
@@ -68,11 +59,6 @@ def sample_posterior(mu: torch.Tensor, logvar: torch.Tensor, rng: np.random.Gene
     gen.manual_seed(int(rng.integers(0, 2**63 - 1)))
     eps = torch.randn(mu.shape, generator=gen, device=mu.device, dtype=mu.dtype)
     return mu + eps * torch.exp(0.5 * logvar)
-
-
-def log_normal(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
-    """Elementwise log density of ``N(mu, exp(logvar))`` at ``z``."""
-    return -0.5 * (LOG_2PI + logvar + (z - mu) ** 2 * torch.exp(-logvar))
 
 
 def logsumexp_mixture(

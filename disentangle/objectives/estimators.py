@@ -20,7 +20,8 @@ import math
 
 import torch
 
-LOG_2PI = math.log(2.0 * math.pi)
+from .._core.gaussian import LOG_2PI, log_normal  # noqa: F401  (LOG_2PI: re-exported)
+
 TC_METHODS = ("mss", "mws")
 KERNELS = ("rbf", "imq")
 DIP_KINDS = ("i", "ii")
@@ -66,8 +67,7 @@ def gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor
 
     ``-½ (log 2π + log σ² + (z − μ)² / σ²)``; sum over the last axis for a diagonal Gaussian.
     """
-    z, mu, logvar = z.float(), mu.float(), logvar.float()
-    return -0.5 * (LOG_2PI + logvar + (z - mu).square() * torch.exp(-logvar))
+    return log_normal(z.float(), mu.float(), logvar.float())
 
 
 def _check_batch(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> None:

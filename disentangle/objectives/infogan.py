@@ -32,6 +32,7 @@ from torch import nn
 
 from .._core import checks, distributed
 from .._core.choices import DEFAULT_INIT
+from .._core.gaussian import LOG_2PI
 from ..backbones.infogan import ContrastiveDiscriminator, InfoGANDiscriminator, InfoGANGenerator
 from ..backbones.init import redraw
 from ..errors import ConfigError
@@ -42,7 +43,6 @@ from .discriminator import frozen
 if TYPE_CHECKING:  # the trainer passes it in; objectives only call its methods
     from ..training.precision import Precision
 
-LOG_2PI = math.log(2.0 * math.pi)
 #: the codes' and the noise's prior U(LOW, HIGH) (the reference's dSprites latents)
 LOW, HIGH = -1.0, 1.0
 

@@ -12,19 +12,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._core.gaussian import model_device
 from ..objectives.losses import kl_normal_per_dim
 
 #: latents whose KL (nats) is at least this are "active" and animated in ``traversals.gif``
 ACTIVE_KL = 0.1
-
-
-def model_device(model: Any) -> torch.device:
-    """The device of a model's first parameter (CPU for a parameter-free model)."""
-    device = getattr(model, "device", None)
-    if isinstance(device, torch.device):
-        return device
-    first = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
-    return first.device if first is not None else torch.device("cpu")
 
 
 @torch.no_grad()

@@ -7,8 +7,8 @@ import numpy as np
 import torch
 
 from .._core.checks import positive_int
+from .._core.gaussian import model_device
 from .grids import image_grid
-from .latents import model_device
 
 
 @torch.no_grad()

@@ -23,8 +23,9 @@ import numpy as np
 import torch
 
 from .._core.checks import positive, positive_int
+from .._core.gaussian import model_device
 from .grids import PADDING, add_row_labels, image_grid, labelled_panels, save_gif, save_png
-from .latents import ACTIVE_KL, active_latents, kl_per_dim, latent_order, model_device
+from .latents import ACTIVE_KL, active_latents, kl_per_dim, latent_order
 
 
 def code_limit(model: Any) -> float:

@@ -16,23 +16,10 @@ import logging as _logging  # noqa: E402
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 from . import _compat  # noqa: E402
-from . import config as _config  # noqa: E402
 from ._core.registry import Registry  # noqa: E402
 from .errors import ConfigError, DisentangleError, UnknownNameError  # noqa: E402
-from .loading import load  # noqa: E402
 
 _compat.install()  # the import paths of 0.1 (disentangle.trainer, ...), with a DeprecationWarning
-
-
-def _zoo_config(name: str) -> dict:
-    """The ``zoo:NAME`` config source (registered here, at the top of the package, so that
-    ``disentangle.config`` need not know the zoo and the zoo may use ``disentangle.config``)."""
-    from .zoo import config_dict
-
-    return config_dict(name)
-
-
-_config.CONFIG_SOURCES.register(_config.ZOO_PREFIX.rstrip(":"), _zoo_config)
 
 __all__ = ["ConfigError", "DisentangleError", "Registry", "UnknownNameError", "load", "__version__"]
 
@@ -47,6 +34,10 @@ _LAZY_SUBMODULES = (
 def __getattr__(name: str):
     import importlib
 
+    if name == "load":  # disentangle.load: the loading module (and torch's models) on first use
+        from .loading import load
+
+        return load
     if name in _LAZY_SUBMODULES or f"{__name__}.{name}" in _compat.MOVED_MODULES:  # the latter warn
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'disentangle' has no attribute '{name}'")

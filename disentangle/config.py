@@ -234,9 +234,27 @@ def shipped_config_path(name: str) -> Path:
 
 
 #: config sources named by a prefix, ``PREFIX:NAME``: a function of NAME returning the raw nested
-#: config. The package registers ``zoo`` (``zoo:beta_tcvae-dsprites-beta6-s0``, see
-#: :mod:`disentangle.zoo`) when it is imported, so that this module needs no knowledge of the zoo.
+#: config. ``zoo`` (``zoo:beta_tcvae-dsprites-beta6-s0``) is the zoo's recipes
+#: (:func:`disentangle.zoo.config_dict`), found by its module's name when first used, as a plugin is:
+#: this module knows nothing of the zoo, which sits above it and reads configs.
 CONFIG_SOURCES: Registry[dict[str, Any]] = Registry("config source")
+
+
+def _plugin(target: str) -> Callable[[str], dict[str, Any]]:
+    """A config source given as ``"module:function"``, imported when it is first used."""
+    module, _, function = target.partition(":")
+
+    def source(name: str) -> dict[str, Any]:
+        import importlib
+
+        return getattr(importlib.import_module(module), function)(name)
+
+    source.__qualname__ = source.__name__ = function
+    source.__doc__ = f"The config of NAME from ``{target}`` (imported on first use)."
+    return source
+
+
+CONFIG_SOURCES.register(ZOO_PREFIX.rstrip(":"), _plugin("disentangle.zoo:config_dict"))
 
 
 def read_yaml_config(path: str | Path, what: str = "Config file") -> dict[str, Any]:

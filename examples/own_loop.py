@@ -19,13 +19,13 @@ from typing import Any
 
 import torch
 
-from disentangle._core.distributed import random_source
 from disentangle.backbones.init import initialize
 from disentangle.config import Config, load_config
 from disentangle.data import build_dataset
 from disentangle.data.labels import LabelsSpec, make_labelled_set
 from disentangle.models import VAE
 from disentangle.objectives import OBJECTIVES, Objective
+from disentangle.training import random_source
 from disentangle.training.conv_transpose import use_convolution_kernels
 from disentangle.training.optim import build_schedulers, optimizer_factory
 from disentangle.training.precision import Precision

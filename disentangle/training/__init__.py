@@ -3,10 +3,16 @@ and schedules, precision, the device and runtime settings, checkpoints, resume, 
 
 ``python -m disentangle.train --config X.yaml`` is its command line; :func:`fit` its Python entry;
 :class:`Callback` (and the registry ``CALLBACKS`` of ``train.callbacks``) its hooks for your code.
+For a loop of your own (``examples/own_loop.py``): :func:`random_source` (the generator an
+objective's per-step draws come from), :class:`Stream`, :func:`stream_seed` and
+:func:`seed_everything` (the trainer's seeds).
 """
 from __future__ import annotations
 
+from .._core.distributed import random_source
 from .callbacks import CALLBACKS, Callback
+from .runtime import Stream, seed_everything, stream_seed
 from .trainer import Trainer, TrainResult, fit
 
-__all__ = ["CALLBACKS", "Callback", "Trainer", "TrainResult", "fit"]
+__all__ = ["CALLBACKS", "Callback", "Stream", "Trainer", "TrainResult", "fit", "random_source", "seed_everything",
+           "stream_seed"]

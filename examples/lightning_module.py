@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # own_loop.py, this fi
 
 from own_loop import Parts, build, speed_up  # noqa: E402
 
-from disentangle._core.distributed import random_source  # noqa: E402
 from disentangle.config import Config, load_config  # noqa: E402
+from disentangle.training import random_source  # noqa: E402
 
 
 class SampledBatches(torch.utils.data.IterableDataset):

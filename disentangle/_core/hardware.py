@@ -151,3 +151,22 @@ def keep_freed_memory() -> str:
         if ok else "unchanged (mallopt refused)"
     )
     return _tuned
+
+
+def available_memory_bytes(device: torch.device) -> int | None:
+    """Free memory where a dataset on ``device`` would live: CUDA's free memory, else the host's
+    available memory (Linux ``MemAvailable``, else free pages); None where it cannot be read."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -85,7 +85,7 @@ from .image_folder import (
     decode_images,
     source_prefix,
 )
-from .samples import SampleDataset
+from .samples import SampleDataset, choose_placement
 
 PROJECT_PAGE = "http://mmlab.ie.cuhk.edu.hk/projects/CelebA.html"
 DRIVE_FOLDER = "https://drive.google.com/drive/folders/0B7EVK8r0v71pWEZsZE9oNnFzTm8"
@@ -375,6 +375,7 @@ def celeba(
     cache: str | None = None,
     skip_unreadable: bool = False,
     download: bool = False,
+    placement: Literal["auto", "device", "stream"] = "auto",
     device: str = "cpu",
 ) -> SampleDataset:
     """CelebA's aligned faces with their 40 binary attributes as labels.
@@ -387,7 +388,8 @@ def celeba(
     the folder of the decoded cache (default ``<cache root>/celeba``). ``skip_unreadable``: leave
     out (with a warning) images that cannot be decoded, and their labels, instead of failing.
     ``download``: run :func:`download_celeba` when ``path`` is unset and the files are missing.
-    ``device``: where the images live. The result is a labelled
+    ``placement``: ``device``, ``stream`` or ``auto``, as for ``image_folder``
+    (:func:`~disentangle.data.samples.choose_placement`). ``device``: where the images live. The result is a labelled
     :class:`~disentangle.data.SampleDataset` (metrics of (code, label) pairs run on it) with
     ``files`` (the file name of each image, in order) and ``path``.
     """
@@ -429,7 +431,8 @@ def celeba(
     try:
         return _build(root, images, attributes, partition_file, split=split, size=size, crop=crop,
                       crop_size=int(crop_size), max_images=max_images, cache=cache,
-                      skip_unreadable=skip_unreadable, device=device)
+                      skip_unreadable=skip_unreadable, device=device,
+                      placement=checks.choice("placement", placement, ("auto", "device", "stream")))
     finally:
         images.close()
 
@@ -440,6 +443,7 @@ celeba.validate_params = _check_params  # type: ignore[attr-defined]  # config-t
 def _build(
     root: Path, images: _Images, attributes: Path, partition_file: Path | None, *, split: str, size: int,
     crop: str, crop_size: int, max_images: int | None, cache: str | None, skip_unreadable: bool, device: str,
+    placement: str = "auto",
 ) -> SampleDataset:
     files, attribute_names, classes, line_numbers = read_attributes(attributes)
     row = {name: i for i, name in enumerate(files)}
@@ -494,12 +498,18 @@ def _build(
         items = [(name, images.opener(name)) for name in selected]
         return decode_images(items, transform, size, 3, what=what, skip_unreadable=skip_unreadable, fix=fix)
 
-    decoded = cached_decode(store, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix)
+    stream = placement == "stream" or (
+        placement == "auto" and store.array.is_file()
+        and choose_placement("auto", store.array.stat().st_size, device)[0] == "stream")
+    decoded = cached_decode(store, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix, mmap=stream)
+    placed, reason = choose_placement(placement, decoded.images.nbytes, device)
     labels = classes[[row[name] for name in decoded.names]]
+    images_tensor = torch.from_numpy(decoded.images)
     dataset = SampleDataset(
-        torch.from_numpy(decoded.images).to(device), labels, attribute_names,
-        label_sizes=(2,) * len(attribute_names), name=f"CelebA {split} ({root})",
+        images_tensor if placed == "stream" else images_tensor.to(device), labels, attribute_names,
+        label_sizes=(2,) * len(attribute_names), name=f"CelebA {split} ({root})", stream=placed == "stream",
     )
+    dataset.placement_reason = reason
     dataset.files = tuple(decoded.names)
     dataset.skipped = tuple(decoded.skipped)
     dataset.split = split

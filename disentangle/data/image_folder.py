@@ -65,7 +65,7 @@ from .._core.atomic import atomic_write, atomic_write_json
 from ..errors import CorruptDataFileError, DataPathNotFoundError, ParameterError
 from . import DATASETS
 from .download import default_cache_dir, require_path
-from .samples import SampleDataset
+from .samples import SampleDataset, choose_placement
 
 logger = logging.getLogger(__name__)
 
@@ -363,14 +363,14 @@ class CacheFiles:
     def index(self) -> Path:
         return self.folder / f"{self.stem}.json"
 
-    def load(self, size: int) -> tuple[np.ndarray, dict[str, Any]] | None:
-        """The cached stack and index, or None when there is none or it does not load (then it is
-        rebuilt)."""
+    def load(self, size: int, mmap: bool = False) -> tuple[np.ndarray, dict[str, Any]] | None:
+        """The cached stack (memory-mapped, copy-on-write, with ``mmap``) and index, or None when
+        there is none or it does not load (then it is rebuilt)."""
         if not (self.array.is_file() and self.index.is_file()):
             return None
         try:
             index = json.loads(self.index.read_text(encoding="utf-8"))
-            images = np.load(self.array, allow_pickle=False)
+            images = np.load(self.array, allow_pickle=False, mmap_mode="c" if mmap else None)
             names = index["files"]
             valid = (
                 index.get("key") == self.key and images.dtype == np.uint8 and images.ndim == 4
@@ -408,12 +408,13 @@ class CacheFiles:
 
 def cached_decode(
     files: CacheFiles, size: int, build: Callable[[], Decoded], *, what: str, skip_unreadable: bool, fix: str,
+    mmap: bool = False,
 ) -> Decoded:
     """The decoded images from ``files`` when they hold this key, else ``build()`` written there.
 
     A cache made while skipping unreadable files repeats its warning, and refuses to be used with
     ``skip_unreadable`` false (the same error as a fresh decode)."""
-    hit = files.load(size)
+    hit = files.load(size, mmap=mmap)
     if hit is not None:
         images, index = hit
         skipped = [tuple(pair) for pair in index.get("skipped", [])]
@@ -430,6 +431,10 @@ def cached_decode(
         return Decoded(images, list(index["files"]), skipped)
     decoded = build()
     files.save(decoded.images, {"source": what, "files": decoded.names, "skipped": [list(p) for p in decoded.skipped]})
+    if mmap:  # the images just written, memory-mapped: the decoded copy in memory is let go
+        reread = files.load(size, mmap=True)
+        if reread is not None:
+            return Decoded(reread[0], decoded.names, decoded.skipped)
     return decoded
 
 
@@ -509,6 +514,7 @@ def image_folder(
     channels: Literal["auto", 1, 3] = "auto",
     cache: str | None = None,
     skip_unreadable: bool = True,
+    placement: Literal["auto", "device", "stream"] = "auto",
     device: str = "cpu",
 ) -> SampleDataset:
     """Every image in a folder (recursive), ``image_size`` × ``image_size``, unlabelled.
@@ -517,7 +523,10 @@ def image_folder(
     side resized with Lanczos, centre crop). ``channels``: ``"auto"`` (1 when every image is
     grayscale, else 3), 1 or 3. ``cache``: the folder of the decoded cache (default
     ``<cache root>/image_folder``). ``skip_unreadable``: skip and list unreadable files (True) or
-    fail naming them (False). ``device``: where the images live. The result is a
+    fail naming them (False). ``placement``: ``device`` (every image on ``device``), ``stream`` (the
+    images stay in the memory-mapped cache file on the host and each batch is copied to ``device``)
+    or ``auto`` (stream when they would take more than a quarter of the device's free memory;
+    :func:`~disentangle.data.samples.choose_placement`). ``device``: where the images live. The result is a
     :class:`~disentangle.data.SampleDataset` with ``files`` (the relative path of each image, in
     order), ``skipped`` (``(file, reason)`` pairs), ``path`` and ``cache_file``; the module
     docstring says exactly how files are found, decoded, resized and cached.
@@ -552,8 +561,17 @@ def image_folder(
         return decode_images(items, lambda image: fit_square(image, size), size, channels,
                              what=what, skip_unreadable=skip_unreadable, fix=fix)
 
-    decoded = cached_decode(files, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix)
-    dataset = SampleDataset(torch.from_numpy(decoded.images).to(device), None, name=f"image folder {folder}")
+    placement = checks.choice("placement", placement, ("auto", "device", "stream"))
+    stream = placement == "stream"
+    if placement == "auto" and files.array.is_file():
+        stream = choose_placement("auto", files.array.stat().st_size, device)[0] == "stream"
+    decoded = cached_decode(files, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix, mmap=stream)
+    placed, reason = choose_placement(placement, decoded.images.nbytes, device)
+    stream = placed == "stream"
+    images = torch.from_numpy(decoded.images)
+    dataset = SampleDataset(images if stream else images.to(device), None, name=f"image folder {folder}",
+                            stream=stream)
+    dataset.placement_reason = reason
     dataset.files = tuple(decoded.names)
     dataset.skipped = tuple(decoded.skipped)
     dataset.path = str(folder)

@@ -52,6 +52,11 @@ class SampleDataset:
         ``1.0`` for 0/1 masks.
     name:
         What the data is, for messages (``"image folder ~/faces"``).
+    stream:
+        Keep the images where they are (on the host, typically a memory-mapped file: see
+        :func:`choose_placement`) when the dataset is moved to a training device with :meth:`to`:
+        batches are then gathered on the host and copied to the device one at a time. The same
+        indices are drawn either way, so on a CPU a streamed run repeats an in-memory one bit for bit.
     """
 
     #: a sample is not a grid: metrics that fix a factor and draw the rest refuse it
@@ -71,6 +76,7 @@ class SampleDataset:
         label_sizes: Sequence[int] | None = None,
         scale: float = 1.0 / 255.0,
         name: str = "a sample of images",
+        stream: bool = False,
     ) -> None:
         if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8:
             raise TypeError(
@@ -85,6 +91,9 @@ class SampleDataset:
         self.images = images
         self.scale = float(scale)
         self.name = str(name)
+        self.stream = bool(stream)
+        self.placement = "stream" if self.stream else "device"
+        self.placement_reason = "set"
         self.labels, self.factor_names, self.factor_sizes = _check_labels(
             labels, label_names, label_sizes, len(images)
         )
@@ -118,8 +127,10 @@ class SampleDataset:
         return f"SampleDataset({self.name}: {len(self):,} images of {self.image_shape}{labels})"
 
     def to(self, device: torch.device | str) -> SampleDataset:
-        """Move the images to ``device`` in place and return ``self``."""
-        self.images = self.images.to(device)
+        """Move the images to ``device`` in place and return ``self`` (a streamed sample keeps them on
+        the host: its batches go to the device one at a time)."""
+        if not self.stream:
+            self.images = self.images.to(device)
         return self
 
     # ------------------------------------------------------------------ observations
@@ -360,3 +371,32 @@ def _image_to_uint8(image: Any, index: int, what: str) -> torch.Tensor:
             )
         return (image * 255).round_().to(torch.uint8)
     raise TypeError(f"{what}: item {index} is an image of dtype {image.dtype}; expected uint8, bool or float in [0, 1].")
+
+
+# ---------------------------------------------------------------------------- placement
+#: ``auto`` keeps the images on the training device when they take at most this share of its free memory
+DEVICE_SHARE = 0.25
+
+
+def choose_placement(setting: str, nbytes: int, device: torch.device | str) -> tuple[str, str]:
+    """``data.placement`` resolved: ``("device" | "stream", reason)``.
+
+    ``device`` holds every image on the training device (GPU memory, or RAM for a CPU run);
+    ``stream`` leaves them in a memory-mapped file on the host and copies each batch to the device.
+    ``auto`` streams when the images (``nbytes``) take more than :data:`DEVICE_SHARE` of the free
+    memory of ``device`` (:func:`disentangle._core.hardware.available_memory_bytes`)."""
+    from .._core.hardware import available_memory_bytes
+
+    if setting not in ("auto", "device", "stream"):
+        from ..errors import ConfigError
+
+        raise ConfigError(f"data.placement is {setting!r}; choose auto, device or stream.")
+    if setting != "auto":
+        return setting, "set"
+    free = available_memory_bytes(torch.device(device))
+    gib = nbytes / 2**30
+    if free is None:
+        return "device", f"auto: free memory of {device} unknown"
+    if nbytes > DEVICE_SHARE * free:
+        return "stream", f"auto: {gib:.2f} GiB of images > {DEVICE_SHARE:.0%} of {free / 2**30:.1f} GiB free on {device}"
+    return "device", f"auto: {gib:.2f} GiB of images <= {DEVICE_SHARE:.0%} of {free / 2**30:.1f} GiB free on {device}"

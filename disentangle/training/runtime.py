@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-import os
 import random
 
 import numpy as np
@@ -39,6 +38,7 @@ import torch
 from .._core.hardware import (  # noqa: F401  (choose_channels_last: re-exported, where it lived before)
     CHANNELS_LAST_CPU_CAPABILITIES,
     auto_precision,
+    available_memory_bytes,
     choose_channels_last,
     choose_conv_transpose_via_conv,
     cpu_capability,
@@ -156,6 +156,8 @@ class Execution:
     threads_reason: str = "not chosen"
     wait_policy: str = "unknown"  # OpenMP's, as read when torch was imported (disentangle._core.threads)
     wait_policy_reason: str = "not read"
+    placement: str = "device"  # data.placement: the images on the training device, or streamed from the host
+    placement_reason: str = "not chosen"
 
     def describe(self) -> str:
         """One line for the terminal: ``execution: cpu (AVX512), channels-last on (...), ...``."""
@@ -169,28 +171,11 @@ class Execution:
         if self.materialize is not None:
             parts.append(f"dataset {'materialised' if self.materialize else 'rendered per batch'} "
                          f"({self.materialize_reason})")
+        if self.placement == "stream":
+            parts.append(f"images streamed from the host ({self.placement_reason})")
         parts.append(f"optimizer {self.optimizer}")
         parts.append(f"allocator {self.allocator}")
         return "execution: " + ", ".join(parts)
-
-
-def available_memory_bytes(device: torch.device) -> int | None:
-    """Free memory where a dataset on ``device`` would live: CUDA's free memory, else the host's
-    available memory (Linux ``MemAvailable``, else free pages); None where it cannot be read."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def choose_materialize(

@@ -263,7 +263,8 @@ class Trainer:
             **{f"model.{n}": p for n, p in self.model.named_parameters()},
             **{f"objective.{n}": p for n, p in self.objective.named_parameters()},
         })
-        self.data_generator = torch.Generator(device=self.device)
+        # on the dataset's device: a streamed dataset (data.placement: stream) draws on the host
+        self.data_generator = torch.Generator(device=getattr(self.dataset, "device", self.device))
         self.data_generator.manual_seed(stream_seed(cfg.seed, Stream.DATA))
         # every per-step draw of the objectives (reparameterisation, prior samples, permutations)
         self.noise_generator = torch.Generator(device=self.device)
@@ -541,7 +542,11 @@ class Trainer:
             cfg, self.device, session_steps=cfg.train.steps - self.step, dataset_size=len(self.dataset),
             image_shape=tuple(self.dataset.image_shape), materializable=hasattr(self.dataset, "materialize"),
         )
-        execution = dataclasses.replace(execution, optimizer=optimizer_kernels(self.optimizers))
+        execution = dataclasses.replace(
+            execution, optimizer=optimizer_kernels(self.optimizers),
+            placement=getattr(self.dataset, "placement", "device"),
+            placement_reason=getattr(self.dataset, "placement_reason", "the dataset lives on the training device"),
+        )
         if execution.materialize is False and getattr(self.dataset, "materialized", False):
             # a given dataset (a sweep worker's, reused across runs) that an earlier run materialised
             execution = dataclasses.replace(

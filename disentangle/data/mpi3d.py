@@ -5,9 +5,25 @@ whose ``images`` array is uint8 ``(N, 64, 64, 3)`` in row-major order of the sev
 (vertical axis fastest), read without pickle. Two grids exist:
 
 * 1,036,800 images, object colour and shape with 6 values each: the files of the official
-  README (``Final_Dataset/mpi3d_{toy,realistic,real}.npz``), which this loader downloads;
+  README, which this loader downloads;
 * 460,800 images, 4 colours × 4 shapes: the earlier ``*_without_heldout_factors.npz`` files that
   disentanglement_lib and Locatello et al. use for toy and realistic.
+
+**Downloads.** The README (read at commit ``a7a6729``, 2025-04-17, "Corrected corrupted
+mpi3d_real.npz dataset") links ``https://huggingface.co/datasets/waleedgondal/mpi3d/resolve/main/
+mpi3d_{toy,realistic,real}.npz``; ``mpi3d_real.npz`` was replaced there by a corrected file in that
+commit. Earlier READMEs linked ``storage.googleapis.com/disentanglement_dataset/Final_Dataset/``
+(until 2024-05-08) and then ``storage.googleapis.com/mpi3d_disentanglement_dataset/data/`` (with
+the real variant as ``real.npz``). The README states no checksum and no file size, so a download
+is not checked against a digest: every file, downloaded or put in place by hand, is checked by
+structure only (an ``images`` array, uint8 ``(N, 64, 64, 3)``, N one of the grids above), which a
+corrupted file of the right shape passes. The md5s this loader used before came from a
+third-party library, not from the authors; whether they fit the files served now is unknown (the
+files could not be downloaded where this was written). The README does not say which earlier
+copies of ``mpi3d_real.npz`` were corrupted. The README's fourth file, ``mpi3d_real_complex``
+(460,800 images of 4 other objects × 4 other colours, on Google Drive), is not a variant here:
+given as a file it would be taken for a 4×4 file of the variant named, with the wrong value
+names.
 
 The grid is recognised from the number of images. Locatello et al. use 4×4 for ``toy`` and
 ``realistic`` and 6×6 for ``real``; ``full_grid`` chooses: ``None`` (default) follows them,
@@ -43,20 +59,15 @@ from .base import factor_strides, to_nchw_uint8
 from .download import RemoteFile, fetch, load_npz_array
 from .files import FileDataset, Grid
 
-_URL = "https://storage.googleapis.com/disentanglement_dataset/Final_Dataset/mpi3d_{}.npz"
-# full-file md5s as used by the disent library (toy also by a second, independent loader)
-_MD5 = {
-    "toy": "55889cb7c7dfc655d6e0277beee88868",
-    "realistic": "59a6225b88b635365f70c91b3e52f70f",
-    "real": "0f33f609918fb5c97996692f91129802",
-}
+#: the official README's download links (commit a7a6729 of rr-learning/disentanglement_dataset)
+_URL = "https://huggingface.co/datasets/waleedgondal/mpi3d/resolve/main/mpi3d_{}.npz"
 MPI3D_FILES = {
     variant: RemoteFile(
         url=_URL.format(variant),
         filename=f"mpi3d_{variant}.npz",
         subdir="mpi3d",
-        checksum="md5:" + _MD5[variant],
-        provenance="md5 from the disent library (toy also in a second loader); not published by the authors",
+        checksum=None,
+        provenance="no checksum published in the official README; checked by the loader's shape/dtype checks only",
     )
     for variant in ("toy", "realistic", "real")
 }
@@ -88,7 +99,8 @@ class MPI3D(FileDataset):
         ``toy`` (simple renders), ``realistic`` (realistic renders) or ``real`` (camera images).
     path:
         The ``.npz`` file (or a folder holding ``mpi3d_<variant>.npz``); ``None``: the cache,
-        downloaded if absent (1,036,800-image files, 12.7 GB each).
+        downloaded if absent from the README's Hugging Face links (1,036,800-image files, 12.7 GB
+        each; no published checksum, so checked by shape and dtype only).
     full_grid:
         ``None``: Locatello et al.'s grid (4×4 colours × shapes for toy/realistic, 6×6 for real);
         ``True``: all values in the file; ``False``: the 4×4 grid.

@@ -114,9 +114,10 @@ def test_every_metric_has_a_frozen_settings_dataclass_validated_at_construction(
 # ---------------------------------------------------------------------- backbones
 @pytest.mark.parametrize("name", _public(BACKBONES))
 def test_every_backbone_maps_images_to_a_posterior_and_back(name):
-    model = VAE.from_backbone(name, image_shape=(1, 64, 64), latent_dim=5)
-    x = torch.rand(3, 1, 64, 64)
+    side = getattr(BACKBONES.get(name), "image_side", 64)  # conv128: 128×128 images
+    model = VAE.from_backbone(name, image_shape=(1, side, side), latent_dim=5)
+    x = torch.rand(3, 1, side, side)
     mu, logvar = model.encode(x)
     assert mu.shape == logvar.shape == (3, 5)
-    assert model.decode(mu).shape == (3, 1, 64, 64)
+    assert model.decode(mu).shape == (3, 1, side, side)
     assert torch.isfinite(model(x).logits).all()

@@ -61,15 +61,16 @@ def test_glorot_bound_is_tensorflows(layer, fan_sum):
 
 @pytest.mark.parametrize("backbone", BACKBONES.names())
 def test_every_layer_of_every_backbone_is_initialised_like_the_reference(backbone):
+    side = getattr(BACKBONES.get(backbone), "image_side", 64)  # conv128: 128×128 images
     torch.manual_seed(0)
-    model = VAE.from_backbone(backbone, image_shape=(1, 64, 64), latent_dim=10)  # the default init
+    model = VAE.from_backbone(backbone, image_shape=(1, side, side), latent_dim=10)  # the default init
     layers = _layers(model)
     assert layers, f"{backbone} has no linear or convolutional layer"
     for name, layer in layers:
         _assert_reference(f"{backbone}.{name}", layer)
     # PyTorch's own default draws the biases too: the test tells the two apart
     torch.manual_seed(0)
-    default = VAE.from_backbone(backbone, image_shape=(1, 64, 64), latent_dim=10, init="pytorch")
+    default = VAE.from_backbone(backbone, image_shape=(1, side, side), latent_dim=10, init="pytorch")
     assert all(torch.count_nonzero(m.bias) > 0 for _, m in _layers(default) if m.bias is not None)
 
 

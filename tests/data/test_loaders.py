@@ -360,8 +360,18 @@ def test_mpi3d_4x4_file_and_errors(tmp_path):
     np.savez(path, images=np.zeros((5, 64, 64, 3), np.uint8))
     with pytest.raises(CorruptDataFileError, match="truncated or not an MPI3D"):
         MPI3D("toy", str(path), strict=False, tail_sizes=MPI_TAIL)
-    with pytest.raises(DataFileNotFoundError, match="Final_Dataset/mpi3d_real.npz"):
+    with pytest.raises(DataFileNotFoundError, match="huggingface.co/datasets/waleedgondal/mpi3d/resolve/main/mpi3d_real.npz"):
         MPI3D("real", cache_dir=str(tmp_path), download=False)
+
+
+def test_mpi3d_downloads_from_the_readmes_links_without_a_made_up_digest():
+    """rr-learning/disentanglement_dataset's README (commit a7a6729, 2025) links Hugging Face and
+    states no checksum: the files are checked by shape and dtype only."""
+    from disentangle.data.mpi3d import MPI3D_FILES
+
+    for variant, remote in MPI3D_FILES.items():
+        assert remote.url == f"https://huggingface.co/datasets/waleedgondal/mpi3d/resolve/main/mpi3d_{variant}.npz"
+        assert remote.filename == f"mpi3d_{variant}.npz" and remote.checksum is None and remote.size is None
 
 
 # ---------------------------------------------------------------------- your own arrays
@@ -408,6 +418,7 @@ def tiny_builds(tmp_path_factory):
     for i in range(6):
         Image.fromarray(np.random.default_rng(i).integers(0, 256, (16, 20, 3), dtype=np.uint8)).save(photos / f"{i}.png")
     from .test_celeba import write_celeba
+    from .test_falcor_isaac import FALCOR_TINY, ISAAC_TINY, write_highres
 
     return {
         "dsprites": on_file,
@@ -426,6 +437,10 @@ def tiny_builds(tmp_path_factory):
         "npz": {"path": str(npz)},
         "image_folder": {"path": str(photos), "image_size": 16, "cache": str(root / "decoded")},
         "celeba": {"path": str(write_celeba(root / "celeba")), "image_size": 16, "cache": str(root / "decoded")},
+        "falcor3d": {"path": str(write_highres(root / "falcor", "falcor3d", FALCOR_TINY, side=16)), "image_size": 8,
+                     "strict": False, "cache_dir": str(root / "decoded")},
+        "isaac3d": {"path": str(write_highres(root / "isaac", "isaac3d", ISAAC_TINY, side=16, zipped=False)),
+                    "image_size": 16, "strict": False, "cache_dir": str(root / "decoded")},
     }
 
 
@@ -435,7 +450,7 @@ CHEAP_METRICS = {
     "beta_vae_score": {"num_train": 20, "num_eval": 10, "batch_size": 4},
     "unsupervised_scores": {"num_train": 200},
 }
-DETERMINISTIC = {"dsprites", "sprites", "shapes3d", "cars3d", "mpi3d", "npz"}
+DETERMINISTIC = {"dsprites", "sprites", "shapes3d", "cars3d", "mpi3d", "npz", "falcor3d", "isaac3d"}
 SAMPLES = {"image_folder", "celeba"}  # SampleDataset: images without a factor grid
 
 

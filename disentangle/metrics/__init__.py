@@ -17,22 +17,27 @@ dict[str, float]``:
   :class:`~disentangle._core.checks.ParameterError` (a :class:`~disentangle.ConfigError`), and
   :func:`validate_settings` runs the same checks without a run.
 
-============================  ================  ===================================================
-metric                        alias             paper
-============================  ================  ===================================================
-``beta_vae_score``            ``beta_vae``      Higgins et al. 2017
-``factor_vae_score``          ``factor_vae``    Kim & Mnih 2018
-``mig``                                         Chen et al. 2018 (histogram estimator; ``estimator="chen"``)
-``modularity_explicitness``   ``modularity``    Ridgeway & Mozer 2018
-``dci``                                         Eastwood & Williams 2018
-``sap_score``                 ``sap``           Kumar et al. 2018
-``unsupervised_scores``       ``unsupervised``  Locatello et al. 2019
-``downstream_task``           ``downstream``    Locatello et al. 2019
-``elbo_decomposition``                          Chen et al. 2018 (needs a model with ``encode``)
-``mig_sup``                                     Li et al. 2020 (as in Carbonneau et al.'s review)
-``dcimig``                                      Sepliarskaia et al. 2019 (as in the review)
-``jemmig``                                      Do & Tran 2020 (as in the review)
-============================  ================  ===================================================
+============================  ========================  ===================================================
+metric                        alias                     paper
+============================  ========================  ===================================================
+``beta_vae_score``            ``beta_vae``              Higgins et al. 2017
+``factor_vae_score``          ``factor_vae``            Kim & Mnih 2018
+``mig``                                                 Chen et al. 2018 (histogram estimator; ``estimator="chen"``)
+``modularity_explicitness``   ``modularity``            Ridgeway & Mozer 2018
+``dci``                                                 Eastwood & Williams 2018
+``sap_score``                 ``sap``                   Kumar et al. 2018
+``unsupervised_scores``       ``unsupervised``          Locatello et al. 2019
+``downstream_task``           ``downstream``            Locatello et al. 2019
+``elbo_decomposition``                                  Chen et al. 2018 (needs a model with ``encode``)
+``mig_sup``                                             Li et al. 2020 (as in Carbonneau et al.'s review)
+``dcimig``                                              Sepliarskaia et al. 2019 (as in the review)
+``jemmig``                                              Do & Tran 2020 (as in the review)
+``irs``                                                 Suter et al. 2019 (disentanglement_lib's IRS)
+``fairness``                                            Locatello et al. 2019b (unfairness of classifiers)
+``reduced_downstream_task``   ``reduced_downstream``    disentanglement_lib (top code removed)
+``strong_downstream_task``    ``strong_downstream``     disentanglement_lib (intervention shift)
+``unified_scores``                                      disentanglement_lib (all matrices x aggregations)
+============================  ========================  ===================================================
 
 ``METRICS`` is the registry of all of them (``METRICS.get("mig")``); :func:`evaluate_metrics`
 runs several at once, sharing the sampled codes between metrics that draw the same points.
@@ -69,15 +74,20 @@ from .dcimig import dcimig
 from .downstream import downstream_task
 from .elbo_decomposition import elbo_decomposition
 from .factor_vae import factor_vae_score
+from .fairness import fairness
 from .infomec import infomec
+from .irs import irs
 from .jemmig import jemmig
 from .mig import mig
 from .mig_sup import mig_sup
 from .modularity import modularity_explicitness
 from .names import LOCATELLO_METRICS  # the six supervised scores of the Locatello et al. study
+from .reduced_downstream import reduced_downstream_task
 from .registration import DATA_NEEDS, METRICS, MetricSpec, metric_spec, register_metric
 from .sap import sap_score
+from .strong_downstream import strong_downstream_task
 from .synthetic import FactorObservationDataset
+from .unified_scores import unified_scores
 from .unsupervised import unsupervised_scores
 
 # every module of the package registers its metrics as it is imported (a new metric is one file)
@@ -92,7 +102,9 @@ beta_vae = beta_vae_score
 downstream = downstream_task
 factor_vae = factor_vae_score
 modularity = modularity_explicitness
+reduced_downstream = reduced_downstream_task
 sap = sap_score
+strong_downstream = strong_downstream_task
 unsupervised = unsupervised_scores
 
 
@@ -418,19 +430,24 @@ __all__ = [
     "elbo_decomposition",
     "evaluate_metrics",
     "factor_vae_score",
+    "fairness",
     "histogram_discretize",
     "infomec",
+    "irs",
     "is_deterministic_representation",
     "jemmig",
     "metric_spec",
     "mig",
     "mig_sup",
     "modularity_explicitness",
+    "reduced_downstream_task",
     "register_metric",
     "resolve_metric_names",
     "sample_codes_and_factors",
     "sap_score",
     "select_factors",
+    "strong_downstream_task",
+    "unified_scores",
     "unsupervised_scores",
     "validate_settings",
 ]

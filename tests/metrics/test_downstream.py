@@ -20,6 +20,7 @@ ALL = {
     "unsupervised_scores", "downstream_task", "elbo_decomposition",
     "mig_sup", "dcimig", "jemmig",
     "infomec", "dci_es",
+    "irs", "fairness", "reduced_downstream_task", "strong_downstream_task", "unified_scores",
 }
 
 

@@ -37,7 +37,9 @@ ALIASES = {
     "downstream": "downstream_task",
     "factor_vae": "factor_vae_score",
     "modularity": "modularity_explicitness",
+    "reduced_downstream": "reduced_downstream_task",
     "sap": "sap_score",
+    "strong_downstream": "strong_downstream_task",
     "unsupervised": "unsupervised_scores",
 }
 

@@ -72,6 +72,11 @@ CHEAP = {
     "dci": {"num_train": 300, "num_test": 100},
     "sap_score": {"num_train": 300, "num_test": 100, "n_jobs": 1},
     "downstream_task": {"num_train": [50], "num_test": 50, "predictors": ["gradient_boosting"]},
+    "irs": {"num_train": 300},
+    "fairness": {"num_train": 200, "num_test_points_per_class": 20, "n_jobs": 1},
+    "reduced_downstream_task": {"num_train": [150], "num_test": 50, "n_jobs": 1},
+    "strong_downstream_task": {"num_train": [100], "num_test": 50, "n_experiment": 2, "n_jobs": 1},
+    "unified_scores": {"num_train": 300, "num_test": 100, "n_jobs": 1},
 }
 
 
@@ -95,6 +100,12 @@ BAD_SETTINGS = [
     ("elbo_decomposition", {"mixture": "grd"}, "Did you mean 'grid'"),
     ("mig", {"factors": ["aa"]}, "Did you mean 'a'"),
     ("dci", {"factors": [7]}, "factors"),
+    ("irs", {"diff_quantile": 1.5}, "diff_quantile"),
+    ("fairness", {"predictor": "gradient_bosting"}, "Did you mean 'gradient_boosting'"),
+    ("fairness", {"predictor": "logistic_regression", "num_train": 3}, ">= 5"),
+    ("reduced_downstream_task", {"num_factors_to_remove": 0}, "num_factors_to_remove"),
+    ("strong_downstream_task", {"n_experiment": 0}, "n_experiment"),
+    ("unified_scores", {"matrices": []}, "matrices"),
 ]
 
 

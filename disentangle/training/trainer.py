@@ -153,7 +153,9 @@ def check_training_data(config: Config, objective: Any, dataset: Any) -> None:
     from ..errors import NotAGridError
     from ..metrics import check_metric_applies, resolve_metric_names
 
-    if hasattr(objective, "check_dataset") or getattr(objective, "uses_labels", False):
+    if getattr(objective, "training_data", None) == "labels":  # groups of one class: a labelled sample will do
+        pass  # its check_dataset says what is missing (labels, class_factors)
+    elif hasattr(objective, "check_dataset") or getattr(objective, "uses_labels", False):
         name = config.objective.name
         raise NotAGridError(
             f"objective '{name}' draws its training batches from a factor grid (pairs or groups of images that "

@@ -156,10 +156,10 @@ def _in(module: str, part: str) -> bool:
 # ---------------------------------------------------------------------- the graph reader itself
 def test_the_graph_reader_resolves_imports_as_python_does(tmp_path, monkeypatch):
     graph = import_graph()
-    assert "disentangle._core.checks" in graph["disentangle.config"]  # from . import checks: the module
-    assert "disentangle.objectives" in graph["disentangle.config"]  # function-level, a package's __init__
+    assert "disentangle._core.checks" in graph["disentangle.config.validation"]  # from .._core import checks: the module
+    assert "disentangle.objectives" in graph["disentangle.config.validation"]  # function-level, a package's __init__
     assert "disentangle.metrics.mig" in graph["disentangle.metrics"]  # from .mig import mig
-    assert "disentangle" not in graph["disentangle.config"]  # no edge to a package the module is in
+    assert "disentangle.config" not in graph["disentangle.config.validation"]  # no edge to a package the module is in
     assert all(not t.startswith("disentangle.") or t in graph for deps in graph.values() for t in deps)
     # a cycle is found, and a chain is not one
     assert strongly_connected_components({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"], ["d"]]
@@ -268,6 +268,7 @@ def test_imports_flow_one_way_between_layers(layer, forbidden):
 def test_each_choice_list_is_written_once():
     """The train choices are the Literals of disentangle._core.choices; every other list is derived."""
     from disentangle import config
+    from disentangle.config import validation as _validation  # noqa: F401  (config.validation below)
     from disentangle._core import choices
     from disentangle.training import optim, precision
 
@@ -279,8 +280,8 @@ def test_each_choice_list_is_written_once():
     assert tuple(optim.OPTIMIZERS) == typing.get_args(choices.OptimizerName)
     with pytest.warns(DeprecationWarning, match="disentangle.trainer.LR_SCHEDULES moved"):
         old_path = importlib.import_module("disentangle.trainer").LR_SCHEDULES  # the 0.1 path
-    assert optim.LR_SCHEDULES is old_path is config.LR_SCHEDULES is choices.LR_SCHEDULES
-    assert precision.PRECISIONS is choices.PRECISIONS and config.PRECISION_SETTINGS is choices.PRECISION_SETTINGS
+    assert optim.LR_SCHEDULES is old_path is config.validation.LR_SCHEDULES is choices.LR_SCHEDULES
+    assert precision.PRECISIONS is choices.PRECISIONS and config.validation.PRECISION_SETTINGS is choices.PRECISION_SETTINGS
 
 
 def test_metric_names_are_written_once_in_a_light_module():

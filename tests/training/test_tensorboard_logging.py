@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import disentangle
-from disentangle import config as config_module
+from disentangle.config import validation as config_validation
 from disentangle.config import load_config
 from disentangle.training.trainer import fit
 
@@ -79,7 +79,7 @@ def test_jsonl_stays_the_default_and_no_event_file_is_written(tmp_path, tiny_ove
 
 
 def test_missing_tensorboard_is_a_config_error_before_anything_is_created(tmp_path, monkeypatch, tiny_overrides):
-    monkeypatch.setattr(config_module, "_tensorboard_available", lambda: False)
+    monkeypatch.setattr(config_validation, "_tensorboard_available", lambda: False)
     with pytest.raises(disentangle.ConfigError, match=r"tensorboard package is not installed.*disentangle-torch\[tensorboard\]"):
         load_config(None, tiny_overrides(tmp_path / "run", **{"train.tensorboard": "true"}))
     with pytest.raises(disentangle.ConfigError, match="train.image_every is 5, but images are written to TensorBoard only"):

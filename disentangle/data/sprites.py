@@ -444,7 +444,7 @@ class ProceduralSprites(GridDataset):
         another resolution.
     materialize:
         ``True``: render the whole grid once (in chunks) into a uint8 tensor on ``device`` and index
-        it afterwards: ``737,280 · S²`` bytes (2.8 GiB at 64×64), ~10 s on a CPU, faster per batch.
+        it afterwards: ``737,280 · S²`` bytes (2.8 GiB at 64×64), paid once, faster per batch.
         ``False``: render each batch from its factor classes. ``"auto"`` (the default): render per
         batch here; the trainer materialises (:meth:`materialize`) for a long enough run when the
         grid fits in memory (:func:`disentangle.training.runtime.choose_materialize`). The images are

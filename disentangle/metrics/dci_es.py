@@ -86,8 +86,8 @@ def dci_es(
       its loss is ``1 - R²`` on the test points (the authors' loss for a factor they treat as
       continuous), so ``b_k = 1``. The capacity axis is the natural log of the number of fitted
       weights per factor, ``log(1 + d + w)``, as the authors' axis for their MLP probes (log of
-      the number of parameters). The default curves cost about 0.3 s on 10,000 training points,
-      beside DCI's trees (about 17 s on one thread of a shared 2-core CPU).
+      the number of parameters). The default curves are closed-form ridge fits, cheap beside DCI's
+      trees (``python benchmarks/bench_metrics.py --metrics dci,dci_es`` times both).
 
       Against the authors' code (andreinicolicioiu/DCI-ES, ``metrics/explitcitness.py``): it sweeps
       random forests (100 trees, depths 1 to 32, capacity axis the depth), MLPs trained by SGD or

@@ -45,7 +45,7 @@ def optimizer_factory(train: TrainConfig, device: torch.device | str = "cpu") ->
     The fused implementation (one kernel for all parameters) is used on CUDA and on the CPU, where
     torch offers it for the parameters' device and dtype; elsewhere torch's default (``foreach``).
     Fused and ``foreach`` Adam compute the same update to float rounding (about one unit in the last
-    place a step); on a CPU the fused step is about 3× faster (``benchmarks/RESULTS-train-cpu.md``).
+    place a step); on a CPU the fused step is the faster one (measured in ``benchmarks/RESULTS-train-cpu.md``).
     """
     cls = OPTIMIZERS[train.optimizer]
     fusable = torch.device(device).type in FUSED_DEVICE_TYPES

@@ -13,8 +13,8 @@ they wait). Three more are chosen at start-up when set to ``auto`` (the defaults
   are computed by regular-convolution kernels (:mod:`disentangle.training.conv_transpose`): the
   same values, without oneDNN's slow deconvolution backward.
 * ``data.materialize`` (datasets that can render their whole grid once, e.g. ``sprites``): on when
-  the session trains at least :data:`MATERIALIZE_MIN_STEPS` steps (the render costs ~10 s on a CPU;
-  per-batch rendering costs ~7 ms a step more) and the grid takes at most a quarter of the memory
+  the session trains at least :data:`MATERIALIZE_MIN_STEPS` steps (the render is paid once;
+  per-batch rendering is paid at every step: ``benchmarks/bench_trainer_options.py`` measures both) and the grid takes at most a quarter of the memory
   available on the device.
 
 On a CPU run, glibc's allocator is told to keep and reuse freed memory

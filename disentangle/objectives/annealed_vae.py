@@ -4,14 +4,23 @@ from __future__ import annotations
 import torch
 
 from .._core import checks, distributed
+from .._core.schedules import Schedule
 from . import OBJECTIVES
 from .base import Objective
 from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
 
 
+def capacity_schedule(c_max: float, iteration_threshold: int) -> Schedule:
+    """The capacity as a ``train.schedules`` schedule: ``linear`` from 0 to ``c_max`` over
+    ``iteration_threshold`` steps (:mod:`disentangle._core.schedules`), the same values to the bit."""
+    return Schedule.from_dict(
+        "objective.capacity", {"kind": "linear", "start": 0.0, "end": c_max, "steps": iteration_threshold}
+    )
+
+
 def linear_capacity(step: int, c_max: float, iteration_threshold: int) -> float:
     """``C(step) = c_max · min(1, step / iteration_threshold)`` (nats); 0 at step 0."""
-    return float(c_max) * min(1.0, max(int(step), 0) / float(iteration_threshold))
+    return capacity_schedule(c_max, iteration_threshold).value(max(int(step), 0))
 
 
 @OBJECTIVES.register("annealed_vae")
@@ -55,7 +64,8 @@ class AnnealedVAE(Objective):
 
     def capacity(self, step: int) -> float:
         """The KL target C (nats) at training step ``step``."""
-        return linear_capacity(step, self.c_max, self.iteration_threshold)
+        # built from the attributes at each step, so that train.schedules may schedule c_max too
+        return capacity_schedule(self.c_max, self.iteration_threshold).value(step)
 
     def forward(self, model, x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
         out = model(x)

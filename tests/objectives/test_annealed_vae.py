@@ -67,3 +67,14 @@ def test_trainer_advances_capacity_once_per_training_step(tmp_path, tiny_overrid
     records = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
     # a record at step s holds the terms of the step that ran with step = s − 1 (0-based)
     assert [(r["step"], r["capacity"]) for r in records] == [(2, 1.0), (4, 3.0), (6, 4.0), (8, 4.0)]
+
+
+def test_the_capacity_is_the_linear_train_schedule_to_the_bit():
+    from disentangle._core.schedules import Schedule
+    from disentangle.objectives.annealed_vae import capacity_schedule
+
+    schedule = capacity_schedule(25.0, 100_000)
+    assert schedule == Schedule.from_dict("x", {"kind": "linear", "start": 0, "end": 25, "steps": 100_000})
+    objective = AnnealedVAE(c_max=25.0, iteration_threshold=100_000)
+    for step in [*range(0, 300_001, 997), 99_999, 100_000, 100_001]:
+        assert objective.capacity(step) == 25.0 * min(1.0, step / 100_000.0), step

@@ -82,6 +82,8 @@ def build(config: Config, device: str | torch.device | None = None) -> Parts:
     objective = OBJECTIVES.build(config.objective.name, **config.objective.params).to(device)
     objective.setup(model=model, dataset_size=len(dataset))
     initialize(objective, config.model.init)
+    if hasattr(objective, "check_dataset"):  # pairs, groups and classes: checked against the data (LORD
+        objective.check_dataset(dataset)     # builds its per-class codes here, before the optimizers)
     if getattr(objective, "uses_labels", False):  # semi-supervised objectives: the few labels of data.labels
         objective.attach_labels(make_labelled_set(dataset, LabelsSpec.from_dict(config.data.labels)))
 

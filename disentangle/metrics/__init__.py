@@ -72,6 +72,7 @@ from .dci import dci
 from .dci_es import dci_es
 from .dcimig import dcimig
 from .downstream import downstream_task
+from .elbo import elbo
 from .elbo_decomposition import elbo_decomposition
 from .factor_vae import factor_vae_score
 from .fairness import fairness
@@ -427,6 +428,7 @@ __all__ = [
     "encoding_representation",
     "discrete_mutual_info",
     "downstream_task",
+    "elbo",
     "elbo_decomposition",
     "evaluate_metrics",
     "factor_vae_score",

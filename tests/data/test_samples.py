@@ -164,12 +164,14 @@ def test_metrics_that_need_a_grid_or_labels_refuse_and_say_what_applies(zoo_mode
                                                 "on my sample.*needs a complete grid.*Metrics that apply to it: dci"):
             evaluate_metrics(labelled, model, [name], settings={name: settings})
     with pytest.raises(NotAGridError, match="'mig' cannot run on my photos: it compares codes with factor labels.*"
-                                            "Metrics that apply to it: unsupervised_scores"):
+                                            "Metrics that apply to it: elbo, unsupervised_scores"):
         evaluate_metrics(unlabelled, model, ["mig"])
-    # 'all' runs what applies: on unlabelled images, the scores that need no labels
-    assert available_metrics(model, unlabelled) == ("unsupervised_scores",)
-    found = evaluate_metrics(unlabelled, model, "all", settings={"unsupervised_scores": {"num_train": 500}})
-    assert list(found) == ["unsupervised_scores"] and found["unsupervised_scores"]["gaussian_total_correlation"] > 0
+    # 'all' runs what applies: on unlabelled images, the ELBO and the scores that need no labels
+    assert available_metrics(model, unlabelled) == ("elbo", "unsupervised_scores")
+    found = evaluate_metrics(unlabelled, model, "all", settings={"unsupervised_scores": {"num_train": 500},
+                                                                  "elbo": {"num_samples": 200}})
+    assert list(found) == ["elbo", "unsupervised_scores"] and found["unsupervised_scores"]["gaussian_total_correlation"] > 0
+    assert 0 < found["elbo"]["kl"] and found["elbo"]["elbo"] < 0 and 0 <= found["elbo"]["mse"] < 0.1
     assert "factor_vae_score" not in available_metrics(model, labelled) and "mig" in available_metrics(model, labelled)
     with pytest.raises(NotAGridError, match="needs a complete factor grid"):
         labelled.sample_factors(3, np.random.default_rng(0))

@@ -335,11 +335,20 @@ class IndexedImageDataset(GridDataset):
     factor_values:
         Optional per-factor arrays of the physical values of each class.
 
+    stream:
+        Keep the images where they are (on the host) when the dataset is moved to a training device
+        with :meth:`to`: batches are gathered on the host and copied to the device one at a time
+        (``data.placement: stream``, :func:`~disentangle.data.samples.choose_placement`). The same
+        indices are drawn either way, so on a CPU a streamed run repeats an in-memory one bit for bit.
+
     The images are stored and :meth:`transform` is the identity, so observations are
     deterministic.
     """
 
     deterministic_observations = True
+    #: ``data.placement`` as resolved, and why (written to the run's ``execution.jsonl``)
+    placement = "device"
+    placement_reason = "the dataset lives on the training device"
 
     def __init__(
         self,
@@ -349,6 +358,7 @@ class IndexedImageDataset(GridDataset):
         *,
         scale: float = 1.0 / 255.0,
         factor_values: Sequence[np.ndarray] | None = None,
+        stream: bool = False,
     ) -> None:
         if images.dtype != torch.uint8:
             raise TypeError(f"images must be a uint8 tensor, got {images.dtype}.")
@@ -366,6 +376,9 @@ class IndexedImageDataset(GridDataset):
         self.images = images
         self.scale = float(scale)
         self.factor_values = None if factor_values is None else [np.asarray(v) for v in factor_values]
+        self.stream = bool(stream)
+        if self.stream:
+            self.placement, self.placement_reason = "stream", "set"
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -373,6 +386,10 @@ class IndexedImageDataset(GridDataset):
         return int(c), int(h), int(w)
 
     def to(self, device: torch.device | str) -> IndexedImageDataset:
+        """Move the images (and the grid's index tensors) to ``device`` in place and return ``self``;
+        a streamed dataset keeps everything on the host (its batches go to the device one at a time)."""
+        if getattr(self, "stream", False):
+            return self
         super().to(device)
         self.images = self.images.to(self.device)
         return self

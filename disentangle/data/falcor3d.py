@@ -54,7 +54,7 @@ import re
 import threading
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -127,10 +127,11 @@ class HighResGridDataset(FileDataset):
         download: bool = True,
         strict: bool = True,
         device: str = "cpu",
+        placement: Literal["auto", "device", "stream"] = "auto",
     ) -> None:
         self.image_size = check_image_size(image_size)
         self._cache_dir = cache_dir
-        self._load(path, cache_dir=cache_dir, download=download, strict=strict, device=device)
+        self._load(path, cache_dir=cache_dir, download=download, strict=strict, device=device, placement=placement)
 
     @staticmethod
     def validate_params(*, image_size: Any = 128, **_: Any) -> None:

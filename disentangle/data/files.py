@@ -11,14 +11,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import torch
 
+from .._core import checks
 from ..errors import CorruptDataFileError
 from .base import IndexedImageDataset, factor_strides
 from .download import RemoteFile, fetch, require_path
+from .samples import choose_placement
 
 
 class Grid(NamedTuple):
@@ -45,7 +47,12 @@ class FileDataset(IndexedImageDataset):
     strict:
         Require the official grid; ``False`` accepts any complete grid in the same format.
     device:
-        Where the images live and batches are drawn.
+        The training device: where the images live and batches are drawn, unless they are streamed.
+    placement:
+        ``device`` (every image on ``device``), ``stream`` (the images stay in host memory and each
+        batch is copied to ``device``: for a grid larger than GPU memory, e.g. MPI3D-real's 12.7 GB)
+        or ``auto`` (default: stream when the images take more than a quarter of the free memory of
+        ``device``; :func:`~disentangle.data.samples.choose_placement`). The same batches either way.
 
     A subclass sets :attr:`files`, :attr:`factor_names`, :attr:`what` (and :attr:`scale` if its
     images are not 8-bit) and implements :meth:`read`; one whose file is found another way
@@ -69,14 +76,23 @@ class FileDataset(IndexedImageDataset):
         download: bool = True,
         strict: bool = True,
         device: str = "cpu",
+        placement: Literal["auto", "device", "stream"] = "auto",
     ) -> None:
-        self._load(path, cache_dir=cache_dir, download=download, strict=strict, device=device)
+        self._load(path, cache_dir=cache_dir, download=download, strict=strict, device=device, placement=placement)
 
-    def _load(self, path, *, cache_dir, download, strict: bool, device, **options) -> None:
-        """Locate the file, :meth:`read` it (with ``strict`` and ``options``) and store its images."""
+    def _load(self, path, *, cache_dir, download, strict: bool, device, placement: str = "auto", **options) -> None:
+        """Locate the file, :meth:`read` it (with ``strict`` and ``options``) and store its images on
+        ``device`` or, streamed (``placement``), on the host."""
+        placement = checks.choice("placement", placement, ("auto", "device", "stream"))
         source = self.locate(path, cache_dir=cache_dir, download=download)
         images, sizes, values = self.read(source, strict=strict, **options)
-        super().__init__(images.to(device), self.factor_names, sizes, scale=self.scale, factor_values=values)
+        placed, reason = choose_placement(placement, images.numel() * images.element_size(), device)
+        stream = placed == "stream"
+        super().__init__(
+            images if stream else images.to(device), self.factor_names, sizes, scale=self.scale,
+            factor_values=values, stream=stream,
+        )
+        self.placement, self.placement_reason = placed, reason
         self.path = str(source)
 
     def locate(self, path: str | None, *, cache_dir: str | None, download: bool) -> Path:

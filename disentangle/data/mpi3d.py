@@ -128,6 +128,7 @@ class MPI3D(FileDataset):
         strict: bool = True,
         tail_sizes: tuple[int, int, int, int, int] | None = None,
         device: str = "cpu",
+        placement: Literal["auto", "device", "stream"] = "auto",
     ) -> None:
         if variant not in MPI3D_FILES:
             raise ValueError(f"MPI3D variant must be one of toy, realistic, real; got {variant!r}.")
@@ -136,7 +137,8 @@ class MPI3D(FileDataset):
         tail = tuple(int(s) for s in tail_sizes) if tail_sizes is not None else TAIL_SIZES
         self.variant = variant
         self._load(
-            path, cache_dir=cache_dir, download=download, strict=strict, device=device, full_grid=full_grid, tail=tail
+            path, cache_dir=cache_dir, download=download, strict=strict, device=device, placement=placement,
+            full_grid=full_grid, tail=tail,
         )
 
     def locate(self, path: str | None, *, cache_dir: str | None, download: bool) -> Path:

@@ -18,9 +18,10 @@ sweep puts the run in ``DIR/runs/<id>``), ``train.progress``, ``train.log_every`
 state), ``train.traversals``, ``train.tensorboard``, ``train.image_every`` and ``train.callbacks``
 (pictures, logs and your own code: a callback that stops a run early leaves a shorter run of the same
 model, continued by a rerun),
-``data.download`` (whether a missing file may be fetched) and ``data.cache_dir`` (which folder the
+``data.download`` (whether a missing file may be fetched), ``data.cache_dir`` (which folder the
 downloaded dataset file is kept in: the same file, verified against the same checksum, wherever it
-lies). The excluded ``train`` keys are exactly the trainer's resumable keys (``RESUMABLE_KEYS``) but
+lies) and ``data.placement`` (the images held on the training device or streamed from the host: the
+same batches either way). The excluded ``train`` keys are exactly the trainer's resumable keys (``RESUMABLE_KEYS``) but
 ``steps``, so a rerun that changes one of them resumes the same run folder.
 
 A key is dropped only where the section has it: datasets without the key (the procedural
@@ -73,6 +74,7 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "train.callbacks",
     "data.download",
     "data.cache_dir",
+    "data.placement",
 )
 
 #: keys added to the config later whose default changes nothing (no schedule): left out of the id at

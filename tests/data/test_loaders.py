@@ -19,7 +19,7 @@ from disentangle.data.dsprites import DSprites
 from disentangle.data.mpi3d import MPI3D
 from disentangle.data.shapes3d import Shapes3D
 from disentangle.data.smallnorb import SmallNORB, read_binary_matrix
-from disentangle.errors import CorruptDataFileError, DataFileNotFoundError
+from disentangle.errors import ConfigError, CorruptDataFileError, DataFileNotFoundError
 
 # ---------------------------------------------------------------------- tiny file writers
 DSPRITES_TINY = (3, 2, 4, 3, 2)  # shape, scale, orientation, x, y
@@ -514,3 +514,40 @@ def test_a_dataset_class_that_adds_nuisance_must_declare_its_observations():
             return batch
 
     assert not Declared.deterministic_observations
+
+
+# ---------------------------------------------------------------------- data.placement on a grid file
+def test_a_streamed_grid_stays_on_the_host_and_trains_bit_exactly_like_one_in_memory(dsprites_file, tmp_path):
+    from disentangle.config import load_config
+    from disentangle.sweep.ids import run_id
+    from disentangle.training.trainer import Trainer
+
+    streamed = DSprites(str(dsprites_file), strict=False, placement="stream", device="cpu")
+    held = DSprites(str(dsprites_file), strict=False, placement="device", device="cpu")
+    assert (streamed.stream, streamed.placement, streamed.placement_reason) == (True, "stream", "set")
+    assert (held.stream, held.placement) == (False, "device")
+    assert streamed.to("meta") is streamed and streamed.images.device.type == "cpu"  # never moved
+    idx = torch.tensor([0, 5, 17])
+    assert torch.equal(streamed.observe(idx, None), held.observe(idx, None))
+    auto = DSprites(str(dsprites_file), strict=False, device="cpu")
+    assert auto.placement == "device" and auto.placement_reason.startswith("auto:")
+    with pytest.raises(ConfigError, match="placement"):
+        DSprites(str(dsprites_file), strict=False, placement="disk")
+
+    def run(placement: str):
+        out = tmp_path / placement
+        overrides = [
+            "data.name=dsprites", f"data.path={dsprites_file}", "data.strict=false", f"data.placement={placement}",
+            "model.backbone=mlp", "model.hidden_sizes=[16]", "model.latent_dim=3", "train.steps=6",
+            "train.batch_size=8", "train.device=cpu", "train.progress=false", "train.traversals=false",
+            f"train.out_dir={out}", "train.log_every=2", "train.checkpoint_every=6",
+        ]
+        config = load_config(None, overrides)
+        Trainer(config).fit()
+        return config, torch.load(out / "checkpoint.pt", weights_only=True), (out / "execution.jsonl").read_text()
+
+    (c1, a, ex_stream), (c2, b, _) = run("stream"), run("device")
+    assert run_id(c1) == run_id(c2)  # the same run: placement is how, not what
+    assert "streamed" in ex_stream or '"stream"' in ex_stream
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key

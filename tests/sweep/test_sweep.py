@@ -230,7 +230,7 @@ def test_excluded_keys_are_the_resumable_ones_but_steps():
 
     excluded = {k.split(".", 1)[1] for k in EXCLUDED_KEYS if k.startswith("train.")}
     assert excluded == set(RESUMABLE_KEYS) - {"steps"}  # a rerun changing one of them resumes the run
-    assert [k for k in EXCLUDED_KEYS if not k.startswith("train.")] == ["data.download", "data.cache_dir"]
+    assert [k for k in EXCLUDED_KEYS if not k.startswith("train.")] == ["data.download", "data.cache_dir", "data.placement"]
 
 
 def test_data_cache_dir_does_not_change_the_run_id():

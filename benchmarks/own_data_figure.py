@@ -79,6 +79,17 @@ def write_sample(root: Path, n: int, seed: int) -> np.ndarray:
     return factors
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--images", type=int, default=5000)
@@ -124,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                     "dci": {"num_train": 2000, "num_test": 1000, "factors": attributes}}
         scores = evaluate_metrics(dataset, model, ["mig", "dci"], settings=settings)
         labelled = [ATTRIBUTES.index(a) for a in LABELLED.values()]
-        print(f"CPU: {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+        print(f"CPU: {cpu_name()}, torch {torch.__version__}, "
               f"{torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads")
         print(f"{args.images} images, {args.steps} steps, beta {args.beta}: {wall:.0f} s to write the data and train")
         names = dataset.factor_names

@@ -6,7 +6,8 @@ Tests take what they need as fixtures (never ``from conftest import ...``):
 * ``tiny_dataset`` -- the tiny dataset itself, built with its defaults;
 * ``tiny_overrides`` -- ``(out_dir, steps=12, **extra) -> list[str]``: overrides for a fast CPU run on it
   (a small MLP VAE; an objective that trains another kind of model, e.g. ``objective.name=infogan``,
-  gets a small model of its kind from :data:`TINY_MODELS` unless ``extra`` names ``model.backbone``);
+  gets a small model of its kind from :data:`TINY_MODELS` unless ``extra`` names ``model.backbone``; a
+  class/content objective gets ``objective.class_factors=[a]`` unless ``extra`` names it);
 * ``one_thread`` -- ``torch.set_num_threads(1)`` for the test, restored after; modules that want it for
   every test say ``pytestmark = pytest.mark.usefixtures("one_thread")``;
 * ``benchmark_script`` -- ``(name) -> module``: ``benchmarks/<name>.py`` imported from its file (the
@@ -52,12 +53,22 @@ TINY_MODELS: dict[str, dict[str, object]] = {
 }
 
 
+def _learns_from_classes(name) -> bool:
+    """Whether objective ``name`` is a class/content objective (it needs ``objective.class_factors``)."""
+    from disentangle.objectives import OBJECTIVES
+    from disentangle.objectives.class_content import ClassContentObjective
+
+    return isinstance(name, str) and name in OBJECTIVES and issubclass(OBJECTIVES.get(name), ClassContentObjective)
+
+
 def _tiny_overrides(out_dir, steps: int = 12, **extra) -> list[str]:
     """Overrides for a fast CPU run on the tiny dataset with a small MLP (or the objective's own
     small model, :data:`TINY_MODELS`)."""
     model: dict[str, object] = {"model.backbone": "mlp", "model.hidden_sizes": "[32]", "model.latent_dim": 4}
     if extra.get("objective.name") in TINY_MODELS and "model.backbone" not in extra:
         model = dict(TINY_MODELS[extra["objective.name"]])
+    if "objective.class_factors" not in extra and _learns_from_classes(extra.get("objective.name")):
+        extra = {"objective.class_factors": "[a]", **extra}  # the tiny grid's first factor is the class
     items = {
         "data.name": _TINY_NAME,
         **model,

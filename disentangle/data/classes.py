@@ -30,6 +30,7 @@ the dataset (the grid index ``factors · strides`` on a grid; LORD keeps a code 
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -171,16 +172,31 @@ def num_classes(dataset, factors: tuple[int, ...]) -> int:
 def class_labels_of_factors(factors: torch.Tensor, factor_sizes: Sequence[int], class_factors: tuple[int, ...]) -> torch.Tensor:
     """The class ``(n,)`` of grid factor rows ``(n, K)``: the mixed-radix index of the class factors'
     values, the first class factor most significant."""
-    sizes = [int(factor_sizes[f]) for f in class_factors]
-    strides = torch.as_tensor(factor_strides(sizes), dtype=torch.int64, device=factors.device)
-    return (factors[:, list(class_factors)] * strides).sum(1)
+    columns, strides = _class_tensors(tuple(int(s) for s in factor_sizes), tuple(class_factors), factors.device)
+    return (factors.index_select(1, columns) * strides).sum(1)
+
+
+@functools.lru_cache(maxsize=32)
+def _class_tensors(factor_sizes: tuple[int, ...], class_factors: tuple[int, ...], device: torch.device):
+    """The int64 ``(columns, strides)`` of the class factors on ``device``, built once (made at every
+    step they would be copied from the host every step). Read-only."""
+    with torch.inference_mode(False), torch.no_grad():
+        columns = torch.as_tensor(class_factors, dtype=torch.int64, device=device)
+        strides = torch.as_tensor(factor_strides([factor_sizes[f] for f in class_factors]), dtype=torch.int64, device=device)
+    return columns, strides
+
+
+@functools.lru_cache(maxsize=32)
+def _is_class_mask(num_factors: int, class_factors: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """``(K,)`` bool, true at the class factors, on ``device``, built once. Read-only."""
+    with torch.inference_mode(False), torch.no_grad():
+        return torch.as_tensor([k in class_factors for k in range(num_factors)], dtype=torch.bool, device=device)
 
 
 def _sample_grid(dataset, num_groups: int, group_size: int, generator: torch.Generator, factors: tuple[int, ...]) -> ClassBatch:
     sizes, strides = _grid_tensors(tuple(int(s) for s in dataset.factor_sizes), generator.device)
     rows = _uniform_classes(sizes, num_groups * group_size, generator).view(num_groups, group_size, -1)
-    is_class = torch.zeros(sizes.numel(), dtype=torch.bool, device=rows.device)
-    is_class[list(factors)] = True
+    is_class = _is_class_mask(sizes.numel(), factors, rows.device)
     rows = torch.where(is_class, rows[:, :1, :], rows).reshape(num_groups * group_size, -1)
     shard = _shard_to_render(dataset)
     x = observe_groups(dataset, GroupFactors(rows, torch.zeros(num_groups, dtype=torch.int64, device=rows.device)), generator)

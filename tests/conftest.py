@@ -50,6 +50,11 @@ _GAN = {
 TINY_MODELS: dict[str, dict[str, object]] = {
     "infogan": _GAN,
     "infogan_cr": {**_GAN, "objective.cr_weight_every": 4},
+    # 2 continuous codes and a categorical code of 2 categories
+    "elastic_infogan": {
+        **_GAN, "model.backbone": "infogan_categorical", "model.latent_dim": 4, "model.num_categories": 2,
+        "objective.num_categories": 2,
+    },
 }
 
 

@@ -13,9 +13,17 @@ A GAN seen through the VAE interface (:class:`~disentangle.models.vae.VAE`), so 
   codes; :meth:`InfoGANGenerator.generate` takes the noise too (training). G's output is **logits**
   (the reference's last layer is a sigmoid; here ``decode_mean`` applies it).
 
-``model.latent_dim`` is the number of continuous codes c (5 in the dSprites recipe); ``noise_dim``
-the number of noise dimensions z (5). Both are drawn from U(−1, 1) by the objectives
+``model.latent_dim`` is the number of codes c (5 in the dSprites recipe); ``noise_dim`` the number of
+noise dimensions z (5). Both are drawn from U(−1, 1) by the objectives
 (:mod:`disentangle.objectives.infogan`).
+
+**A categorical code** (``model.backbone: infogan_categorical`` with ``num_categories`` K ≥ 2, for
+``objective.name: elastic_infogan``): the last K of the ``latent_dim`` codes are one categorical
+code, given to G as a (relaxed) one-hot vector and predicted by Q as K logits; the encoder returns
+the first ``latent_dim − K`` outputs of Q (the continuous codes' means) followed by the **softmax**
+of its K logits (the category's probabilities), so ``model.encode`` / ``model.representation`` give
+``[continuous means, category probabilities]`` and ``model.decode`` takes a point of the simplex
+(e.g. a one-hot) in the last K codes. The ``infogan`` backbone has no categorical code (K = 0).
 
 Architecture, with ``channels = [32, 32, 64, 64]`` and ``hidden = q_hidden = 128`` (the reference's
 defaults) for a C×64×64 image; convolutions 4×4 stride 2 padding 1 (TensorFlow's "same": each
@@ -104,11 +112,13 @@ class InfoGANDiscriminator(nn.Module):
 
     def __init__(
         self, image_shape: tuple[int, int, int], latent_dim: int, channels: list[int], hidden: int,
-        q_hidden: int, q_std: float,
+        q_hidden: int, q_std: float, num_categories: int = 0,
     ) -> None:
         super().__init__()
         self.image_shape = tuple(int(v) for v in image_shape)
         self.latent_dim = int(latent_dim)
+        #: K: the last K codes are one categorical code (Q's logits; the encoder gives their softmax)
+        self.num_categories = int(num_categories)
         self.channels = [int(c) for c in channels]
         self.hidden = int(hidden)
         self.q_std = float(q_std)
@@ -121,12 +131,20 @@ class InfoGANDiscriminator(nn.Module):
 
     def _q(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mu = self.q_head(h)
+        k = self.num_categories
+        if k:  # the categorical code: its probabilities
+            mu = torch.cat([mu[:, :-k], torch.softmax(mu[:, -k:].float(), dim=1).to(mu.dtype)], dim=1)
         return mu, mu.new_full(mu.shape, 2.0 * math.log(self.q_std))
 
-    def forward(self, x: torch.Tensor, discriminate: bool = False) -> tuple[torch.Tensor, ...]:
+    def forward(
+        self, x: torch.Tensor, discriminate: bool = False, trunk_only: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """Q's mean of the codes and its (fixed) log-variance, each ``(B, latent_dim)``; with
-        ``discriminate``, D's logit ``(B,)`` before them (:meth:`discriminate`)."""
+        ``discriminate``, D's logit ``(B,)`` before them (:meth:`discriminate`); with
+        ``trunk_only``, the trunk's features ``(B, hidden)`` alone (:meth:`features`)."""
         h = self.trunk(x)
+        if trunk_only:
+            return h
         mu, logvar = self._q(h)
         if discriminate:
             return self.d_head(h).squeeze(1), mu, logvar
@@ -136,6 +154,18 @@ class InfoGANDiscriminator(nn.Module):
         """``(d_logit (B,), q_mu, q_logvar)`` from one pass of the trunk: D's logit of "real" and Q
         (through ``__call__``, so a compiled module compiles it too)."""
         return self(x, discriminate=True)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The trunk's features ``(B, hidden)`` of images ``x``, the input of :meth:`heads`
+        (through ``__call__``)."""
+        return self(x, trunk_only=True)
+
+    def heads(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(d_logit (B,), q_features (B, q_hidden), q_out (B, latent_dim))`` of trunk features
+        ``h``: D's logit, Q's hidden layer (after its activation) and Q's raw outputs (the
+        continuous codes' means, then the categorical code's K logits, not probabilities)."""
+        q_features = self.q_head[:-1](h)
+        return self.d_head(h).squeeze(1), q_features, self.q_head[-1](q_features)
 
 
 class InfoGANGenerator(nn.Module):
@@ -195,6 +225,27 @@ class ContrastiveDiscriminator(nn.Module):
         return self.head(self.trunk(pair))
 
 
+def _networks(
+    image_shape: tuple[int, int, int], latent_dim: int, noise_dim: int, channels: list[int], hidden: int,
+    q_hidden: int, q_std: float, num_categories: int = 0,
+) -> tuple[nn.Module, nn.Module]:
+    """D with Q and G, the parameters checked (both backbones)."""
+    checks.integer("noise_dim", noise_dim, minimum=0)
+    chans = list(channels)
+    if not chans:
+        raise ConfigError("model.channels must list at least one number of channels, e.g. [32, 32, 64, 64].")
+    for c in chans:
+        checks.positive_int("channels", c)
+    checks.positive_int("hidden", hidden)
+    checks.positive_int("q_hidden", q_hidden)
+    checks.positive("q_std", checks.finite("q_std", q_std))
+    n = depth_for(image_shape, chans)
+    chans = [int(c) for c in chans[:n]]
+    encoder = InfoGANDiscriminator(image_shape, latent_dim, chans, hidden, q_hidden, q_std, num_categories)
+    decoder = InfoGANGenerator(image_shape, latent_dim, noise_dim, chans, hidden)
+    return encoder, decoder
+
+
 @BACKBONES.register("infogan")
 def infogan(
     image_shape: tuple[int, int, int],
@@ -214,17 +265,25 @@ def infogan(
     (128); ``q_hidden``: Q's hidden width (128, the reference's ``q_l_dim``); ``q_std``: Q's fixed
     standard deviation (1). Use with ``objective.name: infogan`` or ``infogan_cr``.
     """
-    checks.integer("noise_dim", noise_dim, minimum=0)
-    chans = list(channels)
-    if not chans:
-        raise ConfigError("model.channels must list at least one number of channels, e.g. [32, 32, 64, 64].")
-    for c in chans:
-        checks.positive_int("channels", c)
-    checks.positive_int("hidden", hidden)
-    checks.positive_int("q_hidden", q_hidden)
-    checks.positive("q_std", checks.finite("q_std", q_std))
-    n = depth_for(image_shape, chans)
-    chans = [int(c) for c in chans[:n]]
-    encoder = InfoGANDiscriminator(image_shape, latent_dim, chans, hidden, q_hidden, q_std)
-    decoder = InfoGANGenerator(image_shape, latent_dim, noise_dim, chans, hidden)
-    return encoder, decoder
+    return _networks(image_shape, latent_dim, noise_dim, channels, hidden, q_hidden, q_std)
+
+
+@BACKBONES.register("infogan_categorical")
+def infogan_categorical(
+    image_shape: tuple[int, int, int],
+    latent_dim: int,
+    num_categories: int = 10,
+    noise_dim: int = 5,
+    channels: list[int] = [32, 32, 64, 64],  # noqa: B006 (the config schema's default; never mutated)
+    hidden: int = 128,
+    q_hidden: int = 128,
+    q_std: float = 1.0,
+) -> tuple[nn.Module, nn.Module]:
+    """``infogan``'s networks whose last ``num_categories`` codes are one categorical code: Q gives
+    its K logits and the encoder their softmax, after the continuous codes' means (the module
+    docstring). ``num_categories``: K, at least 2 and at most ``latent_dim`` (default 10, the
+    Elastic-InfoGAN reference's MNIST digits); the other parameters as ``infogan``'s. Use with
+    ``objective.name: elastic_infogan`` (its ``num_categories`` equal to this one).
+    """
+    k = checks.integer("num_categories", num_categories, minimum=2, maximum=int(latent_dim))
+    return _networks(image_shape, latent_dim, noise_dim, channels, hidden, q_hidden, q_std, k)

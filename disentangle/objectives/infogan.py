@@ -177,6 +177,8 @@ class InfoGAN(Objective):
 
     #: whether the objective trains InfoGAN-CR's contrastive discriminator H
     contrastive_regulariser = False
+    #: whether the objective trains a categorical code (``model.backbone: infogan_categorical``; Elastic-InfoGAN)
+    categorical_code = False
 
     def __init__(
         self,
@@ -206,7 +208,15 @@ class InfoGAN(Objective):
 
     def setup(self, *, model, dataset_size: int) -> None:
         super().setup(model=model, dataset_size=dataset_size)
-        self.networks(model)
+        disc, _ = self.networks(model)
+        categories = getattr(disc, "num_categories", 0)
+        if categories and not self.categorical_code:
+            name = getattr(self, "registry_name", type(self).__name__)
+            raise ConfigError(
+                f"The model has a categorical code of {categories} categories (model.backbone=infogan_categorical), "
+                f"but objective '{name}' trains continuous codes only: a categorical code is trained by "
+                f"objective.name=elastic_infogan. Use model.backbone=infogan, or train elastic_infogan."
+            )
         self.init_scheme = getattr(model, "init_scheme", DEFAULT_INIT)
         if distributed.is_distributed():
             # G's batch norm normalises by the statistics of this process's rows: a multi-process

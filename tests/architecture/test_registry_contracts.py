@@ -115,7 +115,8 @@ def test_every_metric_has_a_frozen_settings_dataclass_validated_at_construction(
 @pytest.mark.parametrize("name", _public(BACKBONES))
 def test_every_backbone_maps_images_to_a_posterior_and_back(name):
     side = getattr(BACKBONES.get(name), "image_side", 64)  # conv128: 128×128 images
-    model = VAE.from_backbone(name, image_shape=(1, side, side), latent_dim=5)
+    params = {"num_categories": 3} if name == "infogan_categorical" else {}  # at most latent_dim categories
+    model = VAE.from_backbone(name, image_shape=(1, side, side), latent_dim=5, **params)
     x = torch.rand(3, 1, side, side)
     mu, logvar = model.encode(x)
     assert mu.shape == logvar.shape == (3, 5)

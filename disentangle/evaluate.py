@@ -23,6 +23,10 @@ kept. Scores of one file share one seed, so a ``--seed`` other than the file's i
 elsewhere with ``--output``. An unknown metric name or setting is reported on stderr (with the
 valid names) and exits with status 2 before anything is loaded; such a seed, before anything is
 computed.
+
+For a model trained by a class/content objective (``mathieu2016``, ``drnet``, ``lord``,
+``f_statistic``), ``class_leakage`` and ``swap_accuracy`` take ``class_factors`` and ``class_dim``
+from the run's ``objective`` section unless ``--set`` gives them (:func:`class_content_settings`).
 """
 from __future__ import annotations
 
@@ -174,6 +178,38 @@ def merged_record(previous: dict[str, Any] | None, new: dict[str, Any]) -> dict[
     return merged
 
 
+#: the metrics whose ``class_factors`` and ``class_dim`` a class/content model's config fills
+CLASS_CONTENT_METRICS: tuple[str, ...] = ("class_leakage", "swap_accuracy")
+
+
+def class_content_settings(
+    config: dict[str, Any], names: list[str], settings: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """``settings`` with ``class_factors`` and ``class_dim`` of the :data:`CLASS_CONTENT_METRICS`
+    among ``names`` taken from the run's ``objective`` section, where the model was trained by a
+    class/content objective (:class:`~disentangle.objectives.class_content.ClassContentObjective`)
+    and ``--set`` did not give them: its scores then read the class and the code split the model
+    learnt. Other models keep the metrics' defaults."""
+    from .metrics import validate_settings
+    from .objectives import OBJECTIVES
+    from .objectives.class_content import ClassContentObjective
+
+    objective = config.get("objective") or {}
+    name = objective.get("name") if isinstance(objective, dict) else None
+    if not (isinstance(name, str) and name in OBJECTIVES and issubclass(OBJECTIVES.get(name), ClassContentObjective)):
+        return settings
+    out = dict(settings)
+    for metric in CLASS_CONTENT_METRICS:
+        if metric not in names:
+            continue
+        given = dict(out.get(metric, {}))
+        for key in ("class_factors", "class_dim"):
+            if objective.get(key) is not None:
+                given.setdefault(key, objective[key])
+        out[metric] = validate_settings(metric, given)
+    return out
+
+
 def _type_hints(fn: Any) -> dict[str, Any]:
     import typing
 
@@ -235,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         model, dataset, config = _load_run(source, args.device)
         # "all" now knows whether there is an encoder, and what the data allows (a grid, labels)
         names = resolve_metric_names(args.metrics, model, dataset)
+        settings = class_content_settings(config, names, settings)
         skipped = [n for n in resolve_metric_names(args.metrics, model) if n not in names]
         if skipped:
             from .metrics import data_of

@@ -37,6 +37,8 @@ metric                        alias                     paper
 ``reduced_downstream_task``   ``reduced_downstream``    disentanglement_lib (top code removed)
 ``strong_downstream_task``    ``strong_downstream``     disentanglement_lib (intervention shift)
 ``unified_scores``                                      disentanglement_lib (all matrices x aggregations)
+``class_leakage``                                       class/content models: the class read from the content code
+``swap_accuracy``                                       class/content models: swapped class codes, classified (needs the model)
 ============================  ========================  ===================================================
 
 ``METRICS`` is the registry of all of them (``METRICS.get("mig")``); :func:`evaluate_metrics`
@@ -67,6 +69,7 @@ from ._representation import RepresentationFunction, as_representation_function
 from ._sampling import code_cache, sample_codes_and_factors
 from ._settings import is_sample, select_factors
 from .beta_vae import beta_vae_score
+from .class_leakage import class_leakage
 from .code_table import CodeTable, supports_code_table
 from .dci import dci
 from .dci_es import dci_es
@@ -87,6 +90,7 @@ from .reduced_downstream import reduced_downstream_task
 from .registration import DATA_NEEDS, METRICS, MetricSpec, metric_spec, register_metric
 from .sap import sap_score
 from .strong_downstream import strong_downstream_task
+from .swap_accuracy import swap_accuracy
 from .synthetic import FactorObservationDataset
 from .unified_scores import unified_scores
 from .unsupervised import unsupervised_scores
@@ -420,6 +424,7 @@ __all__ = [
     "as_representation_function",
     "available_metrics",
     "beta_vae_score",
+    "class_leakage",
     "code_table_pays",
     "dci",
     "dci_es",
@@ -449,6 +454,7 @@ __all__ = [
     "sap_score",
     "select_factors",
     "strong_downstream_task",
+    "swap_accuracy",
     "unified_scores",
     "unsupervised_scores",
     "validate_settings",

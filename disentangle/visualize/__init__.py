@@ -1,5 +1,6 @@
 """Seeing a model: latent traversals (PNG and GIF), reconstructions, prior samples, latent responses,
-KL per latent and metric scores, as arrays and figures, as files, and in TensorBoard.
+KL per latent, metric scores and the swap grids of class/content models, as arrays and figures, as
+files, and in TensorBoard.
 
 Functions return arrays (``(H, W, 3)`` uint8, Pillow-ready) or matplotlib figures and write nothing;
 :func:`write_pictures` writes them into a folder, and ``python -m disentangle.visualize RUN_DIR``
@@ -23,7 +24,15 @@ from __future__ import annotations
 
 from .grids import image_grid, labelled_panels, save_gif, save_image_grid, save_png
 from .latents import ACTIVE_KL, active_latents, kl_per_dim, latent_order
-from .pictures import PICTURES, resolve_pictures, sample_images, write_pictures, write_training_pictures
+from .pictures import (
+    CLASS_CONTENT_PICTURES,
+    PICTURES,
+    pictures_for,
+    resolve_pictures,
+    sample_images,
+    write_pictures,
+    write_training_pictures,
+)
 from .plots import (
     check_metrics,
     kl_per_dim_figure,
@@ -35,6 +44,7 @@ from .plots import (
 )
 from .reconstructions import mean_reconstructions, prior_samples, reconstruction_grid, sample_grid
 from .responses import LatentResponses, latent_responses
+from .swaps import swap_grid
 from .tensorboard import TensorBoardLogger
 from .traversals import (
     latent_traversals,
@@ -48,6 +58,7 @@ from .traversals import (
 
 __all__ = [
     "ACTIVE_KL",
+    "CLASS_CONTENT_PICTURES",
     "LatentResponses",
     "PICTURES",
     "TensorBoardLogger",
@@ -62,6 +73,7 @@ __all__ = [
     "latent_responses_figure",
     "latent_traversals",
     "metrics_figure",
+    "pictures_for",
     "prior_samples",
     "read_metrics",
     "reconstruction_grid",
@@ -76,6 +88,7 @@ __all__ = [
     "save_png",
     "save_traversal_gif",
     "save_traversals",
+    "swap_grid",
     "sweep_values",
     "traversal_animation",
     "traversal_grid",

@@ -145,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         if out.exists() and not out.is_dir():
             raise InputError(f"--out '{out}' is a file, not a folder; choose a folder to write the pictures into.")
         model, dataset = _load(args.source, device)
+        if not explicit:
+            from .pictures import pictures_for
+
+            names = pictures_for(model, names)  # swaps.png for a class/content model
         if skipped_metrics:
             print(
                 f"note: metrics.png skipped: {args.source} has no scores ({METRICS_FILE}); compute them with "

@@ -10,11 +10,14 @@
 ``latent_responses``   ``latent_responses.png``      :func:`~.plots.latent_responses_figure`
 ``kl_per_dim``         ``kl_per_dim.png``            :func:`~.plots.kl_per_dim_figure`
 ``metrics``            ``metrics.png``               :func:`~.plots.metrics_figure`
+``swaps``              ``swaps.png``                 :func:`~.swaps.swap_grid`
 =====================  ============================  =========================================
 
-The last three need matplotlib (the ``plots`` extra). Every input is checked, and matplotlib
-imported, before the folder or any file is made; each file is written atomically, so a rerun
-rewrites the same files.
+``latent_responses``, ``kl_per_dim`` and ``metrics`` need matplotlib (the ``plots`` extra).
+``swaps`` is drawn for models of a class/content objective only (:data:`CLASS_CONTENT_PICTURES`):
+``all`` adds it for them (:func:`pictures_for`), and naming it for another model is an error.
+Every input is checked, and matplotlib imported, before the folder or any file is made; each file
+is written atomically, so a rerun rewrites the same files.
 """
 from __future__ import annotations
 
@@ -44,6 +47,8 @@ PICTURES: dict[str, str] = {
     "kl_per_dim": "kl_per_dim.png",
     "metrics": "metrics.png",
 }
+#: the pictures of models of a class/content objective only (:mod:`~disentangle.visualize.swaps`)
+CLASS_CONTENT_PICTURES: dict[str, str] = {"swaps": "swaps.png"}
 #: the pictures drawn with matplotlib
 PLOTTED = ("latent_responses", "kl_per_dim", "metrics")
 #: what the trainer writes at the end of training
@@ -53,16 +58,30 @@ KL_IMAGES = 256
 
 
 def resolve_pictures(what: str | Iterable[str] | None) -> list[str]:
-    """Picture names from ``"traversals,gif"``, a list, ``"all"`` or ``None`` (all), checked."""
+    """Picture names from ``"traversals,gif"``, a list, ``"all"`` or ``None`` (all of :data:`PICTURES`;
+    :func:`pictures_for` adds those of the model), checked."""
     if what is None or what == "all":
         return list(PICTURES)
+    known = {**PICTURES, **CLASS_CONTENT_PICTURES}
     names = [w.strip() for w in what.split(",")] if isinstance(what, str) else [str(w).strip() for w in what]
     names = [n for n in names if n]
     if not names:
-        raise ConfigError(f"--what is empty; give one or more of {', '.join(PICTURES)} (comma-separated) or 'all'.")
+        raise ConfigError(f"--what is empty; give one or more of {', '.join(known)} (comma-separated) or 'all'.")
     for name in names:
-        choice("what", name, list(PICTURES))
-    return [n for n in PICTURES if n in names]
+        choice("what", name, list(known))
+    return [n for n in known if n in names]
+
+
+def pictures_for(model: Any, names: Sequence[str]) -> list[str]:
+    """``names`` (the pictures of ``all``) with those that apply to ``model`` alone added:
+    ``swaps`` for a model of a class/content objective
+    (:func:`~disentangle.visualize.swaps.class_content_objective`)."""
+    from .swaps import class_content_objective
+
+    names = list(names)
+    if class_content_objective(model) is not None:
+        names += [n for n in CLASS_CONTENT_PICTURES if n not in names]
+    return names
 
 
 def sample_images(dataset: Any, n: int, seed: int) -> torch.Tensor:
@@ -103,14 +122,30 @@ def write_pictures(
     ``KL >= min_kl`` of the first image over ``num_frames`` frames at ``fps``;
     ``reconstructions.png`` shows ``num_reconstructions`` images, ``samples.png`` ``num_samples``
     prior draws (``z`` from ``torch.Generator().manual_seed(seed)``); ``latent_responses.png``
-    encodes ``num_per_value`` observations per factor value. ``metrics`` (``{metric: {score:
-    value}}``) is required for ``metrics.png``. The model is evaluated in eval mode and its mode
+    encodes ``num_per_value`` observations per factor value; ``swaps.png`` (added to ``all`` for a
+    model of a class/content objective) is :func:`~disentangle.visualize.swaps.swap_grid` with
+    ``seed`` and the run's ``objective.class_factors`` and ``objective.class_dim``. ``metrics``
+    (``{metric: {score: value}}``) is required for ``metrics.png``. The model is evaluated in eval mode and its mode
     restored.
     """
     names = resolve_pictures(what)
+    if what is None or what == "all":
+        names = pictures_for(model, names)
     if (what is None or what == "all") and getattr(dataset, "is_grid", True) is False and not dataset.labelled:
         names = [n for n in names if n != "latent_responses"]  # it plots codes against labels
         logger.info("latent_responses.png left out: %s has no labels", dataset.name)
+    if "swaps" in names:
+        from .swaps import CLASS_CONTENT_OBJECTIVES, class_content_objective
+
+        if class_content_objective(model) is None:
+            config = getattr(model, "config", None)
+            objective = (config.get("objective") or {}).get("name") if isinstance(config, dict) else None
+            raise ConfigError(
+                f"swaps.png swaps the content and class codes of a model trained by a class/content objective "
+                f"({', '.join(CLASS_CONTENT_OBJECTIVES)}), and this model's config names "
+                f"{f'objective {objective!r}' if objective else 'no objective'}. Leave 'swaps' out of what, or draw "
+                "the grid of any code split with disentangle.visualize.swaps.swap_grid(model, dataset, class_dim=...)."
+            )
     settings = dict(
         num_images=positive_int("num_images", num_images),
         num_values=positive_int("num_values", num_values),
@@ -158,7 +193,7 @@ def _write(
     kl = kl_per_dim(model, x)
     written: dict[str, Path] = {}
     for name in names:
-        path = out_dir / PICTURES[name]
+        path = out_dir / {**PICTURES, **CLASS_CONTENT_PICTURES}[name]
         if name == "traversals":
             grid = traversals.traversal_grid(model, x[:num_images], kl, num_values=num_values, limit=limit)
             save_png(grid, path)
@@ -179,6 +214,10 @@ def _write(
             plots.save_figure(plots.kl_per_dim_figure(kl, active_kl=min_kl), path)
         elif name == "metrics":
             plots.save_figure(plots.metrics_figure(metrics), path)
+        elif name == "swaps":
+            from .swaps import swap_grid
+
+            save_png(swap_grid(model, dataset, seed=seed), path)
         written[name] = path
     return written
 

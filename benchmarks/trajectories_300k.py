@@ -141,7 +141,10 @@ def collect(sweep: Path, milestones: Path | None) -> list[dict]:
         folders = sorted((milestones / run.name).glob("step_*")) if milestones else []
         if (run / "metrics.json").exists():  # finished: its final checkpoint
             folders.append(run)
-        seed = int(rows[next(iter(k for k in rows if k[0] == run.name))]["seed"]) if rows else 0
+        first = next((k for k in rows if k[0] == run.name), None)
+        if first is None:  # a run that has logged no evaluation yet
+            continue
+        seed = int(rows[first]["seed"])
         for folder in folders:
             step = int(torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=True, mmap=True)["step"])
             row = rows.get((run.name, step))

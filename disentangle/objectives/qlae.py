@@ -40,8 +40,8 @@ reference: no gradient clipping (it clips the weights' gradients to global norm 
 ``conv64`` networks (the reference uses its own image encoder and a style-modulated decoder) and
 batches of 64 (the reference's 128).
 
-Parameters
-----------
+Parameters (config keys)
+------------------------
 num_values:
     ``V``, the values per latent dimension. Default 10 (the reference's ``num_values_per_latent``,
     every dataset).

@@ -194,7 +194,8 @@ def udr_from_runs(
 
     Each model is loaded with :func:`disentangle.load`, its dataset built from its config's
     ``data`` section (once per distinct section), ``num_points`` observations drawn with
-    ``numpy.random.default_rng(seed)`` (the same for every model of a configuration) and encoded.
+    ``numpy.random.default_rng(seed)`` (uniform factors on a grid, uniform images on a sample of images,
+    labelled or not) (the same for every model of a configuration) and encoded.
     Returns ``{run_id: {"udr": score, "udr_models": models compared}}``.
     """
     num_points = positive_int("num_points", num_points)
@@ -205,6 +206,7 @@ def udr_from_runs(
 
         load = disentangle.load
     from ..data import build_dataset
+    from ..metrics.elbo import draw_images
 
     datasets: dict[str, Any] = {}
     observations: dict[str, Any] = {}
@@ -229,9 +231,9 @@ def udr_from_runs(
                 key = repr(sorted(dict(config["data"]).items()))
                 if key not in observations:
                     dataset = datasets.setdefault(key, build_dataset(dict(config["data"])))
-                    rng = np.random.default_rng(seed)
-                    factors = dataset.sample_factors(num_points, rng)
-                    observations[key] = dataset.sample_observations_from_factors(factors, rng)
+                    # a grid: uniform factors and their observations; a sample of images (labelled or
+                    # not): uniform indices, so UDR needs no labels
+                    observations[key] = next(draw_images(dataset, num_points, np.random.default_rng(seed), num_points))
                 c, k = encode_for_udr(model, observations[key])
                 codes.append(c)
                 kls.append(k)

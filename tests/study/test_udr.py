@@ -267,3 +267,37 @@ def test_paper_and_dlib_aggregations_differ_with_different_numbers_of_active_lat
     assert np.abs(paper - dlib).max() > 1e-3  # model 3 has 2 informative latents, the others 3
     same = [c for c, k in zip(codes[:3], kls[:3])], kls[:3]  # 3 informative latents each: identical
     np.testing.assert_allclose(udr_scores(*same), udr_scores(*same, aggregation="dlib"), atol=1e-12)
+
+
+def test_udr_runs_on_a_sample_of_unlabelled_images(tmp_path):
+    """UDR needs no labels: models trained on a folder of images (here an unlabelled npz) are scored on
+    uniformly drawn images, the same for every model of a configuration."""
+    import torch
+
+    from disentangle.models.vae import VAE
+    from disentangle.study.udr import udr_from_runs
+
+    images = np.random.default_rng(0).integers(0, 256, (50, 8, 8), dtype=np.uint8)
+    np.savez(tmp_path / "photos.npz", images=images)
+    data = {"name": "npz", "path": str(tmp_path / "photos.npz")}
+    seen = []
+
+    def load(run_dir: str):
+        torch.manual_seed(int(run_dir[-1]))
+        model = VAE.from_backbone("mlp", image_shape=(1, 8, 8), latent_dim=3, hidden_sizes=[8])
+        model.config = {"data": data}
+        encode = model.representation
+
+        def representation(x, *args, **kwargs):
+            seen.append(torch.as_tensor(x).clone())
+            return encode(x, *args, **kwargs)
+
+        model.representation = representation
+        return model
+
+    groups = {"cfg": [("a", "run0"), ("b", "run1"), ("c", "run2")]}
+    scores = udr_from_runs(groups, num_points=40, load=load, progress=False)
+    assert set(scores) == {"a", "b", "c"} and all(np.isfinite(s["udr"]) for s in scores.values())
+    assert len(seen) == 3 and all(torch.equal(seen[0], s) for s in seen)  # one draw for the configuration
+    drawn = np.random.default_rng(0).integers(50, size=40)  # uniform indices from the seed
+    torch.testing.assert_close(seen[0], torch.as_tensor(images[drawn, None]).float() / 255)

@@ -268,8 +268,8 @@ def test_imports_flow_one_way_between_layers(layer, forbidden):
 def test_each_choice_list_is_written_once():
     """The train choices are the Literals of disentangle._core.choices; every other list is derived."""
     from disentangle import config
-    from disentangle.config import validation as _validation  # noqa: F401  (config.validation below)
     from disentangle._core import choices
+    from disentangle.config import validation as _validation  # noqa: F401  (config.validation below)
     from disentangle.training import optim, precision
 
     hints = typing.get_type_hints(config.TrainConfig)

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import disentangle
-from disentangle.config import validation as config_validation
 from disentangle.config import load_config
+from disentangle.config import validation as config_validation
 from disentangle.training.trainer import fit
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")

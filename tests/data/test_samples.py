@@ -161,7 +161,7 @@ def test_metrics_that_need_a_grid_or_labels_refuse_and_say_what_applies(zoo_mode
     for name, settings in [("factor_vae_score", {}), ("beta_vae", {}), ("elbo_decomposition", {}),
                            ("mig", {"estimator": "chen"})]:
         with pytest.raises(NotAGridError, match=f"'{name if name != 'beta_vae' else 'beta_vae_score'}' cannot run "
-                                                "on my sample.*needs a complete grid.*Metrics that apply to it: dci"):
+                                                "on my sample.*needs a complete grid.*Metrics that apply to it: class_leakage, dci"):
             evaluate_metrics(labelled, model, [name], settings={name: settings})
     with pytest.raises(NotAGridError, match="'mig' cannot run on my photos: it compares codes with factor labels.*"
                                             "Metrics that apply to it: elbo, unsupervised_scores"):

@@ -21,6 +21,7 @@ ALL = {
     "mig_sup", "dcimig", "jemmig",
     "infomec", "dci_es",
     "irs", "fairness", "reduced_downstream_task", "strong_downstream_task", "unified_scores",
+    "elbo", "class_leakage", "swap_accuracy",
 }
 
 

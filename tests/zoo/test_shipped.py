@@ -39,7 +39,7 @@ def test_every_shipped_weight_file_matches_its_manifest(name):
 
 @pytest.mark.parametrize("name", sorted(_shipped()) or [pytest.param(None, marks=pytest.mark.skip(reason="no shipped weights yet"))])
 def test_training_the_recipe_by_name_reproduces_the_shipped_run(name):
-    """``python -m disentangle.train --config RECIPE seed=S`` (plus the strength, the step count and
+    """``python -m disentangle.train --config RECIPE seed=S`` (plus the strength, the step count, the precision and
     the layer initialisation, for a model trained at another grid strength, for longer than its
     recipe or before the recipe's ``model.init: reference``) is the shipped
     model's run: the same run id, so every other setting that defines a run (lr, batch, precision,
@@ -54,6 +54,8 @@ def test_training_the_recipe_by_name_reproduces_the_shipped_run(name):
         f"seed={record['config']['seed']}", f"train.steps={record['config']['train']['steps']}",
         # the models shipped before model.init existed were trained with PyTorch's initialisation
         f"model.init={record['config']['model']['init']}",
+        # the 300k campaign trains in bf16 where its A/B held (the recipes say auto: fp32 in the suite)
+        f"train.precision={record['config']['train']['precision']}",
     ]
     for family in FAMILIES:
         key = family.parameter.get(objective["name"])

@@ -178,19 +178,16 @@ def merged_record(previous: dict[str, Any] | None, new: dict[str, Any]) -> dict[
     return merged
 
 
-#: the metrics whose ``class_factors`` and ``class_dim`` a class/content model's config fills
-CLASS_CONTENT_METRICS: tuple[str, ...] = ("class_leakage", "swap_accuracy")
-
-
 def class_content_settings(
     config: dict[str, Any], names: list[str], settings: dict[str, dict[str, Any]]
 ) -> dict[str, dict[str, Any]]:
-    """``settings`` with ``class_factors`` and ``class_dim`` of the :data:`CLASS_CONTENT_METRICS`
+    """``settings`` with ``class_factors`` and ``class_dim`` of the :data:`~disentangle.metrics.names.CLASS_CONTENT_METRICS`
     among ``names`` taken from the run's ``objective`` section, where the model was trained by a
     class/content objective (:class:`~disentangle.objectives.class_content.ClassContentObjective`)
     and ``--set`` did not give them: its scores then read the class and the code split the model
     learnt. Other models keep the metrics' defaults."""
     from .metrics import validate_settings
+    from .metrics.names import CLASS_CONTENT_METRICS
     from .objectives import OBJECTIVES
     from .objectives.class_content import ClassContentObjective
 

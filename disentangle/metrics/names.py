@@ -21,3 +21,8 @@ UNSUPERVISED_METRICS: tuple[str, ...] = ("unsupervised_scores", "udr", "elbo_dec
 
 PUBLISHED_METRICS: tuple[str, ...] = (*LOCATELLO_METRICS, "unsupervised_scores")
 """The scores a published zoo model records by default: the study's six and the unsupervised scores."""
+
+CLASS_CONTENT_METRICS: tuple[str, ...] = ("class_leakage", "swap_accuracy")
+"""Metrics that read a class/content model's split: their ``class_factors`` and ``class_dim`` come
+from the model's objective (``disentangle evaluate`` and the trainer's ``train.eval_metrics`` fill
+them from a class/content run unless the settings give them)."""

@@ -142,6 +142,14 @@ class ClassContentObjective(Objective):
                 "factors with more than one value."
             )
 
+    def metric_settings(self) -> dict[str, Any]:
+        """The settings under which ``class_leakage`` and ``swap_accuracy`` read this model: the class
+        factors it was trained on and its class code's size (resolved: call after :meth:`setup` and
+        :meth:`check_dataset`)."""
+        if self.class_factors is None or self.class_dim is None:
+            raise RuntimeError(f"{type(self).__name__}.metric_settings() before setup() and check_dataset()")
+        return {"class_factors": list(self.class_factors), "class_dim": int(self.class_dim)}
+
     def num_groups(self, batch_size: int) -> int:
         """The groups of a batch of ``batch_size`` images; a :class:`~disentangle.ConfigError` unless
         they split into whole groups (per process in a multi-process run)."""

@@ -375,10 +375,26 @@ class Trainer:
         rng_state = capture_rng_state(self._generators())
         self.model.eval()
         try:
-            return evaluate_metrics(self.dataset, self.model, self.config.train.eval_metrics, seed=self.config.seed)
+            return evaluate_metrics(
+                self.dataset, self.model, self.config.train.eval_metrics, seed=self.config.seed,
+                settings=self._metric_settings(),
+            )
         finally:
             self.model.train()
             restore_rng_state(rng_state, self._generators())
+
+    def _metric_settings(self) -> dict[str, dict[str, Any]]:
+        """A class/content model's class factors and class code for the metrics that read its split
+        (the other metrics, and other models, keep the metrics' defaults)."""
+        from ..metrics import resolve_metric_names
+        from ..metrics.names import CLASS_CONTENT_METRICS
+        from ..objectives.class_content import ClassContentObjective
+
+        if not isinstance(self.objective, ClassContentObjective):
+            return {}
+        names = resolve_metric_names(self.config.train.eval_metrics, self.model, self.dataset)
+        split = self.objective.metric_settings()
+        return {name: dict(split) for name in CLASS_CONTENT_METRICS if name in names}
 
     def picture_generator(self) -> torch.Generator:
         """The same images at every TensorBoard image step (never the training streams)."""
@@ -386,9 +402,11 @@ class Trainer:
         return torch.Generator(device=device).manual_seed(stream_seed(self.config.seed, Stream.PICTURES))
 
     def _write_pictures(self) -> None:
+        from ..objectives.class_content import ClassContentObjective
         from ..visualize import write_training_pictures
 
-        write_training_pictures(self.model, self.dataset, self.out_dir, seed=self.config.seed)
+        split = self.objective.metric_settings() if isinstance(self.objective, ClassContentObjective) else None
+        write_training_pictures(self.model, self.dataset, self.out_dir, seed=self.config.seed, class_split=split)
 
     def _on_main(self, fn: Any) -> Any:
         """``fn()`` on rank 0, its result (or its exception) on every rank

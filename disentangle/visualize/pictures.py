@@ -222,11 +222,26 @@ def _write(
     return written
 
 
-def write_training_pictures(model: Any, dataset: Any, out_dir: str | Path, seed: int = 0) -> dict[str, Path]:
-    """The end-of-training pictures, ``traversals.png`` and ``reconstructions.png``, in ``out_dir``.
+def write_training_pictures(
+    model: Any,
+    dataset: Any,
+    out_dir: str | Path,
+    seed: int = 0,
+    class_split: Mapping[str, Any] | None = None,
+) -> dict[str, Path]:
+    """The end-of-training pictures, ``traversals.png`` and ``reconstructions.png``, in ``out_dir``,
+    and ``swaps.png`` where ``class_split`` gives a class/content model's ``class_factors`` and
+    ``class_dim`` (:func:`~disentangle.visualize.swaps.swap_grid`).
 
     Made by :func:`write_pictures` (so they match ``python -m disentangle.visualize RUN_DIR``
     with the same seed); the model's mode and the global torch RNG state are left as they were.
     """
     with torch.random.fork_rng(devices=[]):
-        return write_pictures(model, dataset, out_dir, TRAINING_PICTURES, seed=seed)
+        written = write_pictures(model, dataset, out_dir, TRAINING_PICTURES, seed=seed)
+        if class_split is not None:
+            from .swaps import swap_grid
+
+            path = Path(out_dir) / CLASS_CONTENT_PICTURES["swaps"]
+            save_png(swap_grid(model, dataset, seed=seed, **dict(class_split)), path)
+            written["swaps"] = path
+        return written

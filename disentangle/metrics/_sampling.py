@@ -21,6 +21,21 @@ def sample_factors(dataset: Any, n: int, rng: np.random.Generator) -> np.ndarray
     return factors.astype(np.int64, copy=False)
 
 
+def draw_images(dataset: Any, n: int, rng: np.random.Generator, batch_size: int):
+    """``n`` images drawn uniformly (with replacement) from ``dataset``, in float batches in [0, 1] of
+    at most ``batch_size``: stored images by index on a sample (labelled or not), observations of
+    uniform factor classes on a grid."""
+    if is_sample(dataset):
+        indices = rng.integers(len(dataset), size=int(n), dtype=np.int64)
+        for start in range(0, n, batch_size):
+            yield dataset.observe(torch.as_tensor(indices[start : start + batch_size], device=dataset.device))
+        return
+    factors = sample_factors(dataset, n, rng)
+    for start in range(0, n, batch_size):
+        obs = dataset.sample_observations_from_factors(factors[start : start + batch_size], rng)
+        yield torch.as_tensor(obs)
+
+
 def codes_for_factors(
     dataset: Any, code_fn: RepresentationFunction, factors: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 from ._gaussian import encoder_of, sample_posterior
 from ._representation import default_representation_batch_size, eval_mode
-from ._sampling import sample_factors
-from ._settings import SettingsChecks, as_float_dict, count, is_sample, one_of
+from ._sampling import draw_images
+from ._settings import SettingsChecks, as_float_dict, count, one_of
 from .registration import register_metric
 
 ReconstructionSetting = Literal["auto", "bernoulli", "gaussian"]
@@ -31,21 +31,6 @@ def _likelihood_of(model: Any, reconstruction: str) -> str:
     objective = config.get("objective", {}) if isinstance(config, dict) else {}
     value = objective.get("reconstruction") if isinstance(objective, dict) else None
     return value if value in ("bernoulli", "gaussian") else "bernoulli"
-
-
-def draw_images(dataset: Any, n: int, rng: np.random.Generator, batch_size: int):
-    """``n`` images drawn uniformly (with replacement) from ``dataset``, in float batches in [0, 1] of
-    at most ``batch_size``: stored images by index on a sample (labelled or not), observations of
-    uniform factor classes on a grid."""
-    if is_sample(dataset):
-        indices = rng.integers(len(dataset), size=int(n), dtype=np.int64)
-        for start in range(0, n, batch_size):
-            yield dataset.observe(torch.as_tensor(indices[start : start + batch_size], device=dataset.device))
-        return
-    factors = sample_factors(dataset, n, rng)
-    for start in range(0, n, batch_size):
-        obs = dataset.sample_observations_from_factors(factors[start : start + batch_size], rng)
-        yield torch.as_tensor(obs)
 
 
 @register_metric(checks=CHECK_SETTINGS, requires_encoder=True, data="images")

@@ -206,7 +206,7 @@ def udr_from_runs(
 
         load = disentangle.load
     from ..data import build_dataset
-    from ..metrics.elbo import draw_images
+    from ..metrics._sampling import draw_images
 
     datasets: dict[str, Any] = {}
     observations: dict[str, Any] = {}

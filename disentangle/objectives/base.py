@@ -63,6 +63,25 @@ def minimize_terms(
     return out
 
 
+def model_then_discriminator(
+    precision: Precision,
+    optimizers: dict[str, torch.optim.Optimizer],
+    model_phase: Callable[[], tuple[Terms, torch.Tensor]],
+    discriminator_phase: Callable[[torch.Tensor], Terms],
+) -> Terms:
+    """The two phases of an adversarial step whose discriminator judges something the model made:
+    ``model_phase()`` returns ``(terms, made)`` and its ``terms["loss"]`` is minimised with
+    ``optimizers["model"]``; then ``discriminator_phase(made.detach())`` returns terms whose
+    ``"discriminator_loss"`` is minimised with ``optimizers["discriminator"]``. The detach keeps the
+    discriminator's loss from reaching the model. Returns every term, detached."""
+    terms, made = minimize_terms(precision, optimizers["model"], model_phase, lambda out: out[0]["loss"])
+    made = made.detach()
+    d_terms = minimize_terms(
+        precision, optimizers["discriminator"], lambda: discriminator_phase(made), "discriminator_loss"
+    )
+    return detached({**terms, **d_terms})
+
+
 def detached(terms: Terms) -> Terms:
     """``terms`` with every tensor detached (what a step returns for logging)."""
     return {k: v.detach() for k, v in terms.items()}

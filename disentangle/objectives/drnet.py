@@ -94,7 +94,7 @@ import torch.nn.functional as F
 from .._core import checks, distributed
 from ..data.classes import ClassBatch
 from . import OBJECTIVES
-from .base import detached, minimize_terms
+from .base import detached, model_then_discriminator
 from .class_content import ClassContentObjective
 from .discriminator import MLPDiscriminator, frozen
 from .losses import Reconstruction, check_reconstruction, reconstruction_loss
@@ -220,12 +220,7 @@ class DrNet(ClassContentObjective):
         precision: Precision,
     ) -> dict[str, torch.Tensor]:
         batch = self.check_batch(x, "drnet")
-        terms, pose = minimize_terms(
-            precision, optimizers["model"], lambda: self.model_terms(model, batch), lambda out: out[0]["loss"]
+        return model_then_discriminator(
+            precision, optimizers, lambda: self.model_terms(model, batch),
+            lambda pose: self.discriminator_terms(pose, batch.labels),
         )
-        pose = pose.detach()
-        d_terms = minimize_terms(
-            precision, optimizers["discriminator"], lambda: self.discriminator_terms(pose, batch.labels),
-            "discriminator_loss",
-        )
-        return detached({**terms, **d_terms})

@@ -105,7 +105,7 @@ from ..data.classes import ClassBatch
 from ..errors import ParameterError
 from ..models.vae import reparameterize
 from . import OBJECTIVES
-from .base import detached, minimize_terms
+from .base import detached, model_then_discriminator
 from .class_content import ClassContentObjective
 from .discriminator import frozen
 from .losses import Reconstruction, check_reconstruction, kl_normal_per_dim, reconstruction_loss
@@ -329,11 +329,7 @@ class Mathieu2016(ClassContentObjective):
         precision: Precision,
     ) -> dict[str, torch.Tensor]:
         batch = self.check_batch(x, "mathieu2016")
-        terms, fake = minimize_terms(
-            precision, optimizers["model"], lambda: self.model_terms(model, batch), lambda out: out[0]["loss"]
+        return model_then_discriminator(
+            precision, optimizers, lambda: self.model_terms(model, batch),
+            lambda fake: self.discriminator_terms(batch.x, fake),
         )
-        fake = fake.detach()
-        d_terms = minimize_terms(
-            precision, optimizers["discriminator"], lambda: self.discriminator_terms(batch.x, fake), "discriminator_loss"
-        )
-        return detached({**terms, **d_terms})

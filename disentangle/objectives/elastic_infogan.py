@@ -115,7 +115,6 @@ from torch import nn
 from .._core import checks
 from ..errors import ConfigError
 from . import OBJECTIVES
-from .base import detached, minimize_terms
 from .discriminator import frozen
 from .infogan import HIGH, LOW, InfoGAN, _bce, _training, _uniform, gaussian_nll, sample_codes
 
@@ -407,15 +406,7 @@ class ElasticInfoGAN(InfoGAN):
         updated between G's updates under fp16, as :class:`InfoGAN`)."""
         disc, gen = self.networks(model)
         codes, noise, draw = self.draw(x.shape[0], gen, x.device, step)
-        terms = detached(minimize_terms(
-            precision, optimizers["discriminator"], lambda: self.discriminator_terms(disc, gen, x, codes, noise, draw),
-            "discriminator_loss",
-        ))
-        for i in range(self.generator_steps):
-            if i:
-                precision.update()
-            g_terms = minimize_terms(
-                precision, optimizers["model"], lambda: self.generator_terms(disc, gen, codes, noise, draw)
-            )
-        terms.update(g_terms)
-        return detached(terms)
+        return self.discriminator_then_generator(
+            precision, optimizers, lambda: self.discriminator_terms(disc, gen, x, codes, noise, draw),
+            lambda: self.generator_terms(disc, gen, codes, noise, draw),
+        )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -329,18 +329,30 @@ class InfoGAN(Objective):
         codes, noise, pairs = self.draw(x.shape[0], gen, x.device, step)
         alpha = self.alpha(step)
         terms = self.contrastive_step(gen, pairs, step, optimizers, precision)
-        terms.update(detached(minimize_terms(
-            precision, optimizers["discriminator"], lambda: self.discriminator_terms(disc, gen, x, codes, noise),
-            "discriminator_loss",
-        )))
+        terms.update(self.discriminator_then_generator(
+            precision, optimizers, lambda: self.discriminator_terms(disc, gen, x, codes, noise),
+            lambda: self.generator_terms(disc, gen, codes, noise, pairs, alpha),
+        ))
+        return terms
+
+    def discriminator_then_generator(
+        self,
+        precision: Precision,
+        optimizers: dict[str, torch.optim.Optimizer],
+        discriminator_phase: Callable[[], dict[str, torch.Tensor]],
+        generator_phase: Callable[[], dict[str, torch.Tensor]],
+    ) -> dict[str, torch.Tensor]:
+        """One GAN iteration on one draw: ``discriminator_phase()``'s ``discriminator_loss`` minimised
+        with ``optimizers["discriminator"]`` (D and Q), then ``generator_phase()``'s ``loss`` with
+        ``optimizers["model"]``, ``generator_steps`` times (the loss scale updated between G's updates
+        under fp16: a GradScaler steps an optimizer once per update). Returns D's terms and G's last
+        terms, detached."""
+        terms = detached(minimize_terms(precision, optimizers["discriminator"], discriminator_phase, "discriminator_loss"))
         for i in range(self.generator_steps):
             if i:
                 precision.update()
-            g_terms = minimize_terms(
-                precision, optimizers["model"], lambda: self.generator_terms(disc, gen, codes, noise, pairs, alpha)
-            )
-        terms.update(g_terms)
-        return detached(terms)
+            g_terms = minimize_terms(precision, optimizers["model"], generator_phase)
+        return {**terms, **detached(g_terms)}
 
 
 # ---------------------------------------------------------------------------- InfoGAN-CR

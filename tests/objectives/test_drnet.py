@@ -55,10 +55,19 @@ def _bce(logits, target):
 
 
 # ---------------------------------------------------------------------------- the loss
-@pytest.mark.parametrize("group_size", [2, 3])
-def test_the_loss_matches_an_independent_computation(group_size, tiny_dataset):
+def _standardized(codes):
+    """Batch normalisation in training mode, from its definition (biased variance, eps 1e-5), float64."""
+    mean = codes.mean(0)
+    var = ((codes - mean) ** 2).mean(0)
+    return (codes - mean) / (var + 1e-5).sqrt()
+
+
+@pytest.mark.parametrize(("group_size", "normalization"), [(2, "batch"), (3, "batch"), (2, "none"), (3, "none")])
+def test_the_loss_matches_an_independent_computation(group_size, normalization, tiny_dataset):
     alpha, beta = 0.7, 0.3
-    model, obj, _ = _setup(group_size=group_size, similarity_weight=alpha, adversarial_weight=beta)
+    model, obj, _ = _setup(
+        group_size=group_size, similarity_weight=alpha, adversarial_weight=beta, similarity_normalization=normalization
+    )
     batch = _batch(obj, tiny_dataset, size=12)
     x = batch.x.double()
     b = x.shape[0]
@@ -72,7 +81,8 @@ def test_the_loss_matches_an_independent_computation(group_size, tiny_dataset):
         image = torch.sigmoid(model.decode(torch.cat([pose, content[partner]], 1).float()).double())
         scene = obj.discriminator(torch.cat([pose[partner], pose], 1).float()).squeeze(1)
     recon = ((image - x) ** 2).sum() / b
-    similarity = ((content[partner] - content) ** 2).sum() / (b * CLASS)
+    codes = _standardized(content) if normalization == "batch" else content
+    similarity = ((codes[partner] - codes) ** 2).sum() / (b * CLASS)
     adversarial = _bce(scene, 0.5)
     expected = {
         "recon": recon, "similarity": similarity, "adversarial": adversarial,
@@ -85,7 +95,7 @@ def test_the_loss_matches_an_independent_computation(group_size, tiny_dataset):
 
 def test_the_similarity_pulls_each_content_code_toward_its_detached_target(tiny_dataset):
     """The reference code's stop-gradient: only h_c(x_p(i)) is moved toward h_c(x_i)."""
-    model, obj, _ = _setup()
+    model, obj, _ = _setup(similarity_normalization="none")
     batch = _batch(obj, tiny_dataset)
     params = list(model.encoder.parameters())
 
@@ -100,6 +110,41 @@ def test_the_similarity_pulls_each_content_code_toward_its_detached_target(tiny_
     for g, d in zip(got, detached):
         torch.testing.assert_close(g, d)
     torch.testing.assert_close(sum(d.abs().sum() for d in detached) * 2, sum(w.abs().sum() for w in both))
+
+
+def test_the_batch_normalised_similarity_ignores_the_codes_scale(tiny_dataset):
+    """The trivial minimum of the raw similarity, codes shrunk toward a constant, gains nothing once
+    the codes are standardised over the batch; the raw similarity shrinks with the square of the scale."""
+    model, obj, _ = _setup()
+    _, raw, _ = _setup(similarity_normalization="none")  # the similarity does not read S
+    batch = _batch(obj, tiny_dataset)
+    before = {n: obj(model, batch, step=0)["similarity"].item() for n, obj in (("batch", obj), ("none", raw))}
+    with torch.no_grad():  # halve every code's distance to the batch mean
+        mu = model.encode(batch.x)[0]
+    scaled = _Scaled(model, mu.mean(0), 0.5)
+    after = {n: obj(scaled, batch, step=0)["similarity"].item() for n, obj in (("batch", obj), ("none", raw))}
+    assert after["none"] == pytest.approx(before["none"] * 0.25, rel=1e-4)
+    # unchanged but for batch normalisation's eps (1e-5 beside the codes' variances)
+    assert after["batch"] == pytest.approx(before["batch"], rel=0.02)
+    content = (mu.mean(0) + 0.5 * (mu - mu.mean(0)))[:, POSE:].double()
+    partner = [1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10]
+    codes = _standardized(content)
+    assert after["batch"] == pytest.approx((((codes[partner] - codes) ** 2).mean()).item(), rel=1e-5)
+
+
+class _Scaled(nn.Module):
+    """``model`` whose posterior means are ``centre + s · (μ − centre)``."""
+
+    def __init__(self, model, centre, s):
+        super().__init__()
+        self.model, self.centre, self.s = model, centre, s
+
+    def encode(self, x):
+        mu, logvar = self.model.encode(x)
+        return self.centre + self.s * (mu - self.centre), logvar
+
+    def decode(self, z):
+        return self.model.decode(z)
 
 
 def test_identical_members_have_no_similarity_loss():
@@ -306,6 +351,7 @@ def test_resume_is_bit_exact(tmp_path, tiny_overrides):
         ("discriminator_betas", "[0.5, 1.0]", "discriminator_betas"),
         ("group_size", 1, "group_size"),
         ("reconstruction", "l1", "reconstruction"),
+        ("similarity_normalization", "layer", "similarity_normalization"),
         ("class_dim", 0, "class_dim"),
     ],
 )

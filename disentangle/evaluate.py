@@ -26,7 +26,7 @@ computed.
 
 For a model trained by a class/content objective (``mathieu2016``, ``drnet``, ``lord``,
 ``f_statistic``), ``class_leakage`` and ``swap_accuracy`` take ``class_factors`` and ``class_dim``
-from the run's ``objective`` section unless ``--set`` gives them (:func:`class_content_settings`).
+from the run's ``objective`` section unless ``--set`` gives them (:func:`~disentangle.objectives.class_content.class_content_settings`).
 """
 from __future__ import annotations
 
@@ -178,35 +178,6 @@ def merged_record(previous: dict[str, Any] | None, new: dict[str, Any]) -> dict[
     return merged
 
 
-def class_content_settings(
-    config: dict[str, Any], names: list[str], settings: dict[str, dict[str, Any]]
-) -> dict[str, dict[str, Any]]:
-    """``settings`` with ``class_factors`` and ``class_dim`` of the :data:`~disentangle.metrics.names.CLASS_CONTENT_METRICS`
-    among ``names`` taken from the run's ``objective`` section, where the model was trained by a
-    class/content objective (:class:`~disentangle.objectives.class_content.ClassContentObjective`)
-    and ``--set`` did not give them: its scores then read the class and the code split the model
-    learnt. Other models keep the metrics' defaults."""
-    from .metrics import validate_settings
-    from .metrics.names import CLASS_CONTENT_METRICS
-    from .objectives import OBJECTIVES
-    from .objectives.class_content import ClassContentObjective
-
-    objective = config.get("objective") or {}
-    name = objective.get("name") if isinstance(objective, dict) else None
-    if not (isinstance(name, str) and name in OBJECTIVES and issubclass(OBJECTIVES.get(name), ClassContentObjective)):
-        return settings
-    out = dict(settings)
-    for metric in CLASS_CONTENT_METRICS:
-        if metric not in names:
-            continue
-        given = dict(out.get(metric, {}))
-        for key in ("class_factors", "class_dim"):
-            if objective.get(key) is not None:
-                given.setdefault(key, objective[key])
-        out[metric] = validate_settings(metric, given)
-    return out
-
-
 def _type_hints(fn: Any) -> dict[str, Any]:
     import typing
 
@@ -268,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         model, dataset, config = _load_run(source, args.device)
         # "all" now knows whether there is an encoder, and what the data allows (a grid, labels)
         names = resolve_metric_names(args.metrics, model, dataset)
+        from .objectives.class_content import class_content_settings
+
         settings = class_content_settings(config, names, settings)
         skipped = [n for n in resolve_metric_names(args.metrics, model) if n not in names]
         if skipped:

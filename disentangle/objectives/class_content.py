@@ -37,7 +37,7 @@ from ..data.classes import (
 from ..errors import ConfigError
 from .base import Objective
 
-__all__ = ["ClassContentObjective", "class_content_codes", "class_dim_of", "split_codes"]
+__all__ = ["ClassContentObjective", "class_content_codes", "class_content_settings", "class_dim_of", "split_codes"]
 
 
 def split_codes(codes: torch.Tensor, class_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,3 +187,31 @@ class ClassContentObjective(Objective):
                 f"batch_size, generator), not {type(x).__name__} (the trainer does this)."
             )
         return x
+
+
+def class_content_settings(
+    config: dict[str, Any], names: list[str], settings: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """``settings`` with ``class_factors`` and ``class_dim`` of the :data:`~disentangle.metrics.names.CLASS_CONTENT_METRICS`
+    among ``names`` taken from the run's ``objective`` section, where the model was trained by a
+    class/content objective (:class:`~disentangle.objectives.class_content.ClassContentObjective`)
+    and the settings did not give them (``disentangle evaluate``'s ``--set``, ``zoo publish``'s): its scores then read the class and the code split the model
+    learnt. Other models keep the metrics' defaults."""
+    from ..metrics import validate_settings
+    from ..metrics.names import CLASS_CONTENT_METRICS
+    from . import OBJECTIVES
+
+    objective = config.get("objective") or {}
+    name = objective.get("name") if isinstance(objective, dict) else None
+    if not (isinstance(name, str) and name in OBJECTIVES and issubclass(OBJECTIVES.get(name), ClassContentObjective)):
+        return settings
+    out = dict(settings)
+    for metric in CLASS_CONTENT_METRICS:
+        if metric not in names:
+            continue
+        given = dict(out.get(metric, {}))
+        for key in ("class_factors", "class_dim"):
+            if objective.get(key) is not None:
+                given.setdefault(key, objective[key])
+        out[metric] = validate_settings(metric, given)
+    return out

@@ -197,6 +197,9 @@ def publish(
     except CheckpointError as err:
         raise DisentangleError(f"Cannot publish '{run_dir}': {err}") from None
     config = model.config
+    from ..objectives.class_content import class_content_settings
+
+    settings = class_content_settings(config, metric_names, settings)  # a class/content model's split
     if recipe is None:
         number = model_number_for_config(config)
         recipe = name_of_model_number(number) if number is not None else None

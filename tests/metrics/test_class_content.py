@@ -224,7 +224,7 @@ def test_the_image_classifier_learns_the_class_of_real_images(tiny_dataset):
 
 # ---------------------------------------------------------------- evaluate fills the settings of a class/content run
 def test_evaluate_takes_class_factors_and_class_dim_from_a_class_content_config():
-    from disentangle.evaluate import class_content_settings
+    from disentangle.objectives.class_content import class_content_settings
 
     config = {"objective": {"name": "mathieu2016", "class_factors": ["a"], "class_dim": 1}}
     filled = class_content_settings(config, ["mig", "class_leakage", "swap_accuracy"], {"class_leakage": {"class_dim": 2}})

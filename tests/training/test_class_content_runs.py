@@ -64,3 +64,22 @@ def test_the_end_of_training_pictures_include_the_swap_grid_of_the_runs_split(ru
     assert np.array_equal(np.asarray(written.convert("RGB")), expected)
     for name in ("traversals.png", "reconstructions.png"):
         assert (run.out_dir / name).is_file()
+
+
+def test_publish_scores_a_class_content_model_with_its_split(run, tmp_path):
+    """``zoo publish`` fills class_leakage's class factors and class_dim from the run, as
+    ``disentangle evaluate`` does, and records them with the score."""
+    import shutil
+
+    from disentangle import zoo
+
+    copy = tmp_path / "run"
+    shutil.copytree(run.out_dir, copy)
+    record = zoo.publish(copy, "cc", manifest=tmp_path / "z" / "manifest.json", metrics=["class_leakage"])
+    model = load(copy / "checkpoint.pt")
+    dataset = build_dataset(dict(model.config["data"]), device="cpu")
+    split = {"class_factors": [0], "class_dim": 1}
+    by_hand = evaluate_metrics(dataset, model, ["class_leakage"], seed=0, settings={"class_leakage": split})
+    assert record["metrics"]["class_leakage"] == pytest.approx(by_hand["class_leakage"], abs=1e-9)
+    written = json.loads((copy / "metrics.json").read_text())
+    assert written["metric_settings"]["class_leakage"]["class_dim"] == 1

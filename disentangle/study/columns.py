@@ -45,6 +45,24 @@ HEADLINE_SCORES: dict[str, tuple[str, ...]] = {
     ),
     "elbo_decomposition": ("index_code_mi", "total_correlation", "dimwise_kl"),
     "udr": ("udr",),
+    # disentanglement_lib's other metrics and the newer ones: their aggregate scores, not the
+    # per-factor, per-code or per-pair entries
+    "irs": ("irs",),
+    "fairness": ("mean_fairness:mean_sens:mean_pred", "mean_fairness:max_sens:max_pred"),
+    "reduced_downstream_task": ("10000:mean_test_accuracy_reduced_factor", "10000:mean_test_accuracy_other_factors"),
+    "strong_downstream_task": ("1000:mean_test_accuracy", "1000:mean_strong_test_accuracy", "1000:strong_generalization_gap"),
+    "unified_scores": tuple(
+        f"{matrix}.{score}"
+        for matrix in ("importance_gbt_matrix", "mutual_information_matrix", "accuracy_svm_matrix")
+        for score in ("dci_disentanglement", "mig", "sap", "modularity")
+    ),
+    "dci_es": ("disentanglement", "completeness", "informativeness", "explicitness", "size"),
+    "infomec": ("infom", "infoe", "infoc"),
+    "mig_sup": ("mig_sup",),
+    "dcimig": ("dcimig",),
+    "jemmig": ("jemmig",),
+    "class_leakage": ("class_leakage", "class_code_accuracy"),
+    "swap_accuracy": ("swap_accuracy",),
 }
 #: the order methods are listed in (Locatello et al. 2019's order); others follow alphabetically
 METHOD_ORDER = ("beta_vae", "annealed_vae", "factor_vae", "dip_vae_i", "dip_vae_ii", "beta_tcvae")

@@ -115,7 +115,7 @@ def test_the_similarity_pulls_each_content_code_toward_its_detached_target(tiny_
 def test_the_batch_normalised_similarity_ignores_the_codes_scale(tiny_dataset):
     """The trivial minimum of the raw similarity, codes shrunk toward a constant, gains nothing once
     the codes are standardised over the batch; the raw similarity shrinks with the square of the scale."""
-    model, obj, _ = _setup()
+    model, obj, _ = _setup(similarity_normalization="batch")
     _, raw, _ = _setup(similarity_normalization="none")  # the similarity does not read S
     batch = _batch(obj, tiny_dataset)
     before = {n: obj(model, batch, step=0)["similarity"].item() for n, obj in (("batch", obj), ("none", raw))}

@@ -22,6 +22,7 @@ import time
 import torch
 
 import disentangle
+from disentangle._core.atomic import atomic_write_text
 from disentangle.data import build_dataset
 from disentangle.metrics import evaluate_metrics
 from disentangle.objectives.class_content import class_content_settings
@@ -85,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines) + "\n"
     print("\n" + text)
     if args.out:
-        with open(args.out + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(args.out + ".tmp", args.out)
+        atomic_write_text(args.out, text)
     return 0
 
 

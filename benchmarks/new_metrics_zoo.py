@@ -20,6 +20,7 @@ import time
 import torch
 
 import disentangle
+from disentangle._core.atomic import atomic_write_text
 from disentangle.data import build_dataset
 from disentangle.metrics import evaluate_metrics
 
@@ -101,9 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines) + "\n"
     print("\n" + text)
     if args.out:
-        with open(args.out + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(args.out + ".tmp", args.out)
+        atomic_write_text(args.out, text)
     return 0
 
 

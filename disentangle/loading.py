@@ -19,8 +19,10 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> VAE:
     ``"zoo:NAME"`` for a pretrained zoo model (see :mod:`disentangle.zoo`; a ``Path`` spelling it
     works too), or a zoo weight file (``.safetensors``, as ``python -m disentangle.zoo fetch``
     writes or ``zoo publish`` exports). The model's ``config`` attribute holds the run's resolved
-    config as a nested dict, ``trained_steps`` its step count and ``source`` what was read (the
-    checkpoint file actually used, ``zoo:NAME`` or the weight file). A missing or unreadable file
+    config as a nested dict, ``trained_steps`` its step count, ``source`` what was read (the
+    checkpoint file actually used, ``zoo:NAME`` or the weight file) and ``objective_state`` the
+    objective's tensors the model is used with (QLAE's ``codebook``; ``{}`` for most objectives:
+    :attr:`~disentangle.objectives.base.Objective.published_state`). A missing or unreadable file
     raises :class:`~disentangle.training.checkpoint.CheckpointError` (a
     :class:`~disentangle.DisentangleError`) naming it.
 
@@ -87,8 +89,13 @@ def _load_weights_file(path: Path, map_location: str | torch.device) -> VAE:
 def model_from_checkpoint(ckpt: dict, map_location: str | torch.device = "cpu") -> VAE:
     """The :class:`VAE` described by a checkpoint dict (its config's model section), in eval mode."""
     config = upgrade_saved_config(ckpt["config"])
+    from .objectives import published_objective_state
+
     model = VAE.for_weights(config["model"], ckpt["image_shape"])
     model.load_state_dict(ckpt["model"])
     model.config = config
     model.trained_steps = int(ckpt["step"])
+    model.objective_state = {
+        k: v.to(map_location) for k, v in published_objective_state(config, ckpt.get("objective") or {}).items()
+    }
     return model.to(map_location).eval()

@@ -6,12 +6,29 @@ interface.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
 from .._core.registry import Registry
 from .base import Objective
 
 OBJECTIVES: Registry = Registry("objective")
 
-__all__ = ["OBJECTIVES", "Objective"]
+__all__ = ["OBJECTIVES", "Objective", "published_objective_state"]
+
+
+def published_objective_state(config: Mapping[str, Any], state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The entries of an objective's ``state`` (a checkpoint's ``"objective"`` section) that the
+    model of a run of ``config`` is used with: those its class names in
+    :attr:`~disentangle.objectives.base.Objective.published_state` (QLAE's ``codebook``), detached;
+    ``{}`` for every other objective, or an objective this version does not know."""
+    name = (config.get("objective") or {}).get("name")
+    if name not in OBJECTIVES:
+        return {}
+    keys = getattr(OBJECTIVES.get(name), "published_state", ())
+    return {key: state[key].detach() for key in keys if key in state}
 
 from .._core.discovery import import_submodules  # noqa: E402
 

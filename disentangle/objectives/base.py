@@ -97,6 +97,11 @@ class Objective(nn.Module):
 
     #: set by :meth:`setup`; the number of distinct training points (737,280 for dSprites)
     dataset_size: int | None = None
+    #: names of this objective's state tensors (entries of its ``state_dict()``) that a trained
+    #: model is used with, not only trained with (QLAE's ``codebook``): ``disentangle.load`` sets
+    #: them on the model as ``model.objective_state`` and ``zoo publish`` stores them with the
+    #: weights (:func:`published_objective_state`). Discriminators and the like stay out.
+    published_state: tuple[str, ...] = ()
 
     @classmethod
     def validate_params(cls, **params) -> None:
@@ -114,6 +119,11 @@ class Objective(nn.Module):
 
     def forward(self, model: VAE, x: torch.Tensor, *, step: int) -> dict[str, torch.Tensor]:
         raise NotImplementedError
+
+    def published_tensors(self) -> dict[str, torch.Tensor]:
+        """The :attr:`published_state` entries of this objective's ``state_dict()``, detached."""
+        state = self.state_dict()
+        return {key: state[key].detach() for key in self.published_state if key in state}
 
     def sample_batch(self, dataset, batch_size: int, generator: torch.Generator):
         """The training batch of one step, passed as ``x`` to :meth:`train_step`.

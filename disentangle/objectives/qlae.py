@@ -146,17 +146,20 @@ def _read_checkpoint(path: Path, map_location) -> dict[str, Any]:
 
 
 def load_codebook(source: Any, map_location: str | torch.device = "cpu") -> torch.Tensor:
-    """The ``(D, V)`` codebook of a QLAE run: ``source`` a run folder (its newest readable
-    checkpoint), a checkpoint file, or a model loaded with :func:`disentangle.load` (the checkpoint
-    it was read from, ``model.source``)."""
+    """The ``(D, V)`` codebook of a QLAE run: ``source`` a model loaded with :func:`disentangle.load`
+    (from a run folder, a checkpoint or the zoo: its ``model.objective_state["codebook"]``), a run
+    folder (its newest readable checkpoint) or a checkpoint file."""
     if isinstance(source, nn.Module):
-        found = getattr(source, "source", None)
-        if found is None or str(found).startswith("zoo:"):
-            raise ValueError(
-                "load_codebook needs the run the model was loaded from: pass the run folder or its checkpoint "
-                "file (a model from disentangle.load(run) remembers it as model.source)."
-            )
-        source = found
+        state = getattr(source, "objective_state", None) or {}
+        if "codebook" in state:
+            return state["codebook"].to(map_location)
+        config = getattr(source, "config", None)
+        name = (config.get("objective") or {}).get("name") if isinstance(config, dict) else None
+        raise ValueError(
+            f"This model carries no codebook (model.objective_state has none; its config names objective "
+            f"{name!r}). Load a QLAE model with disentangle.load (a run folder, checkpoint or zoo:NAME), "
+            "or pass the run folder or checkpoint file itself."
+        )
     path = Path(source)
     ckpt = _read_checkpoint(path, map_location)
     state = ckpt.get("objective", {})
@@ -181,6 +184,9 @@ class QLAE(Objective):
     """QLAE: per-dimension scalar quantisation of the encoder's means, straight-through to the
     encoder, with quantization and commitment losses (module docstring for the loss, the weight
     decay split and how to read the codes of a run)."""
+
+    #: the codebook travels with the model (``model.objective_state``, the zoo's weight file)
+    published_state = ("codebook",)
 
     def __init__(
         self,

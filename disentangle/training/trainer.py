@@ -406,6 +406,7 @@ class Trainer:
         from ..visualize import write_training_pictures
 
         split = self.objective.metric_settings() if isinstance(self.objective, ClassContentObjective) else None
+        self.model.objective_state = self.objective.published_tensors()  # as disentangle.load gives it
         write_training_pictures(self.model, self.dataset, self.out_dir, seed=self.config.seed, class_split=split)
 
     def _on_main(self, fn: Any) -> Any:

@@ -23,7 +23,16 @@ when a plot is made; :class:`~disentangle.visualize.tensorboard.TensorBoardLogge
 from __future__ import annotations
 
 from .grids import image_grid, labelled_panels, save_gif, save_image_grid, save_png
-from .latents import ACTIVE_KL, active_latents, kl_per_dim, latent_order
+from .latents import (
+    ACTIVE_KL,
+    active_latents,
+    code_entropy_per_dim,
+    decoder_code,
+    kl_per_dim,
+    latent_codebook,
+    latent_order,
+    latent_scores,
+)
 from .pictures import (
     CLASS_CONTENT_PICTURES,
     PICTURES,
@@ -47,6 +56,7 @@ from .responses import LatentResponses, latent_responses
 from .swaps import swap_grid
 from .tensorboard import TensorBoardLogger
 from .traversals import (
+    codebook_values,
     latent_traversals,
     save_traversal_gif,
     save_traversals,
@@ -64,6 +74,11 @@ __all__ = [
     "TensorBoardLogger",
     "active_latents",
     "check_metrics",
+    "latent_scores",
+    "latent_codebook",
+    "decoder_code",
+    "codebook_values",
+    "code_entropy_per_dim",
     "image_grid",
     "kl_per_dim",
     "kl_per_dim_figure",

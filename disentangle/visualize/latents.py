@@ -3,6 +3,12 @@
 ``KL_j = E_x[½(μ_j² + σ_j² − log σ_j² − 1)]`` is the KL of the posterior ``q(z_j|x)`` to the prior
 ``N(0, 1)``, averaged over a batch (nats). Latents with (near) zero KL carry no information about
 ``x``; sorting by KL puts the latents a model uses first.
+
+A model with quantised latents (QLAE: a scalar codebook per latent, ``model.objective_state
+["codebook"]``, :func:`latent_codebook`) has no posterior variance and so no KL; its latents are
+ordered by the entropy of their quantised values over a batch, ``H_j = −Σ_k p_jk log₂ p_jk`` with
+``p_jk`` the fraction of images whose latent ``j`` takes the ``k``-th value (bits,
+:func:`code_entropy_per_dim`): a latent that always takes one value carries nothing.
 """
 from __future__ import annotations
 
@@ -17,6 +23,49 @@ from ..objectives.losses import kl_normal_per_dim
 
 #: latents whose KL (nats) is at least this are "active" and animated in ``traversals.gif``
 ACTIVE_KL = 0.1
+
+
+def latent_codebook(model: Any) -> torch.Tensor | None:
+    """The ``(D, V)`` scalar codebook of a model with quantised latents (QLAE's, loaded with the
+    model as ``model.objective_state["codebook"]``), else ``None``."""
+    book = (getattr(model, "objective_state", None) or {}).get("codebook")
+    return None if book is None else book.detach()
+
+
+@torch.no_grad()
+def decoder_code(model: Any, images: torch.Tensor) -> torch.Tensor:
+    """The code the decoder is given for ``images``: the posterior means ``μ(x)``, quantised to the
+    codebook for a model with quantised latents (its decoder was trained on codebook values)."""
+    mu, _ = model.encode(images.to(model_device(model)))
+    book = latent_codebook(model)
+    if book is None:
+        return mu
+    from ..objectives.qlae import quantize
+
+    return quantize(mu, book.to(mu.device)).values.to(mu.dtype)
+
+
+@torch.no_grad()
+def code_entropy_per_dim(model: Any, images: torch.Tensor, codebook: torch.Tensor) -> np.ndarray:
+    """The entropy (bits) of each latent's quantised value over ``images``: float64 ``(D,)``."""
+    from ..objectives.qlae import quantize
+
+    mu, _ = model.encode(images.to(model_device(model)))
+    indices = quantize(mu, codebook.to(mu.device)).indices.cpu().numpy()
+    entropy = np.zeros(indices.shape[1])
+    for j in range(indices.shape[1]):
+        p = np.bincount(indices[:, j]) / len(indices)
+        p = p[p > 0]
+        entropy[j] = float(-(p * np.log2(p)).sum()) + 0.0
+    return entropy
+
+
+@torch.no_grad()
+def latent_scores(model: Any, images: torch.Tensor) -> np.ndarray:
+    """What orders a model's latents in the pictures: :func:`kl_per_dim` (nats), or for a model
+    with quantised latents :func:`code_entropy_per_dim` (bits)."""
+    book = latent_codebook(model)
+    return kl_per_dim(model, images) if book is None else code_entropy_per_dim(model, images, book)
 
 
 @torch.no_grad()

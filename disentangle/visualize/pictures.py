@@ -32,7 +32,7 @@ import torch
 from .._core.checks import choice, positive, positive_int
 from ..errors import ConfigError
 from .grids import save_gif, save_png
-from .latents import ACTIVE_KL, kl_per_dim
+from .latents import ACTIVE_KL, kl_per_dim, latent_scores
 from .traversals import code_limit
 
 logger = logging.getLogger(__name__)
@@ -191,15 +191,16 @@ def _write(
 
     x = sample_images(dataset, max(KL_IMAGES, num_images, num_reconstructions), seed)
     kl = kl_per_dim(model, x)
+    order = latent_scores(model, x)  # the KL, or a quantised model's code entropy
     written: dict[str, Path] = {}
     for name in names:
         path = out_dir / {**PICTURES, **CLASS_CONTENT_PICTURES}[name]
         if name == "traversals":
-            grid = traversals.traversal_grid(model, x[:num_images], kl, num_values=num_values, limit=limit)
+            grid = traversals.traversal_grid(model, x[:num_images], order, num_values=num_values, limit=limit)
             save_png(grid, path)
         elif name == "gif":
             frames = traversals.traversal_animation(
-                model, x[:1], kl, num_frames=num_frames, limit=limit, min_kl=min_kl
+                model, x[:1], order, num_frames=num_frames, limit=limit, min_kl=min_kl
             )
             save_gif(frames, path, fps=fps)
         elif name == "reconstructions":

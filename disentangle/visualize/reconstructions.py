@@ -9,13 +9,14 @@ import torch
 from .._core.checks import positive_int
 from .._core.gaussian import model_device
 from .grids import image_grid
+from .latents import decoder_code, latent_codebook
 
 
 @torch.no_grad()
 def mean_reconstructions(model: Any, images: torch.Tensor) -> torch.Tensor:
-    """Mean reconstructions ``sigmoid(decode(μ(x)))`` of ``images`` (no sampling), on the CPU."""
-    mu, _ = model.encode(images.to(model_device(model)))
-    return model.decode_mean(mu).float().cpu()
+    """Mean reconstructions ``sigmoid(decode(μ(x)))`` of ``images`` (no sampling), on the CPU;
+    ``μ(x)`` quantised for a model with quantised latents (:func:`~.latents.decoder_code`)."""
+    return model.decode_mean(decoder_code(model, images)).float().cpu()
 
 
 @torch.no_grad()
@@ -43,14 +44,21 @@ def reconstruction_grid(model: Any, images: torch.Tensor, nrow: int = 8) -> np.n
 @torch.no_grad()
 def prior_samples(model: Any, num_samples: int = 64, generator: torch.Generator | None = None) -> torch.Tensor:
     """Decoded draws ``sigmoid(decode(z))`` from the codes' prior, on the CPU: ``z ~ N(0, I)``, or
-    ``U(−1, 1)`` for a decoder that declares it (``decoder.code_prior = "uniform"``, InfoGAN's).
+    ``U(−1, 1)`` for a decoder that declares it (``decoder.code_prior = "uniform"``, InfoGAN's),
+    or for a model with quantised latents each ``z_j`` one of its ``V`` codebook values, uniformly
+    (QLAE's generative model has no other prior).
 
     ``z`` is drawn on the CPU (from ``generator`` if given), so a seed gives the same samples on
     every device.
     """
     num_samples = positive_int("num_samples", num_samples)
     latent_dim = int(model.latent_dim)
-    if getattr(getattr(model, "decoder", None), "code_prior", None) == "uniform":
+    book = latent_codebook(model)
+    if book is not None:
+        book = book.float().cpu()
+        index = torch.randint(book.shape[1], (num_samples, latent_dim), generator=generator)
+        z = torch.gather(book.expand(num_samples, -1, -1), 2, index.unsqueeze(2)).squeeze(2)
+    elif getattr(getattr(model, "decoder", None), "code_prior", None) == "uniform":
         z = torch.rand(num_samples, latent_dim, generator=generator) * 2 - 1
     else:
         z = torch.randn(num_samples, latent_dim, generator=generator)

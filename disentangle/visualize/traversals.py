@@ -10,6 +10,12 @@ The animation follows disentanglement_lib's ``visualize_model`` animated travers
 per latent, all panels moving together), sweeping every active latent from ``−limit`` to ``+limit``
 and back on a triangle wave.
 
+A model with quantised latents (QLAE, whose decoder was trained on codebook values only:
+:func:`~disentangle.visualize.latents.latent_codebook`) is traversed over its codebook instead:
+the start is the quantised code ``ẑ(x)``, latent ``j`` takes each of its own ``V`` values in
+increasing order, and rows are ordered and labelled by the entropy of the latent's values
+(``H=<bits>``) in place of the KL.
+
 A model here is anything with ``encode(x) -> (mu, logvar)`` and ``decode_mean(z) -> images``
 (a :class:`~disentangle.models.vae.VAE`).
 """
@@ -23,9 +29,8 @@ import numpy as np
 import torch
 
 from .._core.checks import positive, positive_int
-from .._core.gaussian import model_device
 from .grids import PADDING, add_row_labels, image_grid, labelled_panels, save_gif, save_png
-from .latents import ACTIVE_KL, active_latents, kl_per_dim, latent_order
+from .latents import ACTIVE_KL, active_latents, decoder_code, latent_codebook, latent_order, latent_scores
 
 
 def code_limit(model: Any) -> float:
@@ -54,23 +59,41 @@ def sweep_values(num_frames: int = 40, limit: float = 2.0) -> np.ndarray:
     return -limit + 2.0 * limit * (1.0 - np.abs(2.0 * k / num_frames - 1.0))
 
 
+def codebook_values(model: Any, dims: Sequence[int]) -> torch.Tensor | None:
+    """``(len(dims), V)``: each latent's codebook values in increasing order, for a model with
+    quantised latents; ``None`` for any other model."""
+    book = latent_codebook(model)
+    if book is None:
+        return None
+    return book.float().cpu()[[int(d) for d in dims]].sort(dim=1).values
+
+
 @torch.no_grad()
 def latent_traversals(model: Any, x: torch.Tensor, dims: Sequence[int], values: torch.Tensor) -> torch.Tensor:
-    """Decoded images ``(len(dims)·len(values), C, H, W)`` for the first image of ``x``.
+    """Decoded images ``(len(dims)·n, C, H, W)`` for the first image of ``x``.
 
-    Row ``i`` (images ``i·len(values)`` to ``(i + 1)·len(values) − 1``) sets ``z[dims[i]]`` to each
-    of ``values`` in turn, the other latents at the posterior mean of ``x[0]``.
+    Row ``i`` (images ``i·n`` to ``(i + 1)·n − 1``) sets ``z[dims[i]]`` to each of ``values`` in
+    turn, the other latents at :func:`~disentangle.visualize.latents.decoder_code` of ``x[0]``. ``values`` is ``(n,)``, the same
+    for every row, or ``(len(dims), n)``, a row's own (a codebook's values).
     """
-    mu, _ = model.encode(x[:1].to(model_device(model)))
+    start = decoder_code(model, x[:1])
     values = torch.as_tensor(values)
-    z = mu.repeat(len(dims) * len(values), 1)
+    rows = values.expand(len(dims), -1) if values.ndim == 1 else values
+    if rows.shape[0] != len(dims):
+        raise ValueError(f"values must be (n,) or ({len(dims)}, n) for {len(dims)} latents; got {tuple(values.shape)}.")
+    n = rows.shape[1]
+    z = start.repeat(len(dims) * n, 1)
     for row, d in enumerate(dims):
-        z[row * len(values) : (row + 1) * len(values), d] = values.to(z)
+        z[row * n : (row + 1) * n, d] = rows[row].to(z)
     return model.decode_mean(z)
 
 
-def _kl_or_compute(model: Any, images: torch.Tensor, kl: Sequence[float] | np.ndarray | None) -> np.ndarray:
-    return kl_per_dim(model, images) if kl is None else np.asarray(kl, dtype=float)
+def _scores_or_compute(model: Any, images: torch.Tensor, kl: Sequence[float] | np.ndarray | None) -> np.ndarray:
+    return latent_scores(model, images) if kl is None else np.asarray(kl, dtype=float)
+
+
+def _label(model: Any, d: int, score: float) -> str:
+    return f"z{d} KL={score:.2f}" if latent_codebook(model) is None else f"z{d} H={score:.2f}"
 
 
 @torch.no_grad()
@@ -90,13 +113,19 @@ def traversal_grid(
     :func:`code_limit`: ±2 for a VAE, ±1 for InfoGAN's codes). Rows are the latents in
     ``dims`` (default: all, by decreasing KL), each labelled ``z<j> KL=<KL_j>`` in a left column.
     ``kl`` is the per-latent KL in nats; by default it is computed on ``images`` themselves (pass a
-    larger batch's KL for a steadier ordering).
+    larger batch's KL for a steadier ordering). For a model with quantised latents the columns
+    are each latent's ``V`` codebook values (``num_values`` and ``limit`` are not used) and ``kl``
+    is the code entropy in bits (:func:`~disentangle.visualize.latents.latent_scores`), labelled
+    ``H=``.
 
     Size: ``H' = R·(H + 2) + 2`` for ``R`` rows and ``W' = 96 + N·(1 + num_values)·(W + 2) + 2``.
     """
-    kl = _kl_or_compute(model, images, kl)
+    kl = _scores_or_compute(model, images, kl)
     order = latent_order(kl) if dims is None else [int(d) for d in dims]
-    values = traversal_values(num_values, code_limit(model) if limit is None else limit)
+    values = codebook_values(model, order)
+    if values is None:
+        values = traversal_values(num_values, code_limit(model) if limit is None else limit)
+    num_values = values.shape[-1]
     c, h, w = images.shape[1:]
     blocks = []
     for x in images:
@@ -106,7 +135,7 @@ def traversal_grid(
         blocks.append(torch.cat([inputs, decoded], dim=1))
     tiles = torch.cat(blocks, dim=1)  # (rows, N·(1 + num_values), C, H, W)
     grid = image_grid(tiles.reshape(-1, c, h, w), nrow=tiles.shape[1])
-    labels = [f"z{d} KL={kl[d]:.2f}" for d in order]
+    labels = [_label(model, d, kl[d]) for d in order]
     return add_row_labels(grid, labels, row_height=h, padding=PADDING)
 
 
@@ -128,21 +157,29 @@ def traversal_animation(
     :func:`sweep_values` ``(num_frames, limit)[k]`` and the other latents at ``μ(image)``. Panels are
     the ``dims`` given, else the :func:`active_latents` (``KL >= min_kl``; all latents when none
     is), labelled ``z<j>``, ``ncol`` per row (default ``ceil(sqrt(panels))``), under a title strip
-    with the current value. Returns ``num_frames`` equal-sized ``(H', W', 3)`` uint8 arrays.
+    with the current value. Returns ``num_frames`` equal-sized ``(H', W', 3)`` uint8 arrays. For a
+    model with quantised latents each panel steps through its own codebook values on the same
+    triangle wave (title ``value k of V``) and ``kl`` is the code entropy in bits.
     """
     image = image[:1] if image.ndim == 4 else image[None]
-    kl = _kl_or_compute(model, image, kl)
+    kl = _scores_or_compute(model, image, kl)
     panels = active_latents(kl, min_kl) if dims is None else [int(d) for d in dims]
     ncol = int(np.ceil(np.sqrt(len(panels)))) if ncol is None else positive_int("ncol", ncol)
-    sweep = sweep_values(num_frames, code_limit(model) if limit is None else limit)
+    book = codebook_values(model, panels)
+    if book is None:
+        sweep = sweep_values(num_frames, code_limit(model) if limit is None else limit)
+        values = torch.as_tensor(sweep, dtype=torch.float32)
+        titles = [f"z = {value:+.2f}" for value in sweep]
+    else:  # each latent steps through its own values, lowest to highest and back
+        levels = book.shape[1]
+        index = np.rint((levels - 1) * (sweep_values(num_frames, 1.0) + 1.0) / 2.0).astype(int)
+        values = book[:, index]
+        titles = [f"value {k + 1} of {levels}" for k in index]
     # all frames in one decoder call: panel-major, frame-minor
-    decoded = latent_traversals(model, image, panels, torch.as_tensor(sweep, dtype=torch.float32)).float().cpu()
-    decoded = decoded.reshape(len(panels), len(sweep), *decoded.shape[1:])
+    decoded = latent_traversals(model, image, panels, values).float().cpu()
+    decoded = decoded.reshape(len(panels), num_frames, *decoded.shape[1:])
     labels = [f"z{d}" for d in panels]
-    return [
-        labelled_panels(decoded[:, k], labels, ncol=ncol, title=f"z = {value:+.2f}")
-        for k, value in enumerate(sweep)
-    ]
+    return [labelled_panels(decoded[:, k], labels, ncol=ncol, title=title) for k, title in enumerate(titles)]
 
 
 def save_traversals(

@@ -23,7 +23,7 @@ from ..errors import ConfigError, DisentangleError
 from ..metrics.names import PUBLISHED_METRICS
 from ..metrics.results import recorded_settings, settings_identity, stale_metrics
 from . import manifest as _manifest
-from .weights import encode_weights, sha256_bytes
+from .weights import OBJECTIVE_PREFIX, encode_weights, sha256_bytes
 
 #: the scores a published model records by default: the six metrics of the study + unsupervised
 #: (:data:`disentangle.metrics.names.PUBLISHED_METRICS`, whose module imports neither the metrics
@@ -219,7 +219,9 @@ def publish(
         "wall_time_source": wall_source,
         "machine": machine if machine is not None else machine_info(),
     }
-    data = encode_weights(model.state_dict(), metadata)
+    tensors = dict(model.state_dict())
+    tensors.update({OBJECTIVE_PREFIX + k: v for k, v in model.objective_state.items()})
+    data = encode_weights(tensors, metadata)
     weight_path = weights_folder / f"{name}.safetensors"
     if weight_path.is_file():
         # safetensors writes its metadata in no fixed order, so equal content can differ in bytes:

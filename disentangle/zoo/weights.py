@@ -2,7 +2,9 @@
 
 A zoo weight file is a plain `safetensors <https://github.com/huggingface/safetensors>`_ file
 (no pickle): the tensors are the VAE's ``state_dict`` (``encoder.*`` and ``decoder.*``; no
-optimizer, no discriminator), stored as trained (fp32). Its ``__metadata__`` (string to string,
+optimizer, no discriminator), stored as trained (fp32), and the objective's tensors that the model
+is used with as ``objective.NAME`` (QLAE's ``objective.codebook``:
+:attr:`~disentangle.objectives.base.Objective.published_state`). Its ``__metadata__`` (string to string,
 as the format requires) holds:
 
 =====================  =======================================================================
@@ -34,6 +36,8 @@ from .._core.atomic import atomic_write_bytes
 from ..errors import HashMismatchError, WeightsError
 
 FORMAT = "disentangle-zoo/1"
+#: the name prefix of the objective's tensors in a weight file
+OBJECTIVE_PREFIX = "objective."
 #: metadata keys whose values are JSON
 _JSON_KEYS = ("config", "image_shape", "machine")
 
@@ -43,13 +47,15 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def encode_weights(state_dict: dict[str, torch.Tensor], metadata: dict[str, Any]) -> bytes:
-    """The bytes of a zoo weight file for ``state_dict`` (keys ``encoder.*`` / ``decoder.*``)."""
+    """The bytes of a zoo weight file for ``state_dict`` (keys ``encoder.*`` / ``decoder.*``, and
+    ``objective.*`` for the objective's published tensors)."""
     from safetensors.torch import save
 
-    foreign = sorted(k for k in state_dict if not k.startswith(("encoder.", "decoder.")))
+    foreign = sorted(k for k in state_dict if not k.startswith(("encoder.", "decoder.", OBJECTIVE_PREFIX)))
     if foreign:
         raise WeightsError(
-            f"A zoo weight file holds the encoder and decoder only; got other tensors: {', '.join(foreign[:5])}."
+            "A zoo weight file holds the encoder, the decoder and the objective's published tensors "
+            f"(objective.NAME) only; got other tensors: {', '.join(foreign[:5])}."
         )
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()}
     text = {"format": FORMAT}
@@ -114,16 +120,21 @@ def read_verified(path: str | Path, sha256: str) -> tuple[dict[str, torch.Tensor
 
 def build_model(tensors: dict[str, torch.Tensor], metadata: dict[str, Any], map_location: str | torch.device = "cpu"):
     """The :class:`~disentangle.models.vae.VAE` of decoded weights, in eval mode, with ``config``,
-    ``trained_steps`` and ``zoo_metadata`` attributes."""
+    ``trained_steps``, ``zoo_metadata`` and ``objective_state`` attributes (the tensors stored
+    as ``objective.NAME``: :data:`OBJECTIVE_PREFIX`)."""
     from ..config import upgrade_saved_config
     from ..models.vae import VAE
 
     config = upgrade_saved_config(metadata["config"])
     model = VAE.for_weights(config["model"], metadata["image_shape"])
+    weights = {k: v for k, v in tensors.items() if not k.startswith(OBJECTIVE_PREFIX)}
     try:
-        model.load_state_dict(tensors)
+        model.load_state_dict(weights)
     except RuntimeError as err:
         raise WeightsError(f"The weights do not fit the model their config describes: {err}") from None
+    model.objective_state = {
+        k[len(OBJECTIVE_PREFIX):]: v.to(map_location) for k, v in tensors.items() if k.startswith(OBJECTIVE_PREFIX)
+    }
     model.config = config
     model.trained_steps = int(metadata.get("trained_steps") or 0)
     model.zoo_metadata = metadata

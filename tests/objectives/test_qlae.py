@@ -234,6 +234,41 @@ def test_resume_is_bit_exact(tmp_path, tiny_overrides):
             assert torch.equal(sa[k]["exp_avg"], sb[k]["exp_avg"]), (name, k)
 
 
+def test_a_published_model_carries_its_codebook_and_others_carry_nothing(tmp_path, tiny_overrides, monkeypatch):
+    """zoo publish stores the codebook as objective.codebook; loading the weight file (or zoo:NAME)
+    gives it back as model.objective_state, so quantized_codes works on a pretrained model. A
+    FactorVAE's discriminator, objective state used only in training, is never published."""
+    from safetensors import safe_open
+
+    from disentangle import zoo
+
+    run = tmp_path / "q"
+    Trainer(load_config(None, tiny_overrides(run, steps=4, **EXTRA))).fit()
+    manifest = tmp_path / "zoo" / "manifest.json"
+    zoo.publish(run, "q-test", manifest=manifest, metrics=["mig"])
+    weights = tmp_path / "zoo" / "weights" / "q-test.safetensors"
+    book = torch.load(run / "checkpoint.pt", weights_only=True)["objective"]["codebook"]
+    with safe_open(str(weights), "pt") as f:
+        assert torch.equal(f.get_tensor("objective.codebook"), book)
+    monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", str(manifest))
+    for source in (weights, "zoo:q-test"):
+        model = disentangle.load(source)
+        assert torch.equal(load_codebook(model), book)
+        x = torch.rand(3, 1, 16, 16)
+        assert torch.equal(quantized_codes(model, x).values, quantize(model.representation(x), book).values)
+
+    other = tmp_path / "f"
+    Trainer(load_config(None, tiny_overrides(other, steps=2, **{"objective.name": "factor_vae", "train.checkpoint_every": 2}))).fit()
+    assert "discriminator" in "".join(torch.load(other / "checkpoint.pt", weights_only=True)["objective"])
+    zoo.publish(other, "f-test", manifest=manifest, metrics=["mig"])
+    with safe_open(str(tmp_path / "zoo" / "weights" / "f-test.safetensors"), "pt") as f:
+        assert all(k.startswith(("encoder.", "decoder.")) for k in f.keys())
+    model = disentangle.load(other)
+    assert model.objective_state == {}
+    with pytest.raises(ValueError, match="factor_vae"):
+        load_codebook(model)
+
+
 def test_load_codebook_refuses_a_run_of_another_objective(tmp_path, tiny_overrides):
     run = tmp_path / "beta"
     Trainer(load_config(None, tiny_overrides(run, steps=2, **{"objective.name": "beta_vae", "train.checkpoint_every": 2}))).fit()

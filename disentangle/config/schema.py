@@ -27,6 +27,9 @@ class DataConfig:
     #: as a dict, every key filled in) of semi-supervised objectives and of U/S model selection;
     #: ``None``: no labels (a semi-supervised objective then gets the defaults)
     labels: dict[str, Any] | None = None
+    #: ``data.subgrid``: the classes kept of some factors, ``{factor: count or [classes]}``
+    #: (:mod:`disentangle.data.subgrid`); ``None``: the whole grid
+    subgrid: dict[str, Any] | None = None
 
 
 @dataclass

@@ -53,6 +53,7 @@ class Config:
             "data": {
                 "name": self.data.name, **_plain(self.data.params),
                 **({"labels": _plain(self.data.labels)} if self.data.labels is not None else {}),
+                **({"subgrid": _plain(self.data.subgrid)} if self.data.subgrid is not None else {}),
             },
             "model": {
                 "backbone": self.model.backbone, "latent_dim": self.model.latent_dim, "init": self.model.init,
@@ -81,7 +82,7 @@ class Config:
 T = TypeVar("T")
 _SECTIONS = ("seed", "data", "model", "objective", "train")
 #: the keys of the registry sections that are not parameters of the named component
-_OWN_KEYS = {"data": ("name", "labels"), "model": ("backbone", "latent_dim", "init"), "objective": ("name",)}
+_OWN_KEYS = {"data": ("name", "labels", "subgrid"), "model": ("backbone", "latent_dim", "init"), "objective": ("name",)}
 
 
 class _Problems:
@@ -152,8 +153,13 @@ def _data_config(data: dict[str, Any], problems: _Problems) -> DataConfig:
 
         spec = problems.value(LabelsSpec.from_dict, labels, errors=problems.errors)
         labels = spec.to_dict() if spec is not None else None
+    subgrid = data.pop("subgrid", None)
+    if subgrid is not None:
+        from ..data.subgrid import check_subgrid_spec
+
+        subgrid = problems.value(check_subgrid_spec, subgrid)
     name = problems.value(_check_value, "data.name", data.pop("name", DataConfig.name), str)
-    return DataConfig(name=name, params=data, labels=labels)
+    return DataConfig(name=name, params=data, labels=labels, subgrid=subgrid)
 
 
 def _model_config(model: dict[str, Any], problems: _Problems) -> ModelConfig:

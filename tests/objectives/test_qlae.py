@@ -269,6 +269,24 @@ def test_a_published_model_carries_its_codebook_and_others_carry_nothing(tmp_pat
         load_codebook(model)
 
 
+def test_the_end_of_training_traversals_step_through_the_run_s_codebook(tmp_path, tiny_overrides):
+    """The trainer's traversals.png of a QLAE run has a column per codebook value (3 here, not the
+    pictures' default 10) and decodes what disentangle.load's model draws."""
+    from PIL import Image
+
+    from disentangle.data import build_dataset
+    from disentangle.visualize import write_pictures
+
+    run = tmp_path / "q"
+    extra = {**EXTRA, "objective.num_values": 3, "train.traversals": "true"}
+    Trainer(load_config(None, tiny_overrides(run, steps=4, **extra))).fit()
+    png = np.asarray(Image.open(run / "traversals.png"))
+    assert png.shape[:2] == (4 * (16 + 2) + 2, 96 + 3 * (1 + 3) * (16 + 2) + 2)
+    model = disentangle.load(run)
+    again = write_pictures(model, build_dataset(model.config["data"]), tmp_path / "again", ["traversals"], seed=0)
+    assert np.array_equal(np.asarray(Image.open(again["traversals"])), png)
+
+
 def test_load_codebook_refuses_a_run_of_another_objective(tmp_path, tiny_overrides):
     run = tmp_path / "beta"
     Trainer(load_config(None, tiny_overrides(run, steps=2, **{"objective.name": "beta_vae", "train.checkpoint_every": 2}))).fit()

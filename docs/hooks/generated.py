@@ -99,6 +99,16 @@ def _score(record: dict[str, Any], metric: str, score: str) -> float | None:
 
 
 # ---------------------------------------------------------------------------------- the zoo
+def _data_text(data: dict[str, Any] | None) -> str:
+    """A run's dataset as a table cell: its name, and the factors a ``data.subgrid`` thins."""
+    data = data or {}
+    text = f"`{data.get('name', '?')}`"
+    subgrid = data.get("subgrid")
+    if subgrid:
+        text += " sub-grid (" + ", ".join(f"{k} {v if isinstance(v, int) else len(v)}" for k, v in subgrid.items()) + ")"
+    return text
+
+
 def pretrained_scores(models: dict[str, dict[str, Any]] | None = None) -> str:
     """Every pretrained model of the shipped manifest with its recorded scores, best MIG first."""
     models = read_manifest() if models is None else models
@@ -109,7 +119,9 @@ def pretrained_scores(models: dict[str, dict[str, Any]] | None = None) -> str:
     rows = []
     for name in order:
         record = models[name]
-        row = [f"`{name}`", f"{record.get('trained_steps', 0):,}"]
+        # a model trained and scored on a sub-grid is marked: its scores are not on the whole grid
+        marker = " (sub-grid)" if (record.get("config", {}).get("data") or {}).get("subgrid") else ""
+        row = [f"`{name}`{marker}", f"{record.get('trained_steps', 0):,}"]
         row += [_number(_score(record, metric, score)) for metric, score, _ in SCORE_COLUMNS]
         rows.append(row)
     return _table(header, rows, "lr" + "r" * len(SCORE_COLUMNS))
@@ -174,7 +186,7 @@ def pretrained_schedules(models: dict[str, dict[str, Any]] | None = None) -> str
         size = r.get("size")
         rows.append([
             f"`{name}`",
-            f"`{cfg.get('data', {}).get('name', '?')}`",
+            _data_text(cfg.get("data")),
             f"`{model.get('backbone', '?')}`, {model.get('latent_dim', '?')} latents",
             f"{r.get('trained_steps', 0):,}",
             str(train.get("batch_size", "?")),
@@ -375,7 +387,7 @@ def shipped_configs() -> str:
         steps = train.get("steps")
         rows.append([
             f"`{name}`",
-            f"`{(raw.get('data') or {}).get('name', 'sprites')}`",
+            _data_text({"name": "sprites", **(raw.get("data") or {})}),
             f"`{objective.get('name', 'beta_vae')}`",
             f"`{(raw.get('model') or {}).get('backbone', 'conv64')}`",
             f"{steps:,}" if isinstance(steps, int) else "default",

@@ -33,6 +33,8 @@ __all__ = ["SubGrid", "check_subgrid_spec", "subgrid_classes"]
 
 #: images rendered at once when a sub-grid is materialised
 _CHUNK = 8192
+#: attributes a sub-grid reads from its base (where the base has them)
+_FROM_BASE = ("name", "image_size", "placement", "placement_reason", "stream")
 
 
 def check_subgrid_spec(spec: Any) -> dict[str, int | list[int]]:
@@ -99,8 +101,8 @@ class SubGrid(GridDataset):
     docstring). Grid point ``i`` of the sub-grid is the base's point whose factor classes are
     ``kept[f][c_f]`` for the sub-grid's classes ``c_f`` of ``i``; its observation is the base's
     (with the base's per-sample nuisance, if any). ``materialize()`` renders only the sub-grid's
-    images, for a base that renders (the sprites family). Other attributes (``name``, ``image_size``,
-    ...) are the base's.
+    images, for a base that renders (the sprites family). ``name``, ``image_size`` and the
+    placement of a stored base are the base's.
     """
 
     def __init__(self, base: GridDataset, spec: Mapping[str, int | Sequence[int]]) -> None:
@@ -125,9 +127,10 @@ class SubGrid(GridDataset):
         return bool(self.base.shard_rendering)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name in ("base", "spec", "kept"):
-            raise AttributeError(name)
-        return getattr(self.base, name)
+        # only what describes the base as a whole: its stored images or files are not the sub-grid's
+        if name in _FROM_BASE:
+            return getattr(self.base, name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     @property
     def image_shape(self) -> tuple[int, int, int]:

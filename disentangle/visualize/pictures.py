@@ -32,7 +32,7 @@ import torch
 from .._core.checks import choice, positive, positive_int
 from ..errors import ConfigError
 from .grids import save_gif, save_png
-from .latents import ACTIVE_KL, kl_per_dim, latent_scores
+from .latents import ACTIVE_KL, code_entropy_per_dim, kl_per_dim, latent_codebook
 from .traversals import code_limit
 
 logger = logging.getLogger(__name__)
@@ -191,7 +191,8 @@ def _write(
 
     x = sample_images(dataset, max(KL_IMAGES, num_images, num_reconstructions), seed)
     kl = kl_per_dim(model, x)
-    order = latent_scores(model, x)  # the KL, or a quantised model's code entropy
+    book = latent_codebook(model)  # a quantised model's latents are ordered by code entropy, not KL
+    order = kl if book is None else code_entropy_per_dim(model, x, book)
     written: dict[str, Path] = {}
     for name in names:
         path = out_dir / {**PICTURES, **CLASS_CONTENT_PICTURES}[name]

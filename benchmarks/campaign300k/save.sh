@@ -9,7 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SWEEP="${1:-$HOME/campaign300k/zoo_sprites_ref300k}"
 SAVED=benchmarks/campaign300k/resume
-pkill -INT -f "disentangle.sweep run zoo_sprites_ref300k" || true
+# SIGINT to the sweep's process group, as a terminal's Ctrl-C: every worker checkpoints the step it
+# reached (a sweep from before 2026-11-27 did not pass a signal sent to its own process on to them)
+for pid in $(pgrep -f "disentangle.sweep run zoo_sprites_ref300k"); do
+    pgid=$(ps -o pgid= -p "$pid" | tr -d ' ') && kill -INT -- "-$pgid" 2>/dev/null || true
+done
 for _ in $(seq 60); do  # the workers checkpoint and exit; the pool's parent may linger
     pgrep -f "disentangle.sweep run zoo_sprites_ref300k" >/dev/null || break
     sleep 2

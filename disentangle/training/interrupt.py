@@ -1,7 +1,14 @@
-"""Ctrl-C during training: finish the step, checkpoint it, then stop.
+"""Ctrl-C or SIGTERM during training: finish the step, checkpoint it, then stop.
 
 The handler only sets a flag; the training loop reads it at the step boundary, so a step in
 progress (including FactorVAE's discriminator update) is never saved half done.
+
+* **SIGINT** (Ctrl-C): the first one asks the loop to stop after the step; a second one stops at
+  once (the last periodic checkpoint stays valid).
+* **SIGTERM** (``kill PID``, Slurm before a time limit, a process manager, a local sweep handing on
+  its own Ctrl-C to its workers): the same request as the first Ctrl-C, and never more than that, so a
+  process that is sent both (a terminal's Ctrl-C reaches a sweep's workers, and the sweep passes it
+  on) still checkpoints its step.
 """
 from __future__ import annotations
 
@@ -12,34 +19,45 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-class DeferredInterrupt:
-    """SIGINT handler that asks the loop to stop at the next step boundary.
+#: the signals :class:`DeferredInterrupt` turns into a stop at the next step boundary
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    The first Ctrl-C sets :attr:`requested` (the loop finishes the step, checkpoints it and raises
-    ``KeyboardInterrupt``); a second one raises ``KeyboardInterrupt`` at once. Installed only in the
-    main thread (Python delivers signals there); elsewhere the default behaviour is unchanged.
+
+class DeferredInterrupt:
+    """SIGINT and SIGTERM handler that asks the loop to stop at the next step boundary.
+
+    The first SIGINT or SIGTERM sets :attr:`requested` (the loop finishes the step, checkpoints it
+    and raises ``KeyboardInterrupt``); a SIGINT after that raises ``KeyboardInterrupt`` at once, a
+    SIGTERM after that changes nothing. Installed only in the main thread (Python delivers signals
+    there); elsewhere the default behaviour is unchanged.
     """
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous: Any = None
-        self._installed = False
+        self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
-            raise KeyboardInterrupt
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            return
         self.requested = True
-        logger.warning(
-            "interrupt: finishing the current step and checkpointing it "
-            "(press Ctrl-C again to stop at once, keeping the last periodic checkpoint)"
-        )
+        if signum == signal.SIGINT:
+            logger.warning(
+                "interrupt: finishing the current step and checkpointing it "
+                "(press Ctrl-C again to stop at once, keeping the last periodic checkpoint)"
+            )
+        else:
+            logger.warning("%s: finishing the current step, checkpointing it and stopping",
+                           signal.Signals(signum).name)
 
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-            self._installed = True
+            for signum in HANDLED_SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
 
     def uninstall(self) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous)
-            self._installed = False
+        for signum, previous in self._previous.items():
+            # None: the handler was not set from Python; the default is the closest we can restore
+            signal.signal(signum, signal.SIG_DFL if previous is None else previous)
+        self._previous = {}

@@ -38,10 +38,11 @@ Design choices:
   folder and evaluates metrics, and an exception there is raised on every rank at once.
 * ``train.steps`` is the *total* step count: ``--resume`` continues from the checkpoint up to it;
   only the keys of :data:`disentangle.training.resume.RESUMABLE_KEYS` may differ from the run's config.
-* Ctrl-C (SIGINT) never saves half a step: the handler only sets a flag; the step in progress
-  (including FactorVAE's discriminator update) completes, its checkpoint is written, and then
-  ``KeyboardInterrupt`` is raised. A second Ctrl-C stops at once without saving (the last
-  periodic checkpoint stays valid) (:mod:`disentangle.training.interrupt`).
+* Ctrl-C (SIGINT) or SIGTERM never saves half a step: the handler only sets a flag; the step in
+  progress (including FactorVAE's discriminator update) completes, its checkpoint is written, and
+  then ``KeyboardInterrupt`` is raised. A second Ctrl-C stops at once without saving (the last
+  periodic checkpoint stays valid); a second SIGTERM changes nothing
+  (:mod:`disentangle.training.interrupt`).
 
 The device, seeds, CUDA flags, the memory layout, a materialised dataset and ``torch.compile`` are set
 up by :mod:`disentangle.training.runtime` (``auto`` choices: :func:`~disentangle.training.runtime.choose_execution`).

@@ -94,8 +94,8 @@ def _log_losses(run: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["loss"]) for r in rows if "loss" in r]
 
 
-def _interrupt_on_call(monkeypatch, owner, name: str, call: int, times: int = 1) -> None:
-    """Make ``owner.name`` send SIGINT to this process on its ``call``-th call (``times`` signals)."""
+def _interrupt_on_call(monkeypatch, owner, name: str, call: int, times: int = 1, signum: int = signal.SIGINT) -> None:
+    """Make ``owner.name`` send ``signum`` to this process on its ``call``-th call (``times`` signals)."""
     original = getattr(owner, name)
     count = {"n": 0}
 
@@ -103,7 +103,7 @@ def _interrupt_on_call(monkeypatch, owner, name: str, call: int, times: int = 1)
         count["n"] += 1
         if count["n"] == call:
             for _ in range(times):
-                signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(signum)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, wrapper)
@@ -156,6 +156,26 @@ def test_second_sigint_stops_at_once_without_saving(tmp_path, monkeypatch, tiny_
             Trainer(config).fit()
     assert not (tmp_path / "run" / "checkpoint.pt").exists()  # no half step was saved
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+
+def test_sigterm_checkpoints_the_step_and_a_second_one_changes_nothing(tmp_path, monkeypatch, tiny_overrides):
+    """``kill PID`` or Slurm's SIGTERM before a time limit: the step completes and is saved, as on the
+    first Ctrl-C; a SIGTERM sent twice (by Slurm and by a sweep passing it on) does not drop it."""
+    torch.set_num_threads(1)
+    straight = Trainer(load_config(None, tiny_overrides(tmp_path / "straight", steps=10)))
+    straight.fit()
+    run = tmp_path / "run"
+    config = load_config(None, tiny_overrides(run, steps=10, **{"train.checkpoint_every": 100}))
+    with monkeypatch.context() as patch:
+        _interrupt_on_call(patch, Objective, "sample_batch", 4, times=2, signum=signal.SIGTERM)
+        with pytest.raises(KeyboardInterrupt):
+            Trainer(config).fit()
+    assert load_checkpoint(run / "checkpoint.pt")["step"] == 4
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler restored
+    resumed = Trainer(load_config(None, tiny_overrides(run, steps=10)))
+    resumed.fit(resume=True)
+    a, b = _params(straight.model), _params(resumed.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 # ---------------------------------------------------------------------- 3. rotated checkpoints

@@ -1,5 +1,6 @@
 """Ctrl-C stops a local sweep promptly: the runs in progress are checkpointed and no queued run is
-started; a second Ctrl-C stops at once. Driven as a terminal does it: SIGINT to the process group."""
+started; a second Ctrl-C stops at once. Driven as a terminal does it (SIGINT to the process group)
+and as ``kill`` or a process manager does it (SIGINT or SIGTERM to the sweep's process alone)."""
 from __future__ import annotations
 
 import json
@@ -66,6 +67,24 @@ def test_one_ctrl_c_checkpoints_the_run_in_progress_and_starts_no_other(tmp_path
     assert len(checkpointed) == 1, [list(r.iterdir()) for r in runs]  # the interrupted run, saved
     started = [r for r in runs if (r / "log.jsonl").exists()]
     assert started == checkpointed  # no queued run was started after Ctrl-C
+    step = json.loads((checkpointed[0] / "log.jsonl").read_text().splitlines()[-1])["step"]
+    assert 0 < step < 200000
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_the_sweep_process_alone_checkpoints_the_run_its_worker_is_training(tmp_path, signum):
+    """The workers never see this signal: the sweep must pass it on, or they train on (this run has
+    200,000 steps and no periodic checkpoint before 100,000) until someone kills them."""
+    proc, out = _start(tmp_path)
+    os.kill(proc.pid, signum)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the sweep did not stop within 60 s of a signal sent to its process")
+    assert proc.returncode == 130, err
+    checkpointed = [r for r in (out / "runs").iterdir() if (r / "checkpoint.pt").exists()]
+    assert len(checkpointed) == 1
     step = json.loads((checkpointed[0] / "log.jsonl").read_text().splitlines()[-1])["step"]
     assert 0 < step < 200000
 

@@ -15,6 +15,11 @@
   workers from starting any queued run (the pool hands a worker its next run before the current
   one ends), so the sweep stops as soon as the runs in progress are checkpointed. A second Ctrl-C
   stops at once: the workers are killed (their last periodic checkpoints stay valid).
+* A signal sent to the sweep's process alone does the same: SIGINT (``kill -INT PID``) or SIGTERM
+  (``kill PID``, a process manager) makes the parent set the stop flag and send each worker SIGTERM,
+  which its trainer takes as the first Ctrl-C (:mod:`disentangle.training.interrupt`): the runs in
+  progress are checkpointed at the step they reached. A worker between runs starts no other; one
+  building a dataset or computing metrics stops there (the run resumes from its checkpoint).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -79,27 +85,66 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 _STOP = None  # in a worker: the pool's stop flag (a multiprocessing Event)
+_BUSY = False  # in a worker: whether it is running a task
 
 
 def _init_worker(threads: int, parent_pid: int, stop) -> None:
     global _STOP
     die_with_parent(parent_pid)
     # Ctrl-C reaches the whole process group; the trainer checkpoints on it and the parent stops.
+    # SIGTERM comes from the parent (or from whoever stops the sweep): while training, the
+    # trainer's own handler takes it; otherwise _terminate_worker does.
+    signal.signal(signal.SIGTERM, _terminate_worker)
     configure_worker(threads)
     _STOP = stop
+
+
+def _terminate_worker(signum, frame) -> None:
+    """SIGTERM in a worker outside training: start no other run, and stop the one being set up or
+    evaluated (its checkpoint stays; a rerun finishes it)."""
+    if _STOP is not None:
+        _STOP.set()
+    if _BUSY:
+        raise KeyboardInterrupt
 
 
 def _run_unless_stopped(task: RunTask) -> RunOutcome:
     """``run_one(task)`` in a worker, unless the sweep is stopping: a run handed to the worker
     after Ctrl-C is not started."""
+    global _BUSY
     if _STOP is not None and _STOP.is_set():
         raise KeyboardInterrupt
+    _BUSY = True
     try:
         return run_one(task)
     except KeyboardInterrupt:
         if _STOP is not None:
             _STOP.set()  # this worker saw Ctrl-C: no worker starts another run
         raise
+    finally:
+        _BUSY = False
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """In the main thread, make the first SIGTERM raise ``KeyboardInterrupt`` (a later one is
+    ignored), so ``kill PID`` stops the sweep as Ctrl-C does; the previous handler is restored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = False
+
+    def handle(signum, frame) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def run_local(tasks: list[RunTask], options, report, folder=None) -> None:
@@ -107,6 +152,11 @@ def run_local(tasks: list[RunTask], options, report, folder=None) -> None:
     workers = min(options.workers or 1, max(1, len(tasks)))
     threads = options.threads_per_run or max(1, available_cores() // workers)
     pending = {t.run_id: t for t in tasks}
+    with terminate_as_interrupt():
+        _run_with_retries(options, workers, threads, pending, report)
+
+
+def _run_with_retries(options, workers: int, threads: int, pending: dict, report) -> None:
     for attempt in range(options.max_retries + 1):
         if not pending:
             return
@@ -140,13 +190,21 @@ def _run_pool(tasks: list[RunTask], workers: int, threads: int, pending: dict, r
             report(outcome)
     except KeyboardInterrupt:
         stop.set()
-        try:  # the workers checkpoint the runs in progress (they got the signal too) and start no other
+        # a terminal's Ctrl-C reached the workers too; a signal sent to this process alone did not
+        _signal_workers(executor, signal.SIGTERM)
+        try:  # the workers checkpoint the runs in progress and start no other
             executor.shutdown(wait=True, cancel_futures=True)
         except KeyboardInterrupt:  # a second Ctrl-C: stop now
             _kill_workers(executor)
         raise
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _signal_workers(executor: ProcessPoolExecutor, signum: int) -> None:
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        with contextlib.suppress(ProcessLookupError, TypeError):  # exited, or not started (pid None)
+            os.kill(process.pid, signum)
 
 
 def _kill_workers(executor: ProcessPoolExecutor) -> None:

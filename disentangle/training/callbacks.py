@@ -5,6 +5,8 @@ nothing, and override the ones you need). The trainer calls them on the main pro
 the order the callbacks are listed, after the built-in ones:
 
 =======================================  ================================================================
+``check_config(config)``                 before anything is created (no run folder yet): raise a
+                                         :class:`~disentangle.ConfigError` to refuse the run's config
 ``on_fit_start(trainer)``                the run folder is open, the model built (and restored on resume)
 ``on_step_end(trainer, step, terms)``    after every optimisation step; ``terms`` are the objective's
                                          tensors on the device (reading one as a number waits for the
@@ -53,11 +55,13 @@ import math
 import numbers
 import os
 import secrets
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._core.atomic import atomic_write
 from .._core.registry import Registry, did_you_mean
 from ..errors import ConfigError, InputError
 
@@ -74,6 +78,10 @@ HOOKS: tuple[str, ...] = ("on_fit_start", "on_step_end", "on_log", "on_evaluate"
 
 class Callback:
     """Base class of callbacks: every hook does nothing (see the module docstring for when each runs)."""
+
+    def check_config(self, config: Any) -> None:
+        """Before anything is created: raise :class:`~disentangle.ConfigError` if this callback cannot
+        work with the run's :class:`~disentangle.Config` (the trainer calls it on every process)."""
 
     def on_fit_start(self, trainer: Trainer) -> None:
         """The run starts (or resumes): the run folder is open and the model built."""
@@ -371,6 +379,66 @@ class EarlyStopping(Callback):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.best, self.bad_checks = state.get("best"), int(state.get("bad_checks", 0))
+
+
+@CALLBACKS.register("keep_checkpoints")
+class KeepCheckpoints(Callback):
+    """Keep a copy of the checkpoint written at chosen steps, for scores or pictures of the model
+    part-way through training (the trainer keeps only its two newest checkpoints).
+
+    ``steps``: the steps to keep (e.g. ``[20000, 100000, 200000]``), or ``every``: every multiple of
+    it; each must be a multiple of ``train.checkpoint_every`` or the run's last step, since only
+    those steps have a checkpoint (checked before the run folder is created). A kept step is a run folder of its
+    own, ``<run folder>/<folder>/step_<NNNNNNN>/`` with ``checkpoint.pt`` and ``config.yaml``, which
+    ``disentangle.load``, ``python -m disentangle.evaluate`` and ``visualize`` read as any run. Copies
+    are atomic (``checkpoint.pt`` last), and a step already kept is not copied again, so a resumed
+    run keeps the same files.
+    """
+
+    def __init__(self, steps: Sequence[int] = (), every: int = 0, folder: str = "kept") -> None:
+        steps = [steps] if isinstance(steps, int) else list(steps)
+        if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in steps):
+            raise ConfigError(f"keep_checkpoints: steps is {steps!r}; give a list of step numbers >= 1.")
+        if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+            raise ConfigError(f"keep_checkpoints: every is {every!r}; give a number of steps >= 1 (or 0: none).")
+        if bool(steps) == bool(every):
+            raise ConfigError("keep_checkpoints: give either steps (a list of steps to keep) or every "
+                              "(keep every multiple of it), not both and not neither.")
+        if not str(folder) or Path(str(folder)).is_absolute() or ".." in Path(str(folder)).parts:
+            raise ConfigError(f"keep_checkpoints: folder is {folder!r}; give a folder name inside the run folder.")
+        self.steps, self.every, self.folder = sorted(set(steps)), every, str(folder)
+
+    def wanted(self, step: int) -> bool:
+        """Whether the checkpoint of ``step`` is one to keep."""
+        return step in self.steps if self.steps else step % self.every == 0
+
+    def check_config(self, config: Any) -> None:
+        train = config.train
+        unreachable = [s for s in (self.steps or [self.every])
+                       if s != train.steps and s % train.checkpoint_every != 0 and s <= train.steps]
+        if unreachable:
+            raise ConfigError(
+                f"keep_checkpoints: step{'s' if len(unreachable) > 1 else ''} {', '.join(f'{s:,}' for s in unreachable)} "
+                f"of this run {'have' if len(unreachable) > 1 else 'has'} no checkpoint: train.checkpoint_every is "
+                f"{train.checkpoint_every:,}, so checkpoints are written at its multiples and at the last step "
+                f"({train.steps:,}). Keep multiples of {train.checkpoint_every:,}, or set train.checkpoint_every to "
+                "a divisor of every step you keep."
+            )
+
+    def step_folder(self, trainer: Trainer, step: int) -> Path:
+        """Where the checkpoint of ``step`` is kept."""
+        return trainer.out_dir / self.folder / f"step_{step:07d}"
+
+    def on_checkpoint(self, trainer: Trainer, step: int, path: Path) -> None:
+        if not self.wanted(step):
+            return
+        target = self.step_folder(trainer, step)
+        if (target / "checkpoint.pt").is_file():
+            return
+        for name, source in (("config.yaml", trainer.out_dir / "config.yaml"), ("checkpoint.pt", Path(path))):
+            if source.is_file():
+                with source.open("rb") as src:
+                    atomic_write(target / name, lambda f, src=src: shutil.copyfileobj(src, f, 1 << 20))
 
 
 def _require(module: str, extra: str, callback: str) -> Any:

@@ -460,6 +460,9 @@ class Trainer:
     def _fit(self, resume: bool) -> TrainResult:
         cfg = self.config.train
         configured = build_callbacks(cfg.callbacks)  # a bad entry is refused before anything is created
+        for callback in configured + self._user_callbacks:
+            if hasattr(callback, "check_config"):  # a callback of the user's need not subclass Callback
+                callback.check_config(self.config)
         exists = self._on_main(lambda: has_checkpoint(self.out_dir))
         if exists and not resume:
             raise RunExistsError(

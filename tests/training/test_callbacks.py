@@ -234,3 +234,50 @@ def test_wandb_offline_run_holds_the_scalars_of_log_jsonl(tmp_path, tiny_overrid
     assert found.keys() == expected.keys()
     for step, values in expected.items():
         assert found[step] == pytest.approx(values, rel=1e-6)
+
+
+def test_keep_checkpoints_keeps_the_chosen_steps_as_run_folders_and_survives_a_resume(tmp_path, tiny_overrides):
+    import disentangle
+
+    keep = {"train.callbacks": "[{name: keep_checkpoints, steps: [4, 8]}]"}
+    run = tmp_path / "run"
+    fit(load_config(None, tiny_overrides(run, steps=6, **keep)))  # stopped at 6: step 4 kept, 8 not yet
+    kept4 = run / "kept" / "step_0000004"
+    assert sorted(p.name for p in (run / "kept").iterdir()) == ["step_0000004"]
+    first_copy = (kept4 / "checkpoint.pt").stat().st_mtime_ns
+    fit(load_config(None, tiny_overrides(run, steps=12, **keep)), resume=True)
+    assert sorted(p.name for p in (run / "kept").iterdir()) == ["step_0000004", "step_0000008"]
+    assert (kept4 / "checkpoint.pt").stat().st_mtime_ns == first_copy  # not copied again on resume
+    for step in (4, 8):  # each kept step is the model of a run that stopped there
+        straight = fit(load_config(None, tiny_overrides(tmp_path / f"to{step}", steps=step))).out_dir
+        kept = run / "kept" / f"step_{step:07d}"
+        assert _same_weights(straight, kept)
+        import yaml  # the run's config when the step was kept (train.steps was 6 then)
+        kept_config, run_config = (yaml.safe_load((f / "config.yaml").read_text()) for f in (kept, run))
+        kept_config["train"].pop("steps"), run_config["train"].pop("steps")
+        assert kept_config == run_config
+        model = disentangle.load(kept)
+        loaded = dict(model.state_dict())
+        assert all(torch.equal(loaded[k], v) for k, v in _weights(straight).items())
+    every = fit(load_config(None, tiny_overrides(tmp_path / "every", steps=12, **{
+        "train.callbacks": "[{name: keep_checkpoints, every: 8, folder: snapshots}]"}))).out_dir
+    assert sorted(p.name for p in (every / "snapshots").iterdir()) == ["step_0000008"]
+
+
+@pytest.mark.parametrize("entry,message", [
+    ("{name: keep_checkpoints, steps: [4, 6]}", r"step 6 of this run has no checkpoint: train.checkpoint_every is 4"),
+    ("{name: keep_checkpoints, every: 3}", r"step 3 of this run has no checkpoint"),
+    ("{name: keep_checkpoints, steps: [4], every: 4}", "give either steps .* or every"),
+    ("{name: keep_checkpoints}", "give either steps .* or every"),
+    ("{name: keep_checkpoints, steps: [0]}", "give a list of step numbers >= 1"),
+    ("{name: keep_checkpoints, steps: [4], folder: ../out}", "give a folder name inside the run folder"),
+])
+def test_keep_checkpoints_refuses_steps_without_a_checkpoint_before_anything_is_created(
+        tmp_path, tiny_overrides, entry, message):
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError, match=message):
+        fit(load_config(None, tiny_overrides(out, steps=12, **{"train.callbacks": f"[{entry}]"})))
+    assert not out.exists()
+    # the last step always has a checkpoint
+    fit(load_config(None, tiny_overrides(out, steps=6, **{"train.callbacks": "[{name: keep_checkpoints, steps: [6]}]"})))
+    assert (out / "kept" / "step_0000006" / "checkpoint.pt").is_file()

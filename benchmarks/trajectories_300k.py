@@ -8,7 +8,8 @@ Reads, per run of the sweep folder:
 
 * ``log.jsonl``'s evaluations (MIG and DCI every 10,000 steps, logged by the trainer: 10,000 and
   5,000 points, the metrics' defaults, the run's seed);
-* the checkpoints kept at milestone steps (``benchmarks/campaign_milestones.py``) and the run's
+* the checkpoints kept at milestone steps (``benchmarks/campaign_milestones.py``, or the
+  ``keep_checkpoints`` callback's ``<run>/milestones/step_N``) and the run's
   final one, on which it computes what is too costly during training: the FactorVAE score (the
   metric's defaults; it encodes the whole grid once), and from MIG's 10,000 points the position
   code of ``benchmarks/position_basis.py`` (MIG after the best rotation of the plane of the two
@@ -79,7 +80,7 @@ def logged_rows(run: Path) -> list[dict]:
     return rows
 
 
-def milestone_scores(run_dir: Path, seed: int) -> dict:
+def milestone_scores(run_dir: Path, seed: int, device: str = "cpu") -> dict:
     """FactorVAE score and the position code of the checkpoint in ``run_dir`` (module docstring)."""
     from position_basis import POSITIONS, position_basis
 
@@ -90,7 +91,7 @@ def milestone_scores(run_dir: Path, seed: int) -> dict:
     from disentangle.metrics._representation import as_representation_function
     from disentangle.metrics._sampling import sample_codes_and_factors
 
-    model = disentangle.load(run_dir)
+    model = disentangle.load(run_dir, map_location=device)
     dataset = build_dataset(model.config["data"])
     scores = evaluate_metrics(dataset, model, ["factor_vae_score"], seed=seed)
     basis = position_basis(model, dataset, seed=seed)
@@ -126,7 +127,7 @@ def write_data(rows: list[dict]) -> None:
     tmp.replace(DATA)
 
 
-def collect(sweep: Path, milestones: Path | None) -> list[dict]:
+def collect(sweep: Path, milestones: Path | None, device: str = "cpu") -> list[dict]:
     """Rows of every run of ``sweep``, with the cached milestone scores and the new ones computed."""
     cached = {(r["run_id"], int(r["step"])): r for r in read_data()}
     rows: dict[tuple[str, int], dict] = {}
@@ -138,7 +139,9 @@ def collect(sweep: Path, milestones: Path | None) -> list[dict]:
             old = cached.get(key, {})
             kept = {k: old.get(k) for k in ("factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents")}
             rows[key] = {**kept, **{k: v for k, v in row.items() if v is not None}}
+        # the watcher's copies (benchmarks/campaign_milestones.py), or the keep_checkpoints callback's
         folders = sorted((milestones / run.name).glob("step_*")) if milestones else []
+        folders += sorted((run / "milestones").glob("step_*"))
         if (run / "metrics.json").exists():  # finished: its final checkpoint
             folders.append(run)
         first = next((k for k in rows if k[0] == run.name), None)
@@ -151,7 +154,7 @@ def collect(sweep: Path, milestones: Path | None) -> list[dict]:
             if row is None or row.get("mig_rotated") is not None:
                 continue
             print(f"scoring {run.name} at step {step:,}", flush=True)
-            row.update(milestone_scores(folder, seed))
+            row.update(milestone_scores(folder, seed, device))
             write_data(list(rows.values()))  # each milestone is kept as soon as it is scored
     return list(rows.values())
 
@@ -223,13 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sweep", nargs="?", type=Path, help="the campaign's sweep folder")
     p.add_argument("--milestones", type=Path, default=None, help="the milestone checkpoints' folder")
+    p.add_argument("--device", default="cpu", help="where the milestone models encode (cpu, cuda)")
     p.add_argument("--from-data", action="store_true", help="only redraw from benchmarks/campaign300k/trajectories.csv")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     if args.from_data or args.sweep is None:
         rows = read_data()
     else:
-        rows = collect(args.sweep, args.milestones)
+        rows = collect(args.sweep, args.milestones, args.device)
         write_data(rows)
     if not rows:
         print("no data", file=sys.stderr)

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The 300,000-step campaign on a lent GPU, in one call of the device tool (at most 10 minutes).
+#
+# Trains campaign runs side by side on the one GPU until BUDGET seconds after the start, then sends
+# the sweeps SIGTERM: every run checkpoints the step it reached. By default the two runs that no CPU
+# has started and whose checkpoints can come back (beta-TCVAE seeds 1 and 2 of
+# configs/sweeps/zoo_sprites_ref300k.yaml: same configs, same run ids). A FactorVAE checkpoint holds
+# its discriminator and both optimizers (about 68 MB), over the device tool's 16 MiB a file and 64 MiB
+# a call, so an unfinished FactorVAE run cannot come back: name factor_vae in CAMPAIGN_RUNS only where
+# a run can finish within one call. Runs carried in .campaign_gpu/<run id>.tar resume.
+#
+# Each run is a sweep of its own. They alternate train.compile=false and reduce-overhead (CUDA
+# graphs; CAMPAIGN_COMPILE), which changes neither the run id nor what a resume needs, so the logs'
+# steps_per_s compare the two with no probe. Each run keeps its checkpoints of steps 20k, 100k and
+# 200k (the keep_checkpoints callback), scored on the GPU at the end (benchmarks/trajectories_300k.py)
+# with the time left. nvidia-smi is sampled every 30 s. Results in $OUT (at most 8 files):
+#   <run id>.tar      unfinished: checkpoint.pt, config.yaml, log.jsonl, execution.jsonl
+#                     finished: the zoo weights (<name>.safetensors, published here with the device's
+#                     machine record) and manifest_entry.json instead of the checkpoint, + metrics.json
+#   trajectories.csv  the GPU runs' rows of benchmarks/campaign300k/trajectories.csv
+#   gpu.log           this script's output: versions, the sweeps, each run's steps/s, nvidia-smi
+#
+# The procedure (benchmarks/campaign300k/README.md):
+#   here:    bash benchmarks/campaign300k/device_tree.sh slim      # the tree must travel in 64 MiB
+#   device:  run(command="bash benchmarks/campaign300k/gpu.sh 540", timeout_s=590, carry=[".campaign_gpu"])
+#   here:    bash benchmarks/campaign300k/device_tree.sh restore
+#            bash benchmarks/campaign300k/gpu_results.sh FILES_AT  # unpack, publish, keep what resumes
+#
+# Knobs (environment), also for a dry run on a CPU: CAMPAIGN_RUNS ("beta_tcvae:1,2"), CAMPAIGN_COMPILE
+# ("false reduce-overhead"), CAMPAIGN_THREADS (torch threads a run: 2), CAMPAIGN_SET (extra sweep "set" entries, "key=value; key=value", values in
+# YAML), CAMPAIGN_METRICS (comma-separated: the sweeps' and the publishing's metrics, instead of the
+# campaign's), CAMPAIGN_WORK (/tmp/campaign300k_gpu), PYTHON (python3), OUT (where the results go).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BUDGET="${1:-540}"
+START=$(date +%s)
+OUT="${OUT:?the device tool sets OUT}"
+WORK="${CAMPAIGN_WORK:-/tmp/campaign300k_gpu}"
+RUNS="${CAMPAIGN_RUNS:-beta_tcvae:1,2}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+PY="${PYTHON:-python3}"
+mkdir -p "$OUT" "$WORK/sweep/runs"
+exec > >(tee -a "$OUT/gpu.log") 2>&1
+left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+RESERVE=100  # seconds kept after training for the milestone scores, the publishing and the packing
+
+echo "== versions ($(date -u +%FT%TZ))"
+"$PY" - <<'PY' || { echo "disentangle does not import here: nothing trained"; exit 3; }
+import torch, disentangle
+print("torch", torch.__version__, "cuda", torch.version.cuda, "device",
+      torch.cuda.get_device_name() if torch.cuda.is_available() else "none (CPU)")
+PY
+command -v nvidia-smi >/dev/null && nvidia-smi -L
+for t in .campaign_gpu/*.tar; do
+    [ -f "$t" ] && tar -xf "$t" -C "$WORK/sweep/runs" && echo "carried: $(basename "$t" .tar)"
+done
+
+echo "== the runs ($RUNS), $(left) s left"
+"$PY" - "$WORK" "$RUNS" "${CAMPAIGN_COMPILE:-false reduce-overhead}" "${CAMPAIGN_SET:-}" "${CAMPAIGN_METRICS:-}" <<'PY' || exit 4
+import sys, yaml
+work, runs, compiles, extra, metrics = sys.argv[1:6]
+compiles = compiles.split()
+src = yaml.safe_load(open("configs/sweeps/zoo_sprites_ref300k.yaml"))
+entries = {entry["objective.name"][0]: entry for entry in src["grid"]}
+settings = dict(src["set"], **{
+    "train.callbacks": [{"name": "keep_checkpoints", "steps": [20000, 100000, 200000], "folder": "milestones"}]})
+for item in filter(None, (kv.strip() for kv in extra.split(";"))):  # key=value; key=value
+    key, value = item.split("=", 1)
+    settings[key.strip()] = yaml.safe_load(value)
+n = 0
+for spec in runs.split():
+    name, seeds = spec.split(":")
+    if name not in entries:
+        sys.exit(f"CAMPAIGN_RUNS names '{name}', which the campaign does not train; it trains {sorted(entries)}")
+    for seed in (int(s) for s in seeds.split(",")):
+        compile_ = compiles[n % len(compiles)]
+        sweep = dict(src, name=f"zoo_sprites_ref300k_gpu_{name}_s{seed}", grid=[entries[name]], seeds=[seed],
+                     set=dict(settings, **{"train.compile": False if compile_ == "false" else compile_}),
+                     metrics=metrics.split(",") if metrics else src["metrics"])
+        path = f"{work}/{n:02d}-{name}-s{seed}.yaml"
+        yaml.safe_dump(sweep, open(path, "w"), sort_keys=False)
+        print(f"{path}: train.compile={compile_}")
+        n += 1
+PY
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 30 > "$WORK/smi.log" &
+    smi=$!
+fi
+pids=()
+for sweep in "$WORK"/*.yaml; do
+    timeout -s TERM "$(( $(left) - RESERVE ))" "$PY" -m disentangle.sweep run "$sweep" --out "$WORK/sweep" \
+        --workers 1 --threads-per-run "${CAMPAIGN_THREADS:-2}" --retry-failed -q &
+    pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; echo "sweep exited $? (124: stopped at the budget, its run checkpointed)"; done
+[ -n "${smi:-}" ] && kill "$smi" 2>/dev/null
+[ -f "$WORK/smi.log" ] && { echo "nvidia-smi (time, utilisation, memory):"; cat "$WORK/smi.log"; }
+
+echo "== each run"
+for run in "$WORK"/sweep/runs/*/; do
+    "$PY" - "$run" <<'PY'
+import json, pathlib, sys, yaml
+run = pathlib.Path(sys.argv[1])
+config = yaml.safe_load((run / "config.yaml").read_text())
+log = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()] if (run / "log.jsonl").exists() else []
+rates = [r["steps_per_s"] for r in log if "steps_per_s" in r]
+last = max((r["step"] for r in log), default=0)
+print(f"{run.name} {config['objective']['name']} s{config['seed']} compile={config['train']['compile']}: step {last:,}, "
+      f"steps/s median {sorted(rates)[len(rates) // 2] if rates else 0:.0f}, "
+      f"{'finished' if (run / 'metrics.json').exists() else 'unfinished'}; failed: {(run / 'traceback.txt').exists()}")
+PY
+done
+
+echo "== milestone scores, $(left) s left"
+device=$("$PY" -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')")
+timeout -s TERM "$(( $(left) - 40 ))" "$PY" benchmarks/trajectories_300k.py "$WORK/sweep" --device "$device" | tail -8
+cp benchmarks/campaign300k/trajectories.csv "$OUT/" 2>/dev/null
+
+echo "== results, $(left) s left"
+gpu=$("$PY" -c "import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() else 'CPU')")
+for run in "$WORK"/sweep/runs/*/; do
+    id=$(basename "$run")
+    [ -f "$run/config.yaml" ] || continue
+    files=()
+    for f in config.yaml log.jsonl execution.jsonl metrics.json traceback.txt; do [ -f "$run/$f" ] && files+=("$id/$f"); done
+    if [ -f "$run/metrics.json" ]; then  # finished: publish here, so that what comes back is the zoo's file
+        name=$("$PY" -c "
+import sys, yaml
+c = yaml.safe_load(open(sys.argv[1]))
+o = c['objective']
+strength = {'beta_vae': f\"beta{o.get('beta', 0):g}\", 'beta_tcvae': f\"beta{o.get('beta', 0):g}\", 'factor_vae': f\"gamma{o.get('gamma', 0):g}\"}[o['name']]
+print(f\"{o['name']}-sprites-{strength}-gpu{c['train']['steps'] // 1000}k-ref-s{c['seed']}\")" "$run/config.yaml")
+        mkdir -p "$WORK/zoo/$id"
+        "$PY" -m disentangle.zoo publish "$run" --name "$name" --manifest "$WORK/zoo/$id/manifest.json" \
+            --weights-dir "$run" --no-progress ${CAMPAIGN_METRICS:+--metrics "$CAMPAIGN_METRICS"} \
+            --notes "trained on one $gpu (device tool), benchmarks/campaign300k/gpu.sh" \
+            && "$PY" -c "import json,sys; m=json.load(open(sys.argv[1])); json.dump(m['models'], open(sys.argv[2], 'w'), indent=1)" \
+                "$WORK/zoo/$id/manifest.json" "$run/manifest_entry.json" \
+            && files+=("$id/$name.safetensors" "$id/manifest_entry.json")
+    elif [ "$(stat -c %s "$run/checkpoint.pt" 2>/dev/null || echo 0)" -lt 16000000 ]; then
+        files+=("$id/checkpoint.pt")
+    else
+        echo "$id: its checkpoint ($(stat -c %s "$run/checkpoint.pt" 2>/dev/null || echo 0) bytes) cannot come back (16 MiB a file): only its logs do"
+    fi
+    tar -cf "$OUT/$id.tar" -C "$WORK/sweep/runs" "${files[@]}" && echo "$OUT/$id.tar: ${files[*]}"
+done
+echo "done at $(( $(date +%s) - START )) s"

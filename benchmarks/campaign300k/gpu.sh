@@ -56,32 +56,8 @@ for t in .campaign_gpu/*.tar; do
 done
 
 echo "== the runs ($RUNS), $(left) s left"
-"$PY" - "$WORK" "$RUNS" "${CAMPAIGN_COMPILE:-false reduce-overhead}" "${CAMPAIGN_SET:-}" "${CAMPAIGN_METRICS:-}" <<'PY' || exit 4
-import sys, yaml
-work, runs, compiles, extra, metrics = sys.argv[1:6]
-compiles = compiles.split()
-src = yaml.safe_load(open("configs/sweeps/zoo_sprites_ref300k.yaml"))
-entries = {entry["objective.name"][0]: entry for entry in src["grid"]}
-settings = dict(src["set"], **{
-    "train.callbacks": [{"name": "keep_checkpoints", "steps": [20000, 100000, 200000], "folder": "milestones"}]})
-for item in filter(None, (kv.strip() for kv in extra.split(";"))):  # key=value; key=value
-    key, value = item.split("=", 1)
-    settings[key.strip()] = yaml.safe_load(value)
-n = 0
-for spec in runs.split():
-    name, seeds = spec.split(":")
-    if name not in entries:
-        sys.exit(f"CAMPAIGN_RUNS names '{name}', which the campaign does not train; it trains {sorted(entries)}")
-    for seed in (int(s) for s in seeds.split(",")):
-        compile_ = compiles[n % len(compiles)]
-        sweep = dict(src, name=f"zoo_sprites_ref300k_gpu_{name}_s{seed}", grid=[entries[name]], seeds=[seed],
-                     set=dict(settings, **{"train.compile": False if compile_ == "false" else compile_}),
-                     metrics=metrics.split(",") if metrics else src["metrics"])
-        path = f"{work}/{n:02d}-{name}-s{seed}.yaml"
-        yaml.safe_dump(sweep, open(path, "w"), sort_keys=False)
-        print(f"{path}: train.compile={compile_}")
-        n += 1
-PY
+"$PY" benchmarks/campaign300k/gpu_sweeps.py "$WORK" "$RUNS" --compile "${CAMPAIGN_COMPILE:-false reduce-overhead}" \
+    --set "${CAMPAIGN_SET:-}" --metrics "${CAMPAIGN_METRICS:-}" || exit 4
 if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 30 > "$WORK/smi.log" &
     smi=$!

@@ -68,3 +68,27 @@ def test_trajectories_figure_is_drawn(tmp_path, benchmark_script, monkeypatch):
              "mig_rotated": 0.2 if s == 20_000 else None} for s in (10_000, 20_000)]
     script.figure(rows)
     assert (tmp_path / "t.png").stat().st_size > 1000
+
+
+def test_the_gpu_sessions_sweep_files_keep_the_campaigns_run_ids(tmp_path):
+    """gpu.sh trains each run as a sweep of its own (to vary train.compile) with the keep_checkpoints
+    callback: the runs must be the campaign's, with its ids, or a GPU and a CPU would train the same
+    model under two names."""
+    import importlib.util
+
+    from disentangle.sweep.grid import load_sweep
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "gpu_sweeps.py"
+    spec = importlib.util.spec_from_file_location("gpu_sweeps", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    files = module.sweep_files(tmp_path, "beta_tcvae:1,2 factor_vae:0", ["false", "reduce-overhead"])
+    campaign = {(r.config["objective"]["name"], r.seed): r.run_id for r in load_sweep("zoo_sprites_ref300k").runs}
+    planned = {}
+    for file in files:
+        (run,) = load_sweep(str(file)).runs
+        config = run.config
+        planned[(config["objective"]["name"], run.seed)] = (run.run_id, config["train"]["compile"], config["train"]["callbacks"])
+    assert {k: v[0] for k, v in planned.items()} == {k: campaign[k] for k in planned}
+    assert [v[1] for v in planned.values()] == [False, "reduce-overhead", False]
+    assert all(v[2][0]["name"] == "keep_checkpoints" for v in planned.values())

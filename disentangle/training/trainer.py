@@ -41,8 +41,8 @@ Design choices:
 * Ctrl-C (SIGINT) or SIGTERM never saves half a step: the handler only sets a flag; the step in
   progress (including FactorVAE's discriminator update) completes, its checkpoint is written, and
   then ``KeyboardInterrupt`` is raised. A second Ctrl-C stops at once without saving (the last
-  periodic checkpoint stays valid); a second SIGTERM changes nothing
-  (:mod:`disentangle.training.interrupt`).
+  periodic checkpoint stays valid); a second SIGTERM changes nothing, and a SIGTERM handler that
+  other code installed (submitit's) is left alone (:mod:`disentangle.training.interrupt`).
 
 The device, seeds, CUDA flags, the memory layout, a materialised dataset and ``torch.compile`` are set
 up by :mod:`disentangle.training.runtime` (``auto`` choices: :func:`~disentangle.training.runtime.choose_execution`).

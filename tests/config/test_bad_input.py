@@ -178,6 +178,26 @@ def test_sigterm_checkpoints_the_step_and_a_second_one_changes_nothing(tmp_path,
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_sigterm_handler_installed_by_someone_else_is_left_alone(tmp_path, monkeypatch, tiny_overrides):
+    """submitit ignores SIGTERM on purpose (it requeues a Slurm job on its own signal): training must
+    not take SIGTERM over and end the job as interrupted."""
+    seen = []
+
+    def bypass(signum, frame):  # what submitit installs
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, bypass)
+    try:
+        config = load_config(None, tiny_overrides(tmp_path / "run", steps=10))
+        with monkeypatch.context() as patch:
+            _interrupt_on_call(patch, Objective, "sample_batch", 4, signum=signal.SIGTERM)
+            result = Trainer(config).fit()
+        assert result.step == 10 and seen == [signal.SIGTERM]  # the run went on; the handler saw it
+        assert signal.getsignal(signal.SIGTERM) is bypass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 # ---------------------------------------------------------------------- 3. rotated checkpoints
 def _truncate(path: Path) -> None:
     data = path.read_bytes()

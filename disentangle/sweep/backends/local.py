@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
+from ...training.interrupt import yields_to_training
 from ..files import RunState
 from ..runner import RunOutcome, RunTask, configure_worker, run_one
 
@@ -99,6 +100,7 @@ def _init_worker(threads: int, parent_pid: int, stop) -> None:
     _STOP = stop
 
 
+@yields_to_training  # while a run trains, its trainer takes SIGTERM (checkpoint, then stop)
 def _terminate_worker(signum, frame) -> None:
     """SIGTERM in a worker outside training: start no other run, and stop the one being set up or
     evaluated (its checkpoint stays; a rerun finishes it)."""

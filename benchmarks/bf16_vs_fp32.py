@@ -14,7 +14,11 @@ seeds of each arm, the seed-paired difference bf16 − fp32, and the fp32 arm's 
 (one colour per seed; fp32 solid, bf16 dashed; one panel per objective).
 
 Only runs found on disk are used: a bf16 run without its fp32 twin (or the reverse) is listed but
-not paired.
+not paired. ``--zoo NAME ...`` adds zoo models as finished runs, from their manifest records (the
+final MIG and DCI, no curve), for twins whose run folders are not on this machine::
+
+    python benchmarks/bf16_vs_fp32.py ~/bf16-ab/factor_vae --zoo factor_vae-sprites-gamma30-cpu20k-ref-s{0,1,2} \
+        --out benchmarks/RESULTS-bf16-factor_vae.md
 """
 from __future__ import annotations
 
@@ -80,6 +84,23 @@ def read_run(run_dir: Path) -> Run:
         run.mig = metrics.get("mig", {}).get("mig")
         run.dci = metrics.get("dci", {}).get("disentanglement")
     return run
+
+
+def read_zoo_run(name: str) -> Run:
+    """A zoo model as a finished run: its config and the final MIG and DCI of its manifest record
+    (no MIG curve: the zoo keeps no log)."""
+    from disentangle.zoo.manifest import SHIPPED_MANIFEST, read_manifest
+
+    record = read_manifest(SHIPPED_MANIFEST)["models"][name]
+    config, metrics = record["config"], record["metrics"]
+    objective = config["objective"]["name"]
+    strength_key = STRENGTH_KEYS.get(objective)
+    return Run(
+        Path(f"zoo:{name}"), objective, config["objective"].get(strength_key) if strength_key else None,
+        int(config["seed"]), config["train"]["precision"], config["model"].get("init", "pytorch"),
+        int(config["train"]["steps"]), mig=metrics["mig"]["mig"], dci=metrics["dci"]["disentanglement"],
+        last_step=int(record["trained_steps"]),
+    )
 
 
 def read_runs(folders: list[Path]) -> list[Run]:
@@ -172,11 +193,13 @@ def figure(runs: list[Run], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="+", type=Path, help="sweep folders (fp32 and bf16 runs)")
+    parser.add_argument("folders", nargs="*", type=Path, help="sweep folders (fp32 and bf16 runs)")
+    parser.add_argument("--zoo", nargs="+", default=[], metavar="NAME",
+                        help="zoo models taken as finished runs (their manifest's MIG and DCI; no curve)")
     parser.add_argument("--out", type=Path, default=None, help="write the markdown here too")
     parser.add_argument("--figure", type=Path, default=None, help="draw the MIG curves into this PNG")
     args = parser.parse_args(argv)
-    runs = read_runs(args.folders)
+    runs = read_runs(args.folders) + [read_zoo_run(name) for name in args.zoo]
     text = report(runs)
     print(text)
     if args.out:

@@ -47,6 +47,7 @@ class Run:
     mig_curve: dict[int, float] = field(default_factory=dict)
     mig: float | None = None
     dci: float | None = None
+    factor_vae: float | None = None  # the FactorVAE score's eval accuracy, where computed
     last_step: int = 0
     steps_per_s: float | None = None
 
@@ -83,6 +84,7 @@ def read_run(run_dir: Path) -> Run:
         metrics = json.loads(metrics_file.read_text())["metrics"]
         run.mig = metrics.get("mig", {}).get("mig")
         run.dci = metrics.get("dci", {}).get("disentanglement")
+        run.factor_vae = metrics.get("factor_vae_score", {}).get("eval_accuracy")
     return run
 
 
@@ -99,7 +101,7 @@ def read_zoo_run(name: str) -> Run:
         Path(f"zoo:{name}"), objective, config["objective"].get(strength_key) if strength_key else None,
         int(config["seed"]), config["train"]["precision"], config["model"].get("init", "pytorch"),
         int(config["train"]["steps"]), mig=metrics["mig"]["mig"], dci=metrics["dci"]["disentanglement"],
-        last_step=int(record["trained_steps"]),
+        factor_vae=metrics.get("factor_vae_score", {}).get("eval_accuracy"), last_step=int(record["trained_steps"]),
     )
 
 
@@ -125,8 +127,8 @@ def report(runs: list[Run]) -> str:
     lines = [
         "| objective | strength | seed | precision | steps | "
         + " | ".join(f"MIG@{s // 1000}k" for s in shown)
-        + " | MIG | DCI |",
-        "|---|---:|---:|---|---:|" + "---:|" * len(shown) + "---:|---:|",
+        + " | MIG | DCI | FactorVAE |",
+        "|---|---:|---:|---|---:|" + "---:|" * len(shown) + "---:|---:|---:|",
     ]
     for key in sorted(by_key, key=lambda k: (k[0], k[1] or 0, k[2])):
         for precision in ("fp32", "bf16", "fp16"):
@@ -137,7 +139,7 @@ def report(runs: list[Run]) -> str:
             curve = " | ".join(_fmt(run.mig_curve.get(s)) for s in shown)
             lines.append(
                 f"| {run.objective} | {run.strength} | {run.seed} | {precision}{partial} | {run.steps:,} | {curve} | "
-                f"{_fmt(run.mig)} | {_fmt(run.dci)} |"
+                f"{_fmt(run.mig)} | {_fmt(run.dci)} | {_fmt(run.factor_vae)} |"
             )
     lines += ["", "Finished pairs (same objective, strength, seed, init and steps; only the precision differs):", "",
               "| objective | pairs | fp32 MIG | bf16 MIG | bf16 − fp32 MIG (paired) | fp32 DCI | bf16 DCI | "
@@ -158,6 +160,19 @@ def report(runs: list[Run]) -> str:
             f"{_mean_sd([a.dci for a, _ in pairs])} | {_mean_sd([b.dci for _, b in pairs])} | "
             f"{_mean_sd([b.dci - a.dci for a, b in pairs])} |"
         )
+    scored = [(arms["fp32"], arms["bf16"]) for arms in by_key.values() if "fp32" in arms and "bf16" in arms
+              and arms["fp32"].factor_vae is not None and arms["bf16"].factor_vae is not None]
+    if scored:
+        lines += ["", "FactorVAE score (eval accuracy) of the pairs where both arms have it:", "",
+                  "| objective | pairs | fp32 | bf16 | bf16 − fp32 (paired) |", "|---|---:|---|---|---|"]
+        for objective, strength in objectives:
+            pairs = [(a, b) for a, b in scored if (a.objective, a.strength) == (objective, strength)]
+            if pairs:
+                lines.append(
+                    f"| {objective} ({strength}) | {len(pairs)} | {_mean_sd([a.factor_vae for a, _ in pairs])} | "
+                    f"{_mean_sd([b.factor_vae for _, b in pairs])} | "
+                    f"{_mean_sd([b.factor_vae - a.factor_vae for a, b in pairs])} |"
+                )
     return "\n".join(lines) + "\n"
 
 

@@ -53,15 +53,21 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     pytest.fail("the first run did not start training within 120 s")
 
 
-def test_one_ctrl_c_checkpoints_the_run_in_progress_and_starts_no_other(tmp_path):
-    proc, out = _start(tmp_path)
-    os.killpg(proc.pid, signal.SIGINT)
+def _stopped(proc: subprocess.Popen, what: str) -> str:
+    """Wait up to 60 s for the sweep to exit after ``what``; its stderr. It must exit 130."""
     try:
         _, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("the sweep did not stop within 60 s of Ctrl-C")
+        pytest.fail(f"the sweep did not stop within 60 s of {what}")
     assert proc.returncode == 130, err
+    return err
+
+
+def test_one_ctrl_c_checkpoints_the_run_in_progress_and_starts_no_other(tmp_path):
+    proc, out = _start(tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)
+    _stopped(proc, "Ctrl-C")
     runs = sorted(p for p in (out / "runs").iterdir() if p.is_dir())
     checkpointed = [r for r in runs if (r / "checkpoint.pt").exists()]
     assert len(checkpointed) == 1, [list(r.iterdir()) for r in runs]  # the interrupted run, saved
@@ -77,12 +83,7 @@ def test_a_signal_to_the_sweep_process_alone_checkpoints_the_run_its_worker_is_t
     200,000 steps and no periodic checkpoint before 100,000) until someone kills them."""
     proc, out = _start(tmp_path)
     os.kill(proc.pid, signum)
-    try:
-        _, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("the sweep did not stop within 60 s of a signal sent to its process")
-    assert proc.returncode == 130, err
+    _stopped(proc, "a signal sent to its process")
     checkpointed = [r for r in (out / "runs").iterdir() if (r / "checkpoint.pt").exists()]
     assert len(checkpointed) == 1
     step = json.loads((checkpointed[0] / "log.jsonl").read_text().splitlines()[-1])["step"]
@@ -94,9 +95,4 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path):
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("the sweep did not stop within 60 s of a second Ctrl-C")
-    assert proc.returncode == 130
+    _stopped(proc, "a second Ctrl-C")

@@ -12,18 +12,67 @@ progress (including FactorVAE's discriminator update) is never saved half done.
   handler in place says it yields to training (:func:`yields_to_training`): a handler someone else
   installed is left alone. submitit, for one, ignores SIGTERM on purpose and requeues a Slurm job on
   its own signal.
+* **A signal deferred to the step boundary** (:func:`deferred_to_step_boundary`): a handler someone
+  else installed, run after the step is checkpointed instead of in the middle of it. The Slurm
+  sweep backend defers submitit's preemption and time-limit signal (``SIGUSR2``) this way: submitit's
+  handler requeues the job and exits the process, which without this loses every step since the last
+  periodic checkpoint. If the handler returns instead, training goes on.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
 #: the signals :class:`DeferredInterrupt` turns into a stop at the next step boundary
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+#: signals whose handler :func:`deferred_to_step_boundary` wrapped, and the wrappers
+_deferred: dict[int, _DeferredHandler] = {}
+
+
+class _DeferredHandler:
+    """A signal handler that runs ``handler`` at once outside training and, inside
+    :meth:`Trainer.fit <disentangle.training.Trainer.fit>`, after the step is checkpointed."""
+
+    def __init__(self, handler: Callable[[int, Any], Any]) -> None:
+        self.handler = handler
+
+    def __call__(self, signum: int, frame: Any) -> Any:
+        return self.handler(signum, frame)
+
+
+@contextlib.contextmanager
+def deferred_to_step_boundary(*signums: int) -> Iterator[None]:
+    """While inside, a signal in ``signums`` that arrives during training is handed to the handler
+    installed now only at the next step boundary, once that step is checkpointed; outside training
+    it is handed on at once. A signal without a Python handler (default or ignored) is left as is.
+
+    For a job scheduler's "about to stop" signal whose handler exits the process: with submitit,
+    ``with deferred_to_step_boundary(signal.SIGUSR2): trainer.fit()`` requeues the job with no step
+    lost. Must be entered in the main thread; the previous handlers are restored on exit.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("deferred_to_step_boundary installs signal handlers: enter it in the main thread")
+    previous: dict[int, Any] = {}
+    try:
+        for signum in signums:
+            handler = signal.getsignal(signum)
+            if callable(handler) and signum not in _deferred:
+                wrapper = _DeferredHandler(handler)
+                previous[signum] = signal.signal(signum, wrapper)
+                _deferred[signum] = wrapper
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+            _deferred.pop(signum, None)
 
 
 def yields_to_training(handler: Any) -> Any:
@@ -44,21 +93,33 @@ class DeferredInterrupt:
     only where the module docstring says).
 
     The first SIGINT or SIGTERM sets :attr:`requested` (the loop finishes the step, checkpoints it
-    and raises ``KeyboardInterrupt``); a SIGINT after that raises ``KeyboardInterrupt`` at once, a
-    SIGTERM after that changes nothing. Installed only in the main thread (Python delivers signals
-    there); elsewhere the default behaviour is unchanged.
+    and calls :meth:`deliver`, which raises ``KeyboardInterrupt``); a SIGINT after that raises
+    ``KeyboardInterrupt`` at once, a SIGTERM after that changes nothing. A deferred signal
+    (:func:`deferred_to_step_boundary`) sets :attr:`requested` too, and :meth:`deliver` hands it to
+    its handler. Installed only in the main thread (Python delivers signals there); elsewhere the
+    default behaviour is unchanged.
     """
 
     def __init__(self) -> None:
         self.requested = False
+        self._stop = False  # SIGINT or SIGTERM: stop once the step is checkpointed
+        self._pending: list[tuple[int, _DeferredHandler]] = []
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:
+        deferred = self._previous.get(signum)
+        if isinstance(deferred, _DeferredHandler):
+            if all(signum != pending for pending, _ in self._pending):
+                self._pending.append((signum, deferred))
+                logger.warning("%s: finishing the current step and checkpointing it before handling the signal",
+                               signal.Signals(signum).name)
+            self.requested = True
+            return
+        if self._stop:
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             return
-        self.requested = True
+        self.requested = self._stop = True
         if signum == signal.SIGINT:
             logger.warning(
                 "interrupt: finishing the current step and checkpointing it "
@@ -71,8 +132,22 @@ class DeferredInterrupt:
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
             for signum in HANDLED_SIGNALS:
-                if _takes(signum, signal.getsignal(signum)):
+                if signum not in _deferred and _takes(signum, signal.getsignal(signum)):
                     self._previous[signum] = signal.signal(signum, self._handle)
+            for signum, wrapper in _deferred.items():
+                if signal.getsignal(signum) is wrapper:
+                    self._previous[signum] = signal.signal(signum, self._handle)
+
+    def deliver(self) -> None:
+        """Called once the step is checkpointed: hand each deferred signal to its handler (which may
+        exit the process), then raise ``KeyboardInterrupt`` if SIGINT or SIGTERM asked to stop.
+        Returns, with :attr:`requested` cleared, when neither stopped."""
+        pending, self._pending = self._pending, []
+        self.requested = self._stop
+        for signum, deferred in pending:
+            deferred.handler(signum, None)
+        if self._stop:
+            raise KeyboardInterrupt
 
     def uninstall(self) -> None:
         for signum, previous in self._previous.items():

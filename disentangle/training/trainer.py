@@ -531,7 +531,11 @@ class Trainer:
                         self.save_checkpoint()
                         self._on_main(lambda: self._notify("on_checkpoint", self.step, self.checkpoint_path))
                 if stop and interrupt.requested:
-                    raise KeyboardInterrupt
+                    interrupt.deliver()  # KeyboardInterrupt on Ctrl-C or SIGTERM; a deferred signal's handler may exit
+                    # the deferred handlers returned: train on, unless other ranks stop with this one
+                    if distributed.is_distributed() and self.stop_reason is None:
+                        self.stop_reason = "stopped by a signal on this or another process"
+                    stop = self.stop_reason is not None
                 if stop:
                     logger.info("%s; checkpoint at step %s in '%s' (resume to continue)", self.stop_reason,
                                 f"{self.step:,}", self.out_dir)

@@ -18,6 +18,7 @@ from disentangle.config import load_config, shipped_config_names, shipped_config
 from disentangle.errors import CheckpointError, ConfigError
 from disentangle.objectives import Objective
 from disentangle.training.checkpoint import load_checkpoint, save_rotating
+from disentangle.training.interrupt import deferred_to_step_boundary
 from disentangle.training.trainer import Trainer, fit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -196,6 +197,77 @@ def test_a_sigterm_handler_installed_by_someone_else_is_left_alone(tmp_path, mon
         assert signal.getsignal(signal.SIGTERM) is bypass
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_deferred_signal_runs_its_handler_after_the_step_is_checkpointed(tmp_path, monkeypatch, tiny_overrides):
+    """submitit's time-limit signal: its handler requeues the job and exits. Deferred to the step
+    boundary, it finds the interrupted step saved; the resumed run is bit-identical to a straight one."""
+    torch.set_num_threads(1)
+    straight = Trainer(load_config(None, tiny_overrides(tmp_path / "straight", steps=10)))
+    straight.fit()
+    run = tmp_path / "run"
+    seen = []
+
+    def requeue_and_exit(signum, frame):  # what submitit's handler does
+        seen.append(load_checkpoint(run / "checkpoint.pt")["step"])
+        sys.exit(-1)
+
+    previous = signal.signal(signal.SIGUSR2, requeue_and_exit)
+    try:
+        with deferred_to_step_boundary(signal.SIGUSR2):
+            config = load_config(None, tiny_overrides(run, steps=10, **{"train.checkpoint_every": 100}))
+            with monkeypatch.context() as patch:
+                _interrupt_on_call(patch, Objective, "sample_batch", 6, signum=signal.SIGUSR2)
+                with pytest.raises(SystemExit):
+                    Trainer(config).fit()
+            assert seen == [6]  # step 6 finished and saved before the handler ran, not after step 0
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # fit restored its own
+        assert signal.getsignal(signal.SIGUSR2) is requeue_and_exit
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    resumed = Trainer(load_config(None, tiny_overrides(run, steps=10)))
+    resumed.fit(resume=True)
+    a, b = _params(straight.model), _params(resumed.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert _log_losses(tmp_path / "straight") == _log_losses(run)
+
+
+def test_a_deferred_handler_that_returns_lets_training_go_on(tmp_path, monkeypatch, tiny_overrides):
+    seen = []
+
+    def note(signum, frame):
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGUSR2, note)
+    try:
+        with deferred_to_step_boundary(signal.SIGUSR2):
+            os.kill(os.getpid(), signal.SIGUSR2)  # outside training: handled at once
+            assert seen == [signal.SIGUSR2]
+            config = load_config(None, tiny_overrides(tmp_path / "run", steps=10, **{"train.checkpoint_every": 100}))
+            with monkeypatch.context() as patch:
+                _interrupt_on_call(patch, Objective, "sample_batch", 3, times=2, signum=signal.SIGUSR2)
+                result = Trainer(config).fit()
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert result.step == 10 and result.stop_reason is None
+    assert seen == [signal.SIGUSR2] * 2  # once outside, once for the two sent during step 3
+
+
+def test_ctrl_c_and_a_deferred_signal_in_one_step_run_the_handler_then_stop(tmp_path, monkeypatch, tiny_overrides):
+    seen = []
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: seen.append(signum))
+    run = tmp_path / "run"
+    try:
+        with deferred_to_step_boundary(signal.SIGUSR2):
+            config = load_config(None, tiny_overrides(run, steps=10, **{"train.checkpoint_every": 100}))
+            with monkeypatch.context() as patch:
+                _interrupt_on_call(patch, Objective, "sample_batch", 4, signum=signal.SIGUSR2)
+                _interrupt_on_call(patch, Objective, "sample_batch", 4, signum=signal.SIGINT)
+                with pytest.raises(KeyboardInterrupt):
+                    Trainer(config).fit()
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert seen == [signal.SIGUSR2] and load_checkpoint(run / "checkpoint.pt")["step"] == 4
 
 
 # ---------------------------------------------------------------------- 3. rotated checkpoints

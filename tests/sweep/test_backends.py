@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
+import threading
+import time
 
 import pytest
 
@@ -52,6 +55,43 @@ def test_slurm_backend_through_submitit_local_executor(tmp_path):
 
     again = api.run(path, out, backend="slurm", cluster="local", time_min=10, log=None)  # nothing left: nothing submitted
     assert again.to_run == 0 and again.job_ids == []
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="submitit's preemption signal")
+def test_a_time_limit_signal_requeues_the_array_task_with_no_step_lost(tmp_path):
+    """Slurm signals a task 90 s before its time limit; submitit's handler requeues it and exits. The
+    run has no periodic checkpoint before step 100,000, so the requeued task resumes from the step
+    the signal found, saved at the end of that step, and not from step 0."""
+    pytest.importorskip("submitit")
+    path = write_sweep_file(tmp_path, grid={"objective.beta": [4.0]}, seeds=1, metrics=["mig"],
+                            metric_settings={"mig": {"num_train": 200}},
+                            extra_set={"train.steps": 300, "train.checkpoint_every": 100000, "data.delay": 0.01})
+    out = tmp_path / "out"
+    reports = []
+    sweep = threading.Thread(target=lambda: reports.append(api.run(
+        path, out, backend="slurm", cluster="local", threads_per_run=1, time_min=10, log=None)))
+    sweep.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until the run has trained a few logged steps
+        logs = list(out.glob("runs/*/log.jsonl"))
+        if logs and logs[0].read_text().count("\n") >= 3:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the run did not start training within 120 s")
+    run = logs[0].parent
+    before = json.loads(logs[0].read_text().splitlines()[-1])["step"]
+    pid = int((run / ".lock").read_text().split("@")[0])
+    os.kill(pid, signal.SIGUSR2)  # what Slurm sends (submitit's signal_delay_s before the limit)
+    sweep.join(timeout=180)
+    assert not sweep.is_alive(), "the requeued task did not finish within 180 s"
+    report = reports[0]
+    assert [o.status for o in report.outcomes] == ["finished"], [o.message for o in report.outcomes]
+    sessions = [json.loads(line)["step"] for line in (run / "execution.jsonl").read_text().splitlines()]
+    assert len(sessions) == 2 and before <= sessions[1] < 300, sessions  # resumed where it was signalled
+    steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] == 300  # no step trained twice
+    assert json.loads((run / "metrics.json").read_text())["steps"] == 300
 
 
 def test_a_preempted_array_task_is_requeued_with_the_same_runs():

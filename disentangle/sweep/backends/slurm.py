@@ -16,7 +16,10 @@
   Preemptions are requeued without limit; a task that reaches its time limit is requeued at most
   ``max_requeues`` times (``--max-requeues``, default :data:`DEFAULT_MAX_REQUEUES`, submitit's),
   so one array task can train for ``(max_requeues + 1) * time_min`` minutes in all. A run still
-  unfinished then stays partial: the next ``sweep run`` resumes it.
+  unfinished then stays partial: the next ``sweep run`` resumes it. No step is lost: submitit's
+  signal (``SIGUSR2``, or ``SUBMITIT_PREEMPT_SIGNAL``; Slurm sends it 90 s before the limit) is
+  deferred to the end of the step in progress, which is checkpointed before submitit requeues the
+  task and exits (:func:`~disentangle.training.interrupt.deferred_to_step_boundary`).
 * ``cluster``: ``None`` lets submitit pick Slurm when ``sbatch`` exists; ``"local"`` and ``"debug"``
   are submitit's local executors (used by the tests; ``local`` starts every task at once).
 * ``wait`` (default): block until every task ends and report each run; otherwise submit, print the
@@ -25,9 +28,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from pathlib import Path
 
 from ...errors import DisentangleError
+from ...training.interrupt import deferred_to_step_boundary
 from ..files import RunState
 from ..runner import RunOutcome, RunTask, run_one
 
@@ -112,12 +118,21 @@ def chunks(tasks: list, size: int) -> list[list]:
     return [tasks[i:i + size] for i in range(0, len(tasks), size)]
 
 
+def preemption_signal() -> int:
+    """The signal submitit's job handler checkpoints and requeues on: ``SIGUSR2`` unless the
+    ``SUBMITIT_PREEMPT_SIGNAL`` environment variable names another."""
+    name = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
+    return getattr(signal, "SIG" + name.upper().removeprefix("SIG"), signal.SIGUSR2)
+
+
 class SweepChunk(_Checkpointable):
     """One array task: run its runs one after another; requeued as is on preemption (submitit
-    calls ``checkpoint``, which resubmits the same chunk)."""
+    calls ``checkpoint``, which resubmits the same chunk), once the step in training is
+    checkpointed."""
 
     def __call__(self, tasks: list[RunTask]) -> list[RunOutcome]:
-        return [run_one(task) for task in tasks]
+        with deferred_to_step_boundary(preemption_signal()):
+            return [run_one(task) for task in tasks]
 
 
 def run_slurm(tasks: list[RunTask], options, report, folder: str | Path) -> list[str]:

@@ -56,7 +56,9 @@ def deferred_to_step_boundary(*signums: int) -> Iterator[None]:
 
     For a job scheduler's "about to stop" signal whose handler exits the process: with submitit,
     ``with deferred_to_step_boundary(signal.SIGUSR2): trainer.fit()`` requeues the job with no step
-    lost. Must be entered in the main thread; the previous handlers are restored on exit.
+    lost. The step boundary comes after the evaluation or pictures that step is due for, so keep
+    those shorter than the scheduler's warning (Slurm's, as submitit sets it: 90 s). Must be entered
+    in the main thread; the previous handlers are restored on exit.
     """
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("deferred_to_step_boundary installs signal handlers: enter it in the main thread")

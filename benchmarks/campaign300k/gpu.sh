@@ -108,7 +108,7 @@ strength = {'beta_vae': f\"beta{o.get('beta', 0):g}\", 'beta_tcvae': f\"beta{o.g
 print(f\"{o['name']}-sprites-{strength}-gpu{c['train']['steps'] // 1000}k-ref-s{c['seed']}\")" "$run/config.yaml")
         mkdir -p "$WORK/zoo/$id"
         "$PY" -m disentangle.zoo publish "$run" --name "$name" --manifest "$WORK/zoo/$id/manifest.json" \
-            --weights-dir "$run" --no-progress ${CAMPAIGN_METRICS:+--metrics "$CAMPAIGN_METRICS"} \
+            --recipe "sprites/${name%%-*}" --weights-dir "$run" --no-progress ${CAMPAIGN_METRICS:+--metrics "$CAMPAIGN_METRICS"} \
             --notes "trained on one $gpu (device tool), benchmarks/campaign300k/gpu.sh" \
             && "$PY" -c "import json,sys; m=json.load(open(sys.argv[1])); json.dump(m['models'], open(sys.argv[2], 'w'), indent=1)" \
                 "$WORK/zoo/$id/manifest.json" "$run/manifest_entry.json" \

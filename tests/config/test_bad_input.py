@@ -2,6 +2,7 @@
 Ctrl-C at a step boundary, rotated checkpoints, and the configs shipped in the wheel."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -199,6 +200,19 @@ def test_a_sigterm_handler_installed_by_someone_else_is_left_alone(tmp_path, mon
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _deferred_usr2(handler):
+    """``handler`` installed for SIGUSR2 (as submitit installs its own) and deferred to the step
+    boundary while inside; the deferral must give the handler back, and the old one is restored."""
+    previous = signal.signal(signal.SIGUSR2, handler)
+    try:
+        with deferred_to_step_boundary(signal.SIGUSR2):
+            yield
+        assert signal.getsignal(signal.SIGUSR2) is handler
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+
+
 def test_a_deferred_signal_runs_its_handler_after_the_step_is_checkpointed(tmp_path, monkeypatch, tiny_overrides):
     """submitit's time-limit signal: its handler requeues the job and exits. Deferred to the step
     boundary, it finds the interrupted step saved; the resumed run is bit-identical to a straight one."""
@@ -212,19 +226,14 @@ def test_a_deferred_signal_runs_its_handler_after_the_step_is_checkpointed(tmp_p
         seen.append(load_checkpoint(run / "checkpoint.pt")["step"])
         sys.exit(-1)
 
-    previous = signal.signal(signal.SIGUSR2, requeue_and_exit)
-    try:
-        with deferred_to_step_boundary(signal.SIGUSR2):
-            config = load_config(None, tiny_overrides(run, steps=10, **{"train.checkpoint_every": 100}))
-            with monkeypatch.context() as patch:
-                _interrupt_on_call(patch, Objective, "sample_batch", 6, signum=signal.SIGUSR2)
-                with pytest.raises(SystemExit):
-                    Trainer(config).fit()
-            assert seen == [6]  # step 6 finished and saved before the handler ran, not after step 0
-            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # fit restored its own
-        assert signal.getsignal(signal.SIGUSR2) is requeue_and_exit
-    finally:
-        signal.signal(signal.SIGUSR2, previous)
+    with _deferred_usr2(requeue_and_exit):
+        config = load_config(None, tiny_overrides(run, steps=10, **{"train.checkpoint_every": 100}))
+        with monkeypatch.context() as patch:
+            _interrupt_on_call(patch, Objective, "sample_batch", 6, signum=signal.SIGUSR2)
+            with pytest.raises(SystemExit):
+                Trainer(config).fit()
+        assert seen == [6]  # step 6 finished and saved before the handler ran, not after step 0
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # fit restored its own
     resumed = Trainer(load_config(None, tiny_overrides(run, steps=10)))
     resumed.fit(resume=True)
     a, b = _params(straight.model), _params(resumed.model)
@@ -238,35 +247,27 @@ def test_a_deferred_handler_that_returns_lets_training_go_on(tmp_path, monkeypat
     def note(signum, frame):
         seen.append(signum)
 
-    previous = signal.signal(signal.SIGUSR2, note)
-    try:
-        with deferred_to_step_boundary(signal.SIGUSR2):
-            os.kill(os.getpid(), signal.SIGUSR2)  # outside training: handled at once
-            assert seen == [signal.SIGUSR2]
-            config = load_config(None, tiny_overrides(tmp_path / "run", steps=10, **{"train.checkpoint_every": 100}))
-            with monkeypatch.context() as patch:
-                _interrupt_on_call(patch, Objective, "sample_batch", 3, times=2, signum=signal.SIGUSR2)
-                result = Trainer(config).fit()
-    finally:
-        signal.signal(signal.SIGUSR2, previous)
+    with _deferred_usr2(note):
+        os.kill(os.getpid(), signal.SIGUSR2)  # outside training: handled at once
+        assert seen == [signal.SIGUSR2]
+        config = load_config(None, tiny_overrides(tmp_path / "run", steps=10, **{"train.checkpoint_every": 100}))
+        with monkeypatch.context() as patch:
+            _interrupt_on_call(patch, Objective, "sample_batch", 3, times=2, signum=signal.SIGUSR2)
+            result = Trainer(config).fit()
     assert result.step == 10 and result.stop_reason is None
     assert seen == [signal.SIGUSR2] * 2  # once outside, once for the two sent during step 3
 
 
 def test_ctrl_c_and_a_deferred_signal_in_one_step_run_the_handler_then_stop(tmp_path, monkeypatch, tiny_overrides):
     seen = []
-    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: seen.append(signum))
     run = tmp_path / "run"
-    try:
-        with deferred_to_step_boundary(signal.SIGUSR2):
-            config = load_config(None, tiny_overrides(run, steps=10, **{"train.checkpoint_every": 100}))
-            with monkeypatch.context() as patch:
-                _interrupt_on_call(patch, Objective, "sample_batch", 4, signum=signal.SIGUSR2)
-                _interrupt_on_call(patch, Objective, "sample_batch", 4, signum=signal.SIGINT)
-                with pytest.raises(KeyboardInterrupt):
-                    Trainer(config).fit()
-    finally:
-        signal.signal(signal.SIGUSR2, previous)
+    with _deferred_usr2(lambda signum, frame: seen.append(signum)):
+        config = load_config(None, tiny_overrides(run, steps=10, **{"train.checkpoint_every": 100}))
+        with monkeypatch.context() as patch:
+            _interrupt_on_call(patch, Objective, "sample_batch", 4, signum=signal.SIGUSR2)
+            _interrupt_on_call(patch, Objective, "sample_batch", 4, signum=signal.SIGINT)
+            with pytest.raises(KeyboardInterrupt):
+                Trainer(config).fit()
     assert seen == [signal.SIGUSR2] and load_checkpoint(run / "checkpoint.pt")["step"] == 4
 
 

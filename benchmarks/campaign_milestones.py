@@ -2,9 +2,9 @@
 costly to compute during training (the FactorVAE score encodes the whole factor grid: about four
 minutes on one CPU thread, against seconds for MIG and DCI on 10,000 points).
 
-    python benchmarks/campaign_milestones.py SWEEP_DIR --out MILESTONES_DIR [--steps 20000,100000,200000]
+    python benchmarks/campaign_milestones.py SWEEP_DIR [SWEEP_DIR ...] --out MILESTONES_DIR [--steps 20000,100000,200000]
 
-Watches ``SWEEP_DIR/runs/*/checkpoint.pt`` (polling every ``--every`` seconds) and copies a
+Watches ``SWEEP_DIR/runs/*/checkpoint.pt`` of every sweep folder given (polling every ``--every`` seconds) and copies a
 checkpoint whose step is a milestone to ``MILESTONES_DIR/<run id>/step_<N>/`` with the run's
 ``config.yaml``: a run folder of its own, which ``python -m disentangle.evaluate`` and
 ``benchmarks/position_basis.py`` read as any other. The trainer writes checkpoints every
@@ -60,7 +60,7 @@ def keep_milestones(sweep_dir: Path, out: Path, steps: set[int]) -> list[Path]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sweep_dir", type=Path)
+    p.add_argument("sweep_dirs", type=Path, nargs="+", metavar="SWEEP_DIR", help="sweep folders to watch")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--steps", default="20000,100000,200000", help="comma-separated milestone steps")
     p.add_argument("--every", type=float, default=20.0, help="seconds between polls")
@@ -69,8 +69,9 @@ def main() -> None:
     torch.set_num_threads(1)
     steps = {int(s) for s in args.steps.split(",") if s.strip()}
     while True:
-        for target in keep_milestones(args.sweep_dir, args.out, steps):
-            print(f"kept {target}", flush=True)
+        for sweep_dir in args.sweep_dirs:
+            for target in keep_milestones(sweep_dir, args.out, steps):
+                print(f"kept {target}", flush=True)
         if args.once:
             return
         time.sleep(args.every)

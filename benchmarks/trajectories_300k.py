@@ -1,10 +1,11 @@
-"""Trajectories of the 300,000-step campaign (``configs/sweeps/zoo_sprites_ref300k.yaml``): how MIG,
-DCI, the FactorVAE score and the position code evolve over the published schedule.
+"""Trajectories of the 300,000-step campaign (``configs/sweeps/zoo_sprites_ref300k.yaml``, then
+``zoo_sprites_ref300k_more.yaml`` and ``zoo_sprites_ref300k_ada_seeds.yaml``): how MIG, DCI, the
+FactorVAE score and the position code evolve over the published schedule.
 
-    python benchmarks/trajectories_300k.py ~/campaign300k/zoo_sprites_ref300k --milestones ~/campaign300k/milestones
+    python benchmarks/trajectories_300k.py ~/campaign300k/zoo_sprites_ref300k* --milestones ~/campaign300k/milestones
     python benchmarks/trajectories_300k.py --from-data            # figure and tables from the committed data only
 
-Reads, per run of the sweep folder:
+Reads, per run of each sweep folder given:
 
 * ``log.jsonl``'s evaluations (MIG and DCI every 10,000 steps, logged by the trainer: 10,000 and
   5,000 points, the metrics' defaults, the run's seed);
@@ -20,7 +21,7 @@ Reads, per run of the sweep folder:
 Writes ``benchmarks/campaign300k/trajectories.csv`` (one row per run and step; the milestone
 scores are cached there, so a rerun computes only new milestones), ``benchmarks/trajectories_300k.png``
 (MIG and DCI against steps, one panel per objective, seeds as lines, the range of published MIGs
-as a band) and ``benchmarks/trajectories_300k.md`` (mean ± sd over seeds at 20k, 100k, 200k, 300k).
+as a band where the README quotes one) and ``benchmarks/trajectories_300k.md`` (mean ± sd over seeds at 20k, 100k, 200k, 300k).
 """
 from __future__ import annotations
 
@@ -127,11 +128,17 @@ def write_data(rows: list[dict]) -> None:
     tmp.replace(DATA)
 
 
-def collect(sweep: Path, milestones: Path | None, device: str = "cpu") -> list[dict]:
-    """Rows of every run of ``sweep``, with the cached milestone scores and the new ones computed."""
+def collect(sweeps: Path | list[Path], milestones: Path | None, device: str = "cpu") -> list[dict]:
+    """Rows of every run of the sweep folders, with the cached milestone scores and the new ones
+    computed. Rows already in the data whose run is in none of the folders (a run trained on another
+    machine, a GPU's) are kept as they are."""
+    sweeps = [sweeps] if isinstance(sweeps, Path) else list(sweeps)
     cached = {(r["run_id"], int(r["step"])): r for r in read_data()}
     rows: dict[tuple[str, int], dict] = {}
-    for run in sorted((sweep / "runs").glob("*")):
+    runs = [run for sweep in sweeps for run in sorted((sweep / "runs").glob("*"))]
+    here = {run.name for run in runs}
+    rows.update({key: row for key, row in cached.items() if key[0] not in here})
+    for run in runs:
         if not (run / "log.jsonl").exists():
             continue
         for row in logged_rows(run):
@@ -159,33 +166,54 @@ def collect(sweep: Path, milestones: Path | None, device: str = "cpu") -> list[d
     return list(rows.values())
 
 
-LABELS = {"beta_vae": "β-VAE (β = 4)", "beta_tcvae": "β-TCVAE (β = 6)", "factor_vae": "FactorVAE (γ = 30)"}
+LABELS = {"beta_vae": "β-VAE (β = 4)", "beta_tcvae": "β-TCVAE (β = 6)", "factor_vae": "FactorVAE (γ = 30)",
+          "ada_gvae": "Ada-GVAE (β = 4)", "ada_ml_vae": "Ada-ML-VAE (β = 4)", "dip_vae_i": "DIP-VAE-I (λ_od = 10)",
+          "dip_vae_ii": "DIP-VAE-II (λ_od = 10)", "annealed_vae": "AnnealedVAE (C_max = 25)",
+          "info_vae": "InfoVAE (λ = 1000)"}
+#: panels per row of the figure
+COLUMNS_PER_ROW = 3
+
+
+def objectives_of(rows: list[dict]) -> list[str]:
+    """The objectives in ``rows``: the campaign's order, then any other by name."""
+    present = {r["objective"] for r in rows}
+    return [o for o in LABELS if o in present] + sorted(present - set(LABELS))
 
 
 def figure(rows: list[dict]) -> None:
     from matplotlib.figure import Figure
 
-    objectives = [o for o in LABELS if any(r["objective"] == o for r in rows)]
-    fig = Figure(figsize=(4.2 * max(1, len(objectives)), 6.0), layout="constrained")
-    axes = fig.subplots(2, max(1, len(objectives)), squeeze=False, sharex=True)
-    for c, objective in enumerate(objectives):
+    objectives = objectives_of(rows)
+    ncols = max(1, min(COLUMNS_PER_ROW, len(objectives)))
+    pairs = max(1, math.ceil(len(objectives) / ncols))  # a row of MIG panels over a row of DCI panels
+    fig = Figure(figsize=(4.2 * ncols, 6.0 * pairs), layout="constrained")
+    axes = fig.subplots(2 * pairs, ncols, squeeze=False, sharex=True)
+    for i, objective in enumerate(objectives):
+        top, bottom = axes[2 * (i // ncols), i % ncols], axes[2 * (i // ncols) + 1, i % ncols]
         mine = [r for r in rows if r["objective"] == objective]
         for seed in sorted({int(r["seed"]) for r in mine}):
             points = sorted((int(r["step"]), r) for r in mine if int(r["seed"]) == seed)
             steps = [s / 1000 for s, _ in points]
-            axes[0, c].plot(steps, [r["mig"] for _, r in points], marker=".", label=f"seed {seed}")
-            axes[1, c].plot(steps, [r["dci_disentanglement"] for _, r in points], marker=".", label=f"seed {seed}")
+            top.plot(steps, [r["mig"] for _, r in points], marker=".", label=f"seed {seed}")
+            bottom.plot(steps, [r["dci_disentanglement"] for _, r in points], marker=".", label=f"seed {seed}")
             rotated = [(s / 1000, r["mig_rotated"]) for s, r in points if r.get("mig_rotated") is not None]
             if rotated:
-                axes[0, c].scatter(*zip(*rotated), marker="x", color=axes[0, c].lines[-1].get_color(), zorder=3)
-        low, high = PUBLISHED_MIG[objective]
-        axes[0, c].axhspan(low, high, color="0.85", zorder=0, label="published MIG (≈0.2–0.3)")
-        axes[0, c].set_title(LABELS[objective], fontsize=10)
-        axes[0, c].set_xlim(0, 300)
-        axes[1, c].set_xlabel("steps (thousands)")
-        axes[0, c].legend(fontsize=7)
-    axes[0, 0].set_ylabel("MIG (×: after the best rotation\nof the position plane)")
-    axes[1, 0].set_ylabel("DCI disentanglement")
+                top.scatter(*zip(*rotated), marker="x", color=top.lines[-1].get_color(), zorder=3)
+        if objective in PUBLISHED_MIG:
+            low, high = PUBLISHED_MIG[objective]
+            top.axhspan(low, high, color="0.85", zorder=0, label=f"published MIG (≈{low:g}–{high:g})")
+        top.set_title(LABELS.get(objective, objective), fontsize=10)
+        top.set_xlim(0, 300)
+        top.legend(fontsize=7)
+        if i % ncols == 0:
+            top.set_ylabel("MIG (×: after the best rotation\nof the position plane)")
+            bottom.set_ylabel("DCI disentanglement")
+    for i in range(len(objectives), pairs * ncols):  # the last row's empty places
+        axes[2 * (i // ncols), i % ncols].set_visible(False)
+        axes[2 * (i // ncols) + 1, i % ncols].set_visible(False)
+    for c in range(ncols):
+        axes[-1, c].set_xlabel("steps (thousands)")
+        axes[-1, c].xaxis.set_tick_params(labelbottom=True)
     title = "The published schedule: 300,000 steps, batch 64 (procedural sprites, reference init)"
     fig.suptitle(textwrap.fill(title, width=max(30, int(12 * fig.get_figwidth()))), fontsize=10)
     fig.savefig(FIGURE, dpi=110)
@@ -209,12 +237,12 @@ def table(rows: list[dict]) -> str:
              f"checkpoints. Last computed on {cpu_description()}.", "",
              "| objective | step | MIG | DCI disentanglement | FactorVAE score | MIG rotated | position latents |",
              "|---|---:|---|---|---|---|---|"]
-    for objective in LABELS:
+    for objective in objectives_of(rows):
         for step in TABLE_STEPS:
             at = [r for r in rows if r["objective"] == objective and int(r["step"]) == step]
             if not at:
                 continue
-            lines.append(f"| {LABELS[objective]} | {step:,} | {_mean_sd([r['mig'] for r in at])} | "
+            lines.append(f"| {LABELS.get(objective, objective)} | {step:,} | {_mean_sd([r['mig'] for r in at])} | "
                          f"{_mean_sd([r['dci_disentanglement'] for r in at])} | "
                          f"{_mean_sd([r.get('factor_vae_score') for r in at])} | "
                          f"{_mean_sd([r.get('mig_rotated') for r in at])} | "
@@ -224,16 +252,16 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sweep", nargs="?", type=Path, help="the campaign's sweep folder")
+    p.add_argument("sweeps", nargs="*", type=Path, metavar="SWEEP_DIR", help="the campaign's sweep folders")
     p.add_argument("--milestones", type=Path, default=None, help="the milestone checkpoints' folder")
     p.add_argument("--device", default="cpu", help="where the milestone models encode (cpu, cuda)")
     p.add_argument("--from-data", action="store_true", help="only redraw from benchmarks/campaign300k/trajectories.csv")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    if args.from_data or args.sweep is None:
+    if args.from_data or not args.sweeps:
         rows = read_data()
     else:
-        rows = collect(args.sweep, args.milestones, args.device)
+        rows = collect(args.sweeps, args.milestones, args.device)
         write_data(rows)
     if not rows:
         print("no data", file=sys.stderr)

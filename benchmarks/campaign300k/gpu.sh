@@ -2,9 +2,10 @@
 # The 300,000-step campaign on a lent GPU, in one call of the device tool (at most 10 minutes).
 #
 # Trains campaign runs side by side on the one GPU until BUDGET seconds after the start, then sends
-# the sweeps SIGTERM: every run checkpoints the step it reached. By default the two runs that no CPU
-# has started and whose checkpoints can come back (beta-TCVAE seeds 1 and 2 of
-# configs/sweeps/zoo_sprites_ref300k.yaml: same configs, same run ids). A FactorVAE checkpoint holds
+# the sweeps SIGTERM: every run checkpoints the step it reached. By default the four runs that the
+# CPU lanes take last (resume.sh) and whose checkpoints can come back: Ada-GVAE and Ada-ML-VAE seeds 1
+# and 2 of configs/sweeps/zoo_sprites_ref300k_ada_seeds.yaml (same configs, same run ids; any run of
+# the campaign's three sweeps can be named, gpu_sweeps.py). A FactorVAE checkpoint holds
 # its discriminator and both optimizers (about 68 MB), over the device tool's 16 MiB a file and 64 MiB
 # a call, so an unfinished FactorVAE run cannot come back: name factor_vae in CAMPAIGN_RUNS only where
 # a run can finish within one call. Runs carried in .campaign_gpu/<run id>.tar resume.
@@ -26,7 +27,7 @@
 #   here:    bash benchmarks/campaign300k/device_tree.sh restore
 #            bash benchmarks/campaign300k/gpu_results.sh FILES_AT  # unpack, publish, keep what resumes
 #
-# Knobs (environment), also for a dry run on a CPU: CAMPAIGN_RUNS ("beta_tcvae:1,2"), CAMPAIGN_COMPILE
+# Knobs (environment), also for a dry run on a CPU: CAMPAIGN_RUNS ("ada_gvae:1,2 ada_ml_vae:1,2"), CAMPAIGN_COMPILE
 # ("false reduce-overhead"), CAMPAIGN_THREADS (torch threads a run: 2), CAMPAIGN_SET (extra sweep "set" entries, "key=value; key=value", values in
 # YAML), CAMPAIGN_METRICS (comma-separated: the sweeps' and the publishing's metrics, instead of the
 # campaign's), CAMPAIGN_WORK (/tmp/campaign300k_gpu), PYTHON (python3), OUT (where the results go).
@@ -36,7 +37,7 @@ BUDGET="${1:-540}"
 START=$(date +%s)
 OUT="${OUT:?the device tool sets OUT}"
 WORK="${CAMPAIGN_WORK:-/tmp/campaign300k_gpu}"
-RUNS="${CAMPAIGN_RUNS:-beta_tcvae:1,2}"
+RUNS="${CAMPAIGN_RUNS:-ada_gvae:1,2 ada_ml_vae:1,2}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 mkdir -p "$OUT" "$WORK/sweep/runs"
@@ -100,15 +101,10 @@ for run in "$WORK"/sweep/runs/*/; do
     files=()
     for f in config.yaml log.jsonl execution.jsonl metrics.json traceback.txt; do [ -f "$run/$f" ] && files+=("$id/$f"); done
     if [ -f "$run/metrics.json" ]; then  # finished: publish here, so that what comes back is the zoo's file
-        name=$("$PY" -c "
-import sys, yaml
-c = yaml.safe_load(open(sys.argv[1]))
-o = c['objective']
-strength = {'beta_vae': f\"beta{o.get('beta', 0):g}\", 'beta_tcvae': f\"beta{o.get('beta', 0):g}\", 'factor_vae': f\"gamma{o.get('gamma', 0):g}\"}[o['name']]
-print(f\"{o['name']}-sprites-{strength}-gpu{c['train']['steps'] // 1000}k-ref-s{c['seed']}\")" "$run/config.yaml")
+        read -r name recipe < <("$PY" benchmarks/campaign300k/naming.py "$run/config.yaml" gpu)
         mkdir -p "$WORK/zoo/$id"
         "$PY" -m disentangle.zoo publish "$run" --name "$name" --manifest "$WORK/zoo/$id/manifest.json" \
-            --recipe "sprites/${name%%-*}" --weights-dir "$run" --no-progress ${CAMPAIGN_METRICS:+--metrics "$CAMPAIGN_METRICS"} \
+            --recipe "$recipe" --weights-dir "$run" --no-progress ${CAMPAIGN_METRICS:+--metrics "$CAMPAIGN_METRICS"} \
             --notes "trained on one $gpu (device tool), benchmarks/campaign300k/gpu.sh" \
             && "$PY" -c "import json,sys; m=json.load(open(sys.argv[1])); json.dump(m['models'], open(sys.argv[2], 'w'), indent=1)" \
                 "$WORK/zoo/$id/manifest.json" "$run/manifest_entry.json" \

@@ -1,6 +1,7 @@
 """The sweep files of a GPU session of the 300,000-step campaign (``gpu.sh``): one per run, so that
 runs can differ in ``train.compile``, each the campaign's own config for that objective and seed
-(``configs/sweeps/zoo_sprites_ref300k.yaml``), so that each keeps the campaign's run id.
+(``configs/sweeps/zoo_sprites_ref300k.yaml``, ``zoo_sprites_ref300k_more.yaml`` and
+``zoo_sprites_ref300k_ada_seeds.yaml``), so that each keeps the campaign's run id.
 
     python benchmarks/campaign300k/gpu_sweeps.py OUT_DIR "beta_tcvae:1,2 factor_vae:0" \\
         [--compile "false reduce-overhead"] [--set "key=value; key=value"] [--metrics mig,dci]
@@ -17,29 +18,40 @@ from pathlib import Path
 
 import yaml
 
-CAMPAIGN = Path(__file__).resolve().parents[2] / "configs" / "sweeps" / "zoo_sprites_ref300k.yaml"
+SWEEPS = Path(__file__).resolve().parents[2] / "configs" / "sweeps"
+#: the campaign's sweep files, in the order its lanes take them (resume.sh)
+CAMPAIGN = [SWEEPS / f"{name}.yaml" for name in
+            ("zoo_sprites_ref300k", "zoo_sprites_ref300k_more", "zoo_sprites_ref300k_ada_seeds")]
 MILESTONES = [20_000, 100_000, 200_000]
 
 
 def sweep_files(out: Path, runs: str, compiles: list[str], extra: str = "", metrics: str = "") -> list[Path]:
     """Write one sweep file per run of ``runs`` ("objective:seed,seed ...") into ``out``; their paths."""
-    src = yaml.safe_load(CAMPAIGN.read_text())
-    entries = {entry["objective.name"][0]: entry for entry in src["grid"]}
-    settings = dict(src["set"], **{
-        "train.callbacks": [{"name": "keep_checkpoints", "steps": MILESTONES, "folder": "milestones"}]})
+    # (objective, seed) -> the campaign sweep file that trains it and its grid entry
+    trained = {}
+    for path in CAMPAIGN:
+        src = yaml.safe_load(path.read_text())
+        for entry in src["grid"]:
+            for seed in src["seeds"]:
+                trained.setdefault((entry["objective.name"][0], int(seed)), (src, entry))
+    extras = {}
     for item in filter(None, (kv.strip() for kv in extra.split(";"))):
         key, value = item.split("=", 1)
-        settings[key.strip()] = yaml.safe_load(value)
+        extras[key.strip()] = yaml.safe_load(value)
     paths = []
     for spec in runs.split():
         name, seeds = spec.split(":")
-        if name not in entries:
-            raise SystemExit(f"'{name}' is not trained by the campaign; it trains {', '.join(sorted(entries))}.")
         for seed in (int(s) for s in seeds.split(",")):
+            if (name, seed) not in trained:
+                choices = ", ".join(f"{o}:{s}" for o, s in sorted(trained))
+                raise SystemExit(f"'{name}:{seed}' is not trained by the campaign; it trains {choices}.")
+            src, entry = trained[name, seed]
             compile_ = compiles[len(paths) % len(compiles)]
-            sweep = dict(src, name=f"zoo_sprites_ref300k_gpu_{name}_s{seed}", grid=[entries[name]], seeds=[seed],
-                         set=dict(settings, **{"train.compile": False if compile_ == "false" else compile_}),
-                         metrics=metrics.split(",") if metrics else src["metrics"])
+            settings = dict(src["set"], **{
+                "train.callbacks": [{"name": "keep_checkpoints", "steps": MILESTONES, "folder": "milestones"}]},
+                **extras, **{"train.compile": False if compile_ == "false" else compile_})
+            sweep = dict(src, name=f"zoo_sprites_ref300k_gpu_{name}_s{seed}", grid=[entry], seeds=[seed],
+                         set=settings, metrics=metrics.split(",") if metrics else src["metrics"])
             path = out / f"{len(paths):02d}-{name}-s{seed}.yaml"
             path.write_text(yaml.safe_dump(sweep, sort_keys=False))
             print(f"{path}: train.compile={compile_}")

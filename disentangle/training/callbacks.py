@@ -12,7 +12,8 @@ the order the callbacks are listed, after the built-in ones:
                                          tensors on the device (reading one as a number waits for the
                                          device: do it every N steps, not every step, on a GPU)
 ``on_log(trainer, step, scalars)``       every ``train.log_every`` steps and at the last: the logged
-                                         numbers (the terms, ``steps_per_s``, ``wall_time_s``)
+                                         numbers (the terms, ``steps_per_s``, ``wall_time_s``, and
+                                         ``paused_s`` once the process has been stopped)
 ``on_evaluate(trainer, step, scores)``   after a metric evaluation (``train.eval_metrics`` every
                                          ``train.eval_every`` steps): ``{metric: {score: value}}``
 ``on_checkpoint(trainer, step, path)``   after a checkpoint is written
@@ -196,7 +197,9 @@ def scalar_items(scalars: Mapping[str, Any]) -> dict[str, float]:
 # ---------------------------------------------------------------------------- built in
 class JsonlLogger(Callback):
     """``log.jsonl`` in the run folder: one JSON object per log step (``{"step", terms...,
-    "steps_per_s", "wall_time_s"}``) and one per evaluation (``{"step", "metrics": scores}``). On
+    "steps_per_s", "wall_time_s"}``, with ``"paused_s"`` once the run's process has been stopped:
+    the seconds it spent stopped, which ``wall_time_s`` leaves out) and one per evaluation
+    (``{"step", "metrics": scores}``). On
     resume, records past the checkpoint (a crashed session's) are dropped. Always installed."""
 
     def on_fit_start(self, trainer: Trainer) -> None:
@@ -244,7 +247,7 @@ class ProgressBar(Callback):
 
     def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
         self.bar.set_postfix({k: f"{v:.4g}" for k, v in scalars.items()
-                              if isinstance(v, float) and k not in ("wall_time_s",)}, refresh=False)
+                              if isinstance(v, float) and k not in ("wall_time_s", "paused_s")}, refresh=False)
 
     def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
         self.close()

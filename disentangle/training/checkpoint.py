@@ -1,7 +1,7 @@
 """Atomic, rotated checkpoints and RNG state capture, loadable with ``torch.load(weights_only=True)``.
 
 A checkpoint holds only tensors, numbers, strings and containers of them:
-``{"format", "step", "wall_time_s", "config", "image_shape", "model", "objective", "optimizers",
+``{"format", "step", "wall_time_s", "paused_s", "config", "image_shape", "model", "objective", "optimizers",
 "schedulers", "precision", "rng"}``.
 
 A run folder keeps two: ``checkpoint.pt`` (the newest) and ``checkpoint.prev.pt`` (the one before).
@@ -41,7 +41,8 @@ def upgrade_checkpoint(ckpt: dict[str, Any]) -> dict[str, Any]:
     * the config: keys added since (:func:`disentangle.config.upgrade_saved_config`, e.g.
       ``model.init: pytorch``);
     * ``schedulers``: none (checkpoints from before learning-rate schedules trained at a constant lr);
-    * ``precision``: no GradScaler state; ``wall_time_s``: 0;
+    * ``precision``: no GradScaler state; ``wall_time_s``: 0; ``paused_s`` (seconds stopped, left out
+      of ``wall_time_s`` since 2026-11-27): 0;
     * ``rng.generators``: the trainer's named generators it holds; one it lacks (``noise``, before the
       per-step generator) starts a fresh stream (:meth:`~disentangle.training.trainer.Trainer._restore`).
     """
@@ -51,6 +52,7 @@ def upgrade_checkpoint(ckpt: dict[str, Any]) -> dict[str, Any]:
     ckpt.setdefault("schedulers", {})
     ckpt.setdefault("precision", {})
     ckpt.setdefault("wall_time_s", 0.0)
+    ckpt.setdefault("paused_s", 0.0)
     ckpt["rng"] = {"generators": {}, **ckpt["rng"]}
     return ckpt
 

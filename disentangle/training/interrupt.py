@@ -17,6 +17,10 @@ progress (including FactorVAE's discriminator update) is never saved half done.
   sweep backend defers submitit's preemption and time-limit signal (``SIGUSR2``) this way: submitit's
   handler requeues the job and exits the process, which without this loses every step since the last
   periodic checkpoint. If the handler returns instead, training goes on.
+* **SIGCONT** (the end of a stop: ``kill -STOP``/``-CONT``, Ctrl-Z then ``fg``): the time the process
+  was stopped is not training time (:class:`PauseClock`), so ``wall_time_s`` and ``steps_per_s`` leave
+  it out and ``log.jsonl`` records it as ``paused_s``. A handler someone else installed for SIGCONT
+  still runs.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -156,3 +161,48 @@ class DeferredInterrupt:
             # None: the handler was not set from Python; the default is the closest we can restore
             signal.signal(signum, signal.SIG_DFL if previous is None else previous)
         self._previous = {}
+
+
+class PauseClock:
+    """The seconds a process spent stopped (SIGSTOP or SIGTSTP), learnt from the SIGCONT that ends
+    the stop: a stopped process runs nothing, so the stop itself cannot be seen.
+
+    The loop calls :meth:`mark` at every step boundary; on SIGCONT the pause is taken as the time
+    since the last mark, so :attr:`seconds` is exact to within the work between two marks (a step,
+    or a step and the evaluation due at it), counted as paused when the stop came in the middle of
+    it. A SIGCONT sent to a process that was not stopped adds at most that much. The handler only
+    adds to :attr:`seconds`, then calls the SIGCONT handler installed before it, if any. Installed
+    only in the main thread (Python delivers signals there) and where SIGCONT exists; elsewhere
+    :attr:`seconds` stays 0 and stops count as training time.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._mark = time.perf_counter()
+        self._previous: Any = None
+        self._installed = False
+
+    def mark(self) -> None:
+        """The process is running now (a step boundary)."""
+        self._mark = time.perf_counter()
+
+    def _on_continue(self, signum: int, frame: Any) -> None:
+        now = time.perf_counter()
+        self.seconds += max(0.0, now - self._mark)
+        self._mark = now
+        if callable(self._previous):
+            self._previous(signum, frame)
+
+    def install(self) -> None:
+        sigcont = getattr(signal, "SIGCONT", None)
+        if sigcont is None or threading.current_thread() is not threading.main_thread():
+            return
+        self._previous = signal.signal(sigcont, self._on_continue)
+        self._installed = True
+        self.mark()
+
+    def uninstall(self) -> None:
+        if self._installed:
+            previous = self._previous
+            signal.signal(signal.SIGCONT, signal.SIG_DFL if previous is None else previous)
+            self._installed = False

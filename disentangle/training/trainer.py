@@ -93,7 +93,7 @@ from .checkpoint import (
     upgrade_checkpoint,
 )
 from .conv_transpose import use_convolution_kernels
-from .interrupt import DeferredInterrupt
+from .interrupt import DeferredInterrupt, PauseClock
 from .optim import build_optimizers, build_schedulers, optimizer_kernels
 from .precision import Precision
 from .resume import check_resume_config
@@ -276,21 +276,31 @@ class Trainer:
             configure_cuda_backends(cfg.train)
         self.step = 0
         self._wall_time_before = 0.0  # training seconds of earlier sessions of this run (resume)
+        self._paused_before = 0.0  # seconds earlier sessions spent stopped (SIGSTOP), left out of the above
         self._session_start = time.perf_counter()
+        self._pauses = PauseClock()
 
     def _generators(self) -> dict[str, torch.Generator]:
         return {"data": self.data_generator, "noise": self.noise_generator}
 
     @property
     def wall_time_s(self) -> float:
-        """Seconds spent training this run so far, over every session (carried by checkpoints)."""
-        return self._wall_time_before + (time.perf_counter() - self._session_start)
+        """Seconds spent training this run so far, over every session (carried by checkpoints); the
+        time the process was stopped (SIGSTOP, Ctrl-Z) is left out: it is :attr:`paused_s`."""
+        return self._wall_time_before + (time.perf_counter() - self._session_start) - self._pauses.seconds
+
+    @property
+    def paused_s(self) -> float:
+        """Seconds this run's process spent stopped while training, over every session
+        (:class:`~disentangle.training.interrupt.PauseClock`)."""
+        return self._paused_before + self._pauses.seconds
 
     def _state(self) -> dict[str, Any]:
         return {
             "format": FORMAT_VERSION,
             "step": self.step,
             "wall_time_s": self.wall_time_s,
+            "paused_s": self.paused_s,
             "config": self.config.to_dict(),
             "image_shape": list(self.dataset.image_shape),
             "model": self.model.state_dict(),
@@ -330,6 +340,7 @@ class Trainer:
         self.precision.load_state_dict(ckpt["precision"])
         self.step = int(ckpt["step"])
         self._wall_time_before = float(ckpt["wall_time_s"])
+        self._paused_before = float(ckpt["paused_s"])
         rng = dict(ckpt["rng"])
         if "cuda" in rng and (not torch.cuda.is_available() or len(rng["cuda"]) != torch.cuda.device_count()):
             rng.pop("cuda")  # saved on another number of GPUs; training draws from its own generators
@@ -495,9 +506,10 @@ class Trainer:
         if self.execution.conv_transpose_via_conv:
             use_convolution_kernels(self.model, self.objective)
         compile_networks(self.model, self.objective, cfg.compile)
-        session = _Session(self.step, self.device)
+        pauses = PauseClock()
+        session = _Session(self.step, self.device, pauses)
         self._session = session
-        self._session_start = session.start_time
+        self._session_start, self._pauses = session.start_time, pauses
         self._on_main(lambda: self._open_run_folder())
         self.model.train()
         self.objective.train()
@@ -507,6 +519,7 @@ class Trainer:
         main = self.rank_info.is_main
         try:
             interrupt.install()
+            pauses.install()
             while self.step < cfg.steps:
                 terms = self.train_step()
                 session.nonfinite |= ~torch.isfinite(terms["loss"].detach())
@@ -540,12 +553,14 @@ class Trainer:
                     logger.info("%s; checkpoint at step %s in '%s' (resume to continue)", self.stop_reason,
                                 f"{self.step:,}", self.out_dir)
                     break
+                pauses.mark()
             if cfg.traversals and self.step > 0:
                 self._on_main(self._write_pictures)
             result = TrainResult(self.out_dir, self.step, session.terms, self.stop_reason)
             self._on_main(lambda: self._notify("on_fit_end", result))
         finally:
             interrupt.uninstall()
+            pauses.uninstall()
             self._session = None
             for callback in self.callbacks:  # an exception left one of our writers open: close it
                 if isinstance(callback, CLOSED_ON_EXIT):
@@ -623,6 +638,8 @@ class Trainer:
 
     def _on_log(self, session: _Session) -> None:
         speed = {"steps_per_s": session.take_rate(self.step), "wall_time_s": round(self.wall_time_s, 3)}
+        if self.paused_s > 0:  # the run was stopped (SIGSTOP, Ctrl-Z): how long, left out of wall_time_s
+            speed["paused_s"] = round(self.paused_s, 3)
         stall = session.stall_message(speed["steps_per_s"], self.step, self.execution)
         if stall:
             logger.warning(stall)
@@ -655,10 +672,12 @@ class _Session:
     """What one call of :meth:`Trainer.fit` keeps between steps: the training rate, the last logged
     terms and the on-device non-finite flag."""
 
-    def __init__(self, step: int, device: torch.device) -> None:
+    def __init__(self, step: int, device: torch.device, pauses: PauseClock | None = None) -> None:
         self.start_step, self.start_time = step, time.perf_counter()
-        # the training rate since the last log record, the time spent outside the loop left out
+        # the training rate since the last log record, the time spent outside the loop and stopped left out
         self._rate_step, self._rate_time, self._outside_s = step, self.start_time, 0.0
+        self.pauses = pauses if pauses is not None else PauseClock()
+        self._rate_paused = self.pauses.seconds
         self.last_good_step = step
         self.best_rate: float | None = None  # of this session's log intervals (stall_message)
         self.stalled = False
@@ -695,11 +714,12 @@ class _Session:
 
     def take_rate(self, step: int) -> float:
         """Steps per second of the training loop since the previous call (or the session's start),
-        the time spent :meth:`outside_the_loop` left out; starts the next interval."""
-        now = time.perf_counter()
-        seconds = max(now - self._rate_time - self._outside_s, 1e-9)
+        the time spent :meth:`outside_the_loop` and stopped (:class:`PauseClock`) left out; starts
+        the next interval."""
+        now, paused = time.perf_counter(), self.pauses.seconds
+        seconds = max(now - self._rate_time - self._outside_s - (paused - self._rate_paused), 1e-9)
         rate = (step - self._rate_step) / seconds
-        self._rate_step, self._rate_time, self._outside_s = step, now, 0.0
+        self._rate_step, self._rate_time, self._outside_s, self._rate_paused = step, now, 0.0, paused
         return rate
 
 

@@ -89,8 +89,9 @@ def machine_info() -> dict[str, Any]:
 
 def wall_time_from_log(run_dir: Path) -> tuple[float | None, str]:
     """Training wall time of a run from its ``log.jsonl``: a recorded ``wall_time_s`` /
-    ``elapsed_s`` of the last record if the trainer logs one, else the sum over logged intervals
-    of ``Δstep / steps_per_s`` (exact for a constant rate; the training loop only)."""
+    ``elapsed_s`` of the last record if the trainer logs one (the time the process was stopped
+    left out, which the source names when the record has ``paused_s``), else the sum over logged
+    intervals of ``Δstep / steps_per_s`` (exact for a constant rate; the training loop only)."""
     path = run_dir / "log.jsonl"
     if not path.is_file():
         return None, "unknown (no log.jsonl)"
@@ -105,6 +106,9 @@ def wall_time_from_log(run_dir: Path) -> tuple[float | None, str]:
     for key in ("wall_time_s", "elapsed_s"):
         timed = [r for r in records if isinstance(r.get(key), (int, float))]
         if timed:
+            paused = timed[-1].get("paused_s")
+            if isinstance(paused, (int, float)) and paused > 0:
+                return float(timed[-1][key]), f"log.jsonl {key} ({paused:,.0f} s stopped left out)"
             return float(timed[-1][key]), f"log.jsonl {key}"
     total, previous = 0.0, 0
     for record in records:

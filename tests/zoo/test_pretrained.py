@@ -227,6 +227,9 @@ def test_wall_time_from_log(tmp_path):
     with (tmp_path / "log.jsonl").open("a") as f:
         f.write("\n" + json.dumps({"step": 30, "steps_per_s": 9.0, "wall_time_s": 4.5}))
     assert wall_time_from_log(tmp_path) == (4.5, "log.jsonl wall_time_s")
+    with (tmp_path / "log.jsonl").open("a") as f:  # a run that was stopped: its wall time already leaves it out
+        f.write("\n" + json.dumps({"step": 40, "steps_per_s": 9.0, "wall_time_s": 5.5, "paused_s": 2356.4}))
+    assert wall_time_from_log(tmp_path) == (5.5, "log.jsonl wall_time_s (2,356 s stopped left out)")
 
 
 # ---------------------------------------------------------------------- remote sources

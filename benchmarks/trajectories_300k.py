@@ -14,9 +14,11 @@ Reads, per run of each sweep folder given:
   final one, on which it computes what is too costly during training: the FactorVAE score (the
   metric's defaults; it encodes the whole grid once), and from MIG's 10,000 points the position
   code of ``benchmarks/position_basis.py`` (MIG after the best rotation of the plane of the two
-  position latents, and that angle) and the number of latents carrying position: latents whose
+  position latents, and that angle), the number of latents carrying position: latents whose
   mutual information with the x or the y position is at least :data:`CARRIES` of that factor's
-  entropy (histogram estimator, 20 bins, as MIG).
+  entropy (histogram estimator, 20 bins, as MIG), and the number of active latents, whose posterior
+  mean varies over the data (Burda et al. 2016's active units: Var_x E_q(z|x)[z_j] > :data:`ACTIVE`),
+  which tells a collapsed code (fewer active latents than factors) from a split one.
 
 Writes ``benchmarks/campaign300k/trajectories.csv`` (one row per run and step; the milestone
 scores are cached there, so a rerun computes only new milestones), ``benchmarks/trajectories_300k.png``
@@ -46,12 +48,17 @@ FIGURE = HERE / "trajectories_300k.png"
 TABLE = HERE / "trajectories_300k.md"
 #: a latent carries a position factor when I(z; factor) >= CARRIES * H(factor)
 CARRIES = 0.1
+#: a latent is active when the variance of its posterior mean over the data exceeds this (Burda et al. 2016)
+ACTIVE = 0.01
 TABLE_STEPS = (20_000, 100_000, 200_000, 300_000)
 #: the published dSprites MIG of these recipes that the README compares the zoo with (Locatello et al.
 #: 2019, roughly 0.2-0.3): the band drawn on the figure
 PUBLISHED_MIG = {"beta_vae": (0.2, 0.3), "beta_tcvae": (0.2, 0.3), "factor_vae": (0.2, 0.3)}
 COLUMNS = ["run_id", "objective", "seed", "precision", "step", "mig", "dci_disentanglement", "dci_completeness",
-           "dci_informativeness", "factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents"]
+           "dci_informativeness", "factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents",
+           "active_latents"]
+#: the columns computed on a kept checkpoint (milestone_scores)
+MILESTONE_COLUMNS = ("factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents", "active_latents")
 
 
 def _float(value) -> float | None:
@@ -81,23 +88,44 @@ def logged_rows(run: Path) -> list[dict]:
     return rows
 
 
+def active_latents(codes: np.ndarray) -> int:
+    """Burda et al. 2016's active units of ``(n, d)`` posterior means: latents whose variance over the
+    data exceeds :data:`ACTIVE`."""
+    return int((np.var(codes, axis=0) > ACTIVE).sum())
+
+
+def _sample_codes(model, dataset, seed: int):
+    from disentangle.metrics._representation import as_representation_function
+    from disentangle.metrics._sampling import sample_codes_and_factors
+
+    return sample_codes_and_factors(dataset, as_representation_function(model), 10_000, np.random.default_rng(seed))
+
+
+def active_latents_of(run_dir: Path, seed: int, device: str = "cpu") -> dict:
+    """Only the active latents of the checkpoint in ``run_dir`` (a row scored before they were kept)."""
+    import disentangle
+    from disentangle.data import build_dataset
+
+    model = disentangle.load(run_dir, map_location=device)
+    codes, _ = _sample_codes(model, build_dataset(model.config["data"]), seed)
+    return {"step": int(model.trained_steps), "active_latents": active_latents(codes)}
+
+
 def milestone_scores(run_dir: Path, seed: int, device: str = "cpu") -> dict:
-    """FactorVAE score and the position code of the checkpoint in ``run_dir`` (module docstring)."""
+    """FactorVAE score, the position code and the active latents of the checkpoint in ``run_dir``
+    (module docstring)."""
     from position_basis import POSITIONS, position_basis
 
     import disentangle
     from disentangle.data import build_dataset
     from disentangle.metrics import evaluate_metrics
     from disentangle.metrics._information import discrete_entropy, discrete_mutual_info, histogram_discretize
-    from disentangle.metrics._representation import as_representation_function
-    from disentangle.metrics._sampling import sample_codes_and_factors
 
     model = disentangle.load(run_dir, map_location=device)
     dataset = build_dataset(model.config["data"])
     scores = evaluate_metrics(dataset, model, ["factor_vae_score"], seed=seed)
     basis = position_basis(model, dataset, seed=seed)
-    codes, factors = sample_codes_and_factors(dataset, as_representation_function(model), 10_000,
-                                              np.random.default_rng(seed))
+    codes, factors = _sample_codes(model, dataset, seed)
     names = list(dataset.factor_names)
     carried = set()
     for name in POSITIONS:
@@ -105,7 +133,8 @@ def milestone_scores(run_dir: Path, seed: int, device: str = "cpu") -> dict:
         mi = discrete_mutual_info(histogram_discretize(codes, 20), factors[:, [k]])[:, 0]
         carried |= set(np.flatnonzero(mi >= CARRIES * discrete_entropy(factors[:, [k]])[0]).tolist())
     return {"step": int(model.trained_steps), "factor_vae_score": scores["factor_vae_score"]["eval_accuracy"],
-            "mig_rotated": basis["mig_rot"], "rotation_degrees": basis["theta"], "position_latents": len(carried)}
+            "mig_rotated": basis["mig_rot"], "rotation_degrees": basis["theta"], "position_latents": len(carried),
+            "active_latents": active_latents(codes)}
 
 
 def read_data() -> list[dict]:
@@ -144,7 +173,7 @@ def collect(sweeps: Path | list[Path], milestones: Path | None, device: str = "c
         for row in logged_rows(run):
             key = (row["run_id"], int(row["step"]))
             old = cached.get(key, {})
-            kept = {k: old.get(k) for k in ("factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents")}
+            kept = {k: old.get(k) for k in MILESTONE_COLUMNS}
             rows[key] = {**kept, **{k: v for k, v in row.items() if v is not None}}
         # the watcher's copies (benchmarks/campaign_milestones.py), or the keep_checkpoints callback's
         folders = sorted((milestones / run.name).glob("step_*")) if milestones else []
@@ -158,10 +187,13 @@ def collect(sweeps: Path | list[Path], milestones: Path | None, device: str = "c
         for folder in folders:
             step = int(torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=True, mmap=True)["step"])
             row = rows.get((run.name, step))
-            if row is None or row.get("mig_rotated") is not None:
+            if row is None or row.get("active_latents") is not None:
                 continue
             print(f"scoring {run.name} at step {step:,}", flush=True)
-            row.update(milestone_scores(folder, seed, device))
+            if row.get("mig_rotated") is None:
+                row.update(milestone_scores(folder, seed, device))
+            else:  # scored before the active latents were kept: only those
+                row.update(active_latents_of(folder, seed, device))
             write_data(list(rows.values()))  # each milestone is kept as soon as it is scored
     return list(rows.values())
 
@@ -235,8 +267,9 @@ def table(rows: list[dict]) -> str:
              "`python benchmarks/trajectories_300k.py` (see its docstring). Mean ± sample sd over the seeds "
              "that reached the step; MIG and DCI logged during training, the FactorVAE score on the kept "
              f"checkpoints. Last computed on {cpu_description()}.", "",
-             "| objective | step | MIG | DCI disentanglement | FactorVAE score | MIG rotated | position latents |",
-             "|---|---:|---|---|---|---|---|"]
+             "| objective | step | MIG | DCI disentanglement | FactorVAE score | MIG rotated | position latents "
+             "| active latents |",
+             "|---|---:|---|---|---|---|---|---|"]
     for objective in objectives_of(rows):
         for step in TABLE_STEPS:
             at = [r for r in rows if r["objective"] == objective and int(r["step"]) == step]
@@ -246,7 +279,8 @@ def table(rows: list[dict]) -> str:
                          f"{_mean_sd([r['dci_disentanglement'] for r in at])} | "
                          f"{_mean_sd([r.get('factor_vae_score') for r in at])} | "
                          f"{_mean_sd([r.get('mig_rotated') for r in at])} | "
-                         f"{_mean_sd([r.get('position_latents') for r in at], 1)} |")
+                         f"{_mean_sd([r.get('position_latents') for r in at], 1)} | "
+                         f"{_mean_sd([r.get('active_latents') for r in at], 1)} |")
     return "\n".join(lines) + "\n"
 
 

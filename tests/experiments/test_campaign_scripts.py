@@ -8,6 +8,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -93,6 +94,40 @@ def test_trajectories_read_several_sweeps_and_keep_rows_of_runs_trained_elsewher
     pytest.importorskip("matplotlib")
     script.figure(rows)
     assert script.FIGURE.stat().st_size > 0
+
+
+def test_active_latents_are_those_whose_posterior_mean_varies_over_the_data(benchmark_script, rng):
+    script = benchmark_script("trajectories_300k")
+    codes = rng.standard_normal((20_000, 4)) * np.sqrt([1.0, 0.03, 0.003, 0.0])  # variances 1, .03, .003, 0
+    assert script.active_latents(codes) == 2
+    assert script.active_latents(codes + 5.0) == 2  # a shifted mean is not activity
+
+
+def test_a_milestone_scored_before_the_active_latents_gets_only_those(tmp_path, benchmark_script, monkeypatch):
+    """The cache is kept: a row with the milestone scores but no active latents is not scored again
+    (four minutes of FactorVAE score), only its active latents are computed; a new one gets everything."""
+    script = benchmark_script("trajectories_300k")
+    monkeypatch.setattr(script, "DATA", tmp_path / "trajectories.csv")
+    run = _fake_run(tmp_path / "sweep" / "runs", "s0", "beta_vae", 0, 20_000, {10_000: (0.1, 0.2), 20_000: (0.2, 0.3)})
+    (run / "metrics.json").write_text("{}")  # finished: its own checkpoint is the step-20,000 one
+    kept = tmp_path / "milestones" / "s0" / "step_0010000"
+    kept.mkdir(parents=True)
+    torch.save({"step": 10_000, "model": {}}, kept / "checkpoint.pt")
+    script.write_data([{"run_id": "s0", "objective": "beta_vae", "seed": 0, "precision": "bf16", "step": 20_000,
+                        "mig": 0.2, "factor_vae_score": 0.7, "mig_rotated": 0.25, "rotation_degrees": 10.0,
+                        "position_latents": 2}])
+    calls = []
+    monkeypatch.setattr(script, "milestone_scores", lambda folder, seed, device: calls.append(("all", folder)) or {
+        "factor_vae_score": 0.5, "mig_rotated": 0.15, "rotation_degrees": 0.0, "position_latents": 4, "active_latents": 7})
+    monkeypatch.setattr(script, "active_latents_of", lambda folder, seed, device: calls.append(("active", folder)) or {
+        "active_latents": 5})
+    rows = {int(r["step"]): r for r in script.collect(tmp_path / "sweep", tmp_path / "milestones")}
+    assert sorted(calls) == [("active", run), ("all", kept)]
+    assert (rows[20_000]["factor_vae_score"], rows[20_000]["active_latents"]) == (0.7, 5)
+    assert (rows[10_000]["factor_vae_score"], rows[10_000]["active_latents"]) == (0.5, 7)
+    calls.clear()
+    script.collect(tmp_path / "sweep", tmp_path / "milestones")
+    assert calls == []  # everything cached now
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -182,3 +217,26 @@ def test_each_campaign_run_is_trained_by_the_recipe_it_is_published_with():
     assert len(names) == 19
     assert "annealed_vae-sprites-c_max25-ramp100k-cpu300k-ref-s0" in names
     assert "dip_vae_ii-sprites-lambda_od10-cpu300k-ref-s0" in names
+
+
+def test_the_position_code_diagnosis_recovers_planted_codes(benchmark_script, rng):
+    """An axis-aligned linear code, a non-linear one (a fold: |x - 15.5|, and y through a cosine) and a
+    collapsed one, each told apart by position_code's columns."""
+    script = benchmark_script("position_code")
+    n = script.NUM_POINTS
+    factors = np.column_stack([rng.integers(0, 3, n), rng.integers(0, 32, n), rng.integers(0, 32, n)])
+    names = ["shape", "position_x", "position_y"]
+    x, y = factors[:, 1].astype(float), factors[:, 2].astype(float)
+    noise = rng.standard_normal((n, 3)) * 0.01
+    linear = script.position_code(np.column_stack([x / 10, y / 10, factors[:, 0], noise]), factors, names)
+    assert linear["linear_x"] > 0.99 and linear["linear_y"] > 0.99 and linear["knn_x"] > 0.95
+    assert (linear["carry_x"], linear["carry_y"], linear["shared"], linear["active"]) == (1, 1, 0, 3)
+    assert linear["mig_x"] > 0.8  # 20 bins for 32 positions: at most about log 20 / log 32 = 0.86
+    turn = 1.8 * np.pi  # x and y as angles on (most of) a circle: two latents each, read back only non-linearly
+    circles = np.column_stack([np.cos(turn * x / 31), np.sin(turn * x / 31), np.cos(turn * y / 31),
+                               np.sin(turn * y / 31), noise])
+    circle = script.position_code(circles, factors, names)
+    assert circle["linear_x"] < 0.8 and circle["knn_x"] > 0.95 and circle["linear_y"] < 0.8 and circle["knn_y"] > 0.95
+    assert (circle["carry_x"], circle["carry_y"], circle["shared"], circle["active"]) == (2, 2, 0, 4)
+    collapsed = script.position_code(np.column_stack([x / 10, np.zeros((n, 4))]), factors, names)
+    assert collapsed["active"] == 1 and collapsed["carry_y"] == 0 and collapsed["knn_y"] < 0.05

@@ -240,3 +240,34 @@ def test_the_position_code_diagnosis_recovers_planted_codes(benchmark_script, rn
     assert (circle["carry_x"], circle["carry_y"], circle["shared"], circle["active"]) == (2, 2, 0, 4)
     collapsed = script.position_code(np.column_stack([x / 10, np.zeros((n, 4))]), factors, names)
     assert collapsed["active"] == 1 and collapsed["carry_y"] == 0 and collapsed["knn_y"] < 0.05
+
+
+def test_the_campaign_status_counts_the_hours_left_from_the_rates_it_has(tmp_path, monkeypatch):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "status.py"
+    spec = importlib.util.spec_from_file_location("campaign_status", path)
+    status = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(status)
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [json.dumps({"step": 100 * i, "steps_per_s": 50.0 if i <= 10 else 10.0 + (i % 2)}) for i in range(1, 41)]
+    lines.insert(5, json.dumps({"step": 500, "metrics": {"mig": {"mig": 0.1}}}))  # an evaluation: no rate
+    (run / "log.jsonl").write_text("\n".join(lines) + "\n{\"step\": 41")  # a line being written
+    step, rate = status.progress(run)
+    assert step == 4000 and rate == statistics.median([10.0 + (i % 2) for i in range(21, 41)])  # the last 20 only
+    assert status.progress(tmp_path / "absent") == (0, None)
+
+    def row(objective, precision, state, step, rate):
+        return {"objective": objective, "precision": precision, "state": state, "step": step, "steps": 300_000,
+                "rate": rate, "source": "log" if rate else "", "seed": 0}
+
+    table = [row("beta_vae", "bf16", "finished", 300_000, 9.0), row("beta_tcvae", "bf16", "running", 100_000, 20.0),
+             row("beta_tcvae", "bf16", "not started", 0, None), row("dip_vae_i", "fp32", "not started", 0, None),
+             row("lord", "fp32", "not started", 0, None)]
+    monkeypatch.setattr(status, "zoo_rates", lambda: {"dip_vae_i": 5.0})
+    status.fill_rates(table)
+    assert [(r["rate"], r["source"]) for r in table] == [(9.0, "log"), (20.0, "log"), (20.0, "campaign"), (5.0, "zoo"),
+                                                         (None, "")]
+    assert [status.hours_left(r) for r in table] == [0.0, 200_000 / 20 / 3600, 300_000 / 20 / 3600,
+                                                     300_000 / 5 / 3600, None]

@@ -1,7 +1,10 @@
 """Ctrl-C or SIGTERM during training: finish the step, checkpoint it, then stop.
 
 The handler only sets a flag; the training loop reads it at the step boundary, so a step in
-progress (including FactorVAE's discriminator update) is never saved half done.
+progress (including FactorVAE's discriminator update) is never saved half done. An evaluation
+(``train.eval_metrics``) in progress, or due at that step, is cut short instead (:class:`CutShort`):
+its scores are not logged, and the step is checkpointed at once rather than minutes later, which a
+scheduler's grace period may not allow.
 
 * **SIGINT** (Ctrl-C): the first one asks the loop to stop after the step; a second one stops at
   once (the last periodic checkpoint stays valid).
@@ -61,9 +64,9 @@ def deferred_to_step_boundary(*signums: int) -> Iterator[None]:
 
     For a job scheduler's "about to stop" signal whose handler exits the process: with submitit,
     ``with deferred_to_step_boundary(signal.SIGUSR2): trainer.fit()`` requeues the job with no step
-    lost. The step boundary comes after the evaluation or pictures that step is due for, so keep
-    those shorter than the scheduler's warning (Slurm's, as submitit sets it: 90 s). Must be entered
-    in the main thread; the previous handlers are restored on exit.
+    lost. An evaluation in progress or due at that step is cut short (module docstring), so the wait
+    is at most the rest of one step, well inside the scheduler's warning (Slurm's, as submitit sets
+    it: 90 s). Must be entered in the main thread; the previous handlers are restored on exit.
     """
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("deferred_to_step_boundary installs signal handlers: enter it in the main thread")
@@ -95,6 +98,11 @@ def _takes(signum: int, current: Any) -> bool:
     return current in (signal.SIG_DFL, None) or getattr(current, "yields_to_training", False)
 
 
+class CutShort(Exception):
+    """Raised in work that a stop request ends at once (:meth:`DeferredInterrupt.cutting_short`):
+    an evaluation, whose scores are then not logged. Its message names the signal."""
+
+
 class DeferredInterrupt:
     """SIGINT and SIGTERM handler that asks the loop to stop at the next step boundary (SIGTERM
     only where the module docstring says).
@@ -103,8 +111,9 @@ class DeferredInterrupt:
     and calls :meth:`deliver`, which raises ``KeyboardInterrupt``); a SIGINT after that raises
     ``KeyboardInterrupt`` at once, a SIGTERM after that changes nothing. A deferred signal
     (:func:`deferred_to_step_boundary`) sets :attr:`requested` too, and :meth:`deliver` hands it to
-    its handler. Installed only in the main thread (Python delivers signals there); elsewhere the
-    default behaviour is unchanged.
+    its handler. Either, arriving inside :meth:`cutting_short`, also raises :class:`CutShort` there.
+    Installed only in the main thread (Python delivers signals there); elsewhere the default
+    behaviour is unchanged.
     """
 
     def __init__(self) -> None:
@@ -112,6 +121,25 @@ class DeferredInterrupt:
         self._stop = False  # SIGINT or SIGTERM: stop once the step is checkpointed
         self._pending: list[tuple[int, _DeferredHandler]] = []
         self._previous: dict[int, Any] = {}
+        self._cuttable = False  # inside cutting_short()
+
+    @contextlib.contextmanager
+    def cutting_short(self) -> Iterator[None]:
+        """Work that a stop request ends at once with :class:`CutShort`: one that arrives inside, or
+        one already made (the work is then not started). For work that changes no training state
+        (an evaluation restores the random state it draws from)."""
+        if self.requested:
+            raise CutShort("a stop requested during the step")
+        self._cuttable = True
+        try:
+            yield
+        finally:
+            self._cuttable = False
+
+    def _cut_short(self, signum: int) -> None:
+        if self._cuttable:
+            self._cuttable = False
+            raise CutShort(signal.Signals(signum).name)
 
     def _handle(self, signum: int, frame: Any) -> None:
         deferred = self._previous.get(signum)
@@ -121,6 +149,7 @@ class DeferredInterrupt:
                 logger.warning("%s: finishing the current step and checkpointing it before handling the signal",
                                signal.Signals(signum).name)
             self.requested = True
+            self._cut_short(signum)
             return
         if self._stop:
             if signum == signal.SIGINT:
@@ -135,6 +164,7 @@ class DeferredInterrupt:
         else:
             logger.warning("%s: finishing the current step, checkpointing it and stopping",
                            signal.Signals(signum).name)
+        self._cut_short(signum)
 
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():

@@ -93,7 +93,7 @@ from .checkpoint import (
     upgrade_checkpoint,
 )
 from .conv_transpose import use_convolution_kernels
-from .interrupt import DeferredInterrupt, PauseClock
+from .interrupt import CutShort, DeferredInterrupt, PauseClock
 from .optim import build_optimizers, build_schedulers, optimizer_kernels
 from .precision import Precision
 from .resume import check_resume_config
@@ -279,6 +279,7 @@ class Trainer:
         self._paused_before = 0.0  # seconds earlier sessions spent stopped (SIGSTOP), left out of the above
         self._session_start = time.perf_counter()
         self._pauses = PauseClock()
+        self._interrupt: DeferredInterrupt | None = None  # fit's signal handler, while it runs
 
     def _generators(self) -> dict[str, torch.Generator]:
         return {"data": self.data_generator, "noise": self.noise_generator}
@@ -515,6 +516,7 @@ class Trainer:
         self.objective.train()
         cadence = Cadence.from_config(cfg)
         interrupt = DeferredInterrupt()
+        self._interrupt = interrupt
         on_step_end = [c.on_step_end for c in self.callbacks if _overrides(c, "on_step_end")]
         main = self.rank_info.is_main
         try:
@@ -561,7 +563,7 @@ class Trainer:
         finally:
             interrupt.uninstall()
             pauses.uninstall()
-            self._session = None
+            self._session, self._interrupt = None, None
             for callback in self.callbacks:  # an exception left one of our writers open: close it
                 if isinstance(callback, CLOSED_ON_EXIT):
                     callback.close()
@@ -632,6 +634,14 @@ class Trainer:
         for event in events:
             if event == "log":
                 self._on_log(session)
+            elif event == "evaluate" and self._interrupt is not None:
+                # not training speed; a stop request ends it, so that the step is checkpointed at once
+                try:
+                    with session.outside_the_loop(), self._interrupt.cutting_short():
+                        self._on_evaluate(session)
+                except CutShort as cut:
+                    logger.warning("the evaluation due at step %s was cut short (%s) to checkpoint the step at once; "
+                                   "its scores are not logged", f"{self.step:,}", cut)
             else:  # evaluations and pictures: not training speed
                 with session.outside_the_loop():
                     self._file_handlers[event](session)

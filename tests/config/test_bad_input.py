@@ -271,6 +271,67 @@ def test_ctrl_c_and_a_deferred_signal_in_one_step_run_the_handler_then_stop(tmp_
     assert seen == [signal.SIGUSR2] and load_checkpoint(run / "checkpoint.pt")["step"] == 4
 
 
+def _evaluations(run: Path) -> list[int]:
+    return [r["step"] for r in map(json.loads, (run / "log.jsonl").read_text().splitlines()) if "metrics" in r]
+
+
+def test_a_stop_during_an_evaluation_cuts_it_short_and_checkpoints_the_step_at_once(tmp_path, monkeypatch,
+                                                                                    tiny_overrides):
+    """SIGTERM (a scheduler's grace period, Kubernetes' 30 s) in the middle of a long evaluation: the
+    evaluation ends there and the step is saved at once, not after it; training is unchanged."""
+    import time
+
+    torch.set_num_threads(1)
+    evaluating = {"n": 0}
+
+    def slow_evaluation(self):  # a FactorVAE score on a big grid: minutes
+        evaluating["n"] += 1
+        if evaluating["n"] == 2:  # the second takes 10 s, and the signal comes as it starts
+            signal.raise_signal(signal.SIGTERM)
+            for _ in range(200):
+                time.sleep(0.05)
+        return {"mig": {"mig": 0.5}}
+
+    monkeypatch.setattr(Trainer, "_evaluate", slow_evaluation)
+    extra = {"train.checkpoint_every": 100, "train.eval_every": 3, "train.eval_metrics": "[mig]"}
+    straight = Trainer(load_config(None, tiny_overrides(tmp_path / "straight", steps=10)))
+    straight.fit()
+    run = tmp_path / "run"
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(load_config(None, tiny_overrides(run, steps=10, **extra))).fit()
+    assert time.perf_counter() - started < 5  # not the 10 s of the evaluation
+    assert load_checkpoint(run / "checkpoint.pt")["step"] == 6
+    assert _evaluations(run) == [3]  # step 6's scores were not logged
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    monkeypatch.undo()
+    resumed = Trainer(load_config(None, tiny_overrides(run, steps=10)))
+    resumed.fit(resume=True)
+    a, b = _params(straight.model), _params(resumed.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_deferred_signal_in_a_step_skips_the_evaluation_due_at_it(tmp_path, monkeypatch, tiny_overrides):
+    """Slurm's warning during step 6, whose evaluation is due: the handler finds step 6 saved with no
+    evaluation run first (it could outlast the 90 s the job has left)."""
+    run = tmp_path / "run"
+    seen, evaluated = [], []
+    monkeypatch.setattr(Trainer, "_evaluate", lambda self: evaluated.append(self.step) or {"mig": {"mig": 0.5}})
+
+    def requeue_and_exit(signum, frame):
+        seen.append(load_checkpoint(run / "checkpoint.pt")["step"])
+        sys.exit(-1)
+
+    with _deferred_usr2(requeue_and_exit):
+        config = load_config(None, tiny_overrides(run, steps=10, **{"train.checkpoint_every": 100,
+                                                                     "train.eval_every": 3, "train.eval_metrics": "[mig]"}))
+        with monkeypatch.context() as patch:
+            _interrupt_on_call(patch, Objective, "sample_batch", 6, signum=signal.SIGUSR2)
+            with pytest.raises(SystemExit):
+                Trainer(config).fit()
+    assert seen == [6] and evaluated == [3] and _evaluations(run) == [3]
+
+
 # ---------------------------------------------------------------------- 3. rotated checkpoints
 def _truncate(path: Path) -> None:
     data = path.read_bytes()

@@ -22,6 +22,12 @@ cd "$(dirname "$0")/../.."
 CAMPAIGN="${1:-$HOME/campaign300k}"
 SWEEPS=(zoo_sprites_ref300k zoo_sprites_ref300k_more zoo_sprites_ref300k_ada_seeds)
 SAVED=benchmarks/campaign300k/resume
+if pgrep -f "disentangle.sweep run zoo_sprites_ref300k" >/dev/null; then
+    # a second pair of lanes would pass over the runs the first holds and start new ones beside them
+    echo "the campaign is already running (pgrep -af 'sweep run zoo_sprites_ref300k'); stop it first with" \
+         "bash benchmarks/campaign300k/save.sh" >&2
+    exit 2
+fi
 [ -d .venv ] && source .venv/bin/activate
 step_of() {  # the step of a checkpoint, or -1
     python - "$1" <<'PY' 2>/dev/null || echo -1

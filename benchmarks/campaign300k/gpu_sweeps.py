@@ -18,10 +18,11 @@ from pathlib import Path
 
 import yaml
 
-SWEEPS = Path(__file__).resolve().parents[2] / "configs" / "sweeps"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from naming import SWEEPS  # noqa: E402
+
 #: the campaign's sweep files, in the order its lanes take them (resume.sh)
-CAMPAIGN = [SWEEPS / f"{name}.yaml" for name in
-            ("zoo_sprites_ref300k", "zoo_sprites_ref300k_more", "zoo_sprites_ref300k_ada_seeds")]
+CAMPAIGN = [Path(__file__).resolve().parents[2] / "configs" / "sweeps" / f"{name}.yaml" for name in SWEEPS]
 MILESTONES = [20_000, 100_000, 200_000]
 
 

@@ -20,13 +20,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from naming import SWEEPS  # noqa: E402
 
 from disentangle import zoo  # noqa: E402
 from disentangle.errors import ConfigError  # noqa: E402
 from disentangle.sweep import api  # noqa: E402
 from disentangle.sweep.grid import load_sweep  # noqa: E402
 
-SWEEPS = ("zoo_sprites_ref300k", "zoo_sprites_ref300k_more", "zoo_sprites_ref300k_ada_seeds")
 #: log records whose steps_per_s make a run's rate
 RECENT = 20
 

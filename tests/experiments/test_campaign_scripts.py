@@ -271,3 +271,34 @@ def test_the_campaign_status_counts_the_hours_left_from_the_rates_it_has(tmp_pat
                                                          (None, "")]
     assert [status.hours_left(r) for r in table] == [0.0, 200_000 / 20 / 3600, 300_000 / 20 / 3600,
                                                      300_000 / 5 / 3600, None]
+
+
+def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "publish.py"
+    spec = importlib.util.spec_from_file_location("campaign_publish", path)
+    publish = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish)
+    # 100-step intervals of 6 s; one with an evaluation (70 s); a 2,000 s SIGSTOP before the trainer
+    # recorded them (interval 5), and a 3,000 s one it recorded as paused_s (interval 8)
+    gaps = [6, 6, 70, 6, 2006, 6, 6, 6, 6]
+    records, wall, paused = [], 0.0, 0.0
+    for i, gap in enumerate([0, *gaps]):
+        wall += gap
+        record = {"step": 100 * (i + 1), "steps_per_s": 16.0, "wall_time_s": wall}
+        if i == 8:
+            paused = 3000.0  # left out of wall_time_s by the trainer
+        if paused:
+            record["paused_s"] = paused
+        records.append(json.dumps(record))
+    records.insert(4, json.dumps({"step": 400, "metrics": {"mig": {"mig": 0.1}}}))
+    logged, pauses = publish.wall_time(records)
+    assert pauses == [2000.0] and logged == wall - 2000.0
+    config = {"objective": {"name": "beta_tcvae", "beta": 6.0}, "train": {"steps": 300_000, "precision": "bf16"},
+              "model": {"init": "reference"}, "seed": 1}
+    text = publish.notes(config, "zoo_sprites_ref300k", logged, pauses)
+    assert "configs/sprites/beta_tcvae.yaml" in text and "bf16" in text and "seed 1" in text
+    assert f"log.jsonl's {wall:,.0f} s less a 2,000 s SIGSTOP pause" in text
+    assert "SIGSTOP" not in publish.notes(config, "zoo_sprites_ref300k", logged, [])
+    assert publish.wall_time([]) == (None, [])

@@ -1,0 +1,126 @@
+"""Publish every finished run of the 300,000-step campaign that the zoo does not hold yet.
+
+    python benchmarks/campaign300k/publish.py [CAMPAIGN_DIR] [--dry-run]      # default ~/campaign300k
+
+Per finished run (its folder has ``metrics.json``) of the campaign's sweeps (``naming.SWEEPS``):
+
+1. its zoo name and recipe (``naming.py``);
+2. its training wall time: ``log.jsonl``'s last ``wall_time_s``, less any stop the trainer could not
+   see. Since 2026-11-27 the trainer leaves a SIGSTOP pause out itself (``paused_s``); a run trained
+   partly before that has one log interval far longer than the others for each pause, found here
+   as an interval over :data:`PAUSE_GAP_S` seconds, and its excess over the run's median interval is
+   taken out (``--wall-time``) and named in the notes;
+3. ``python -m disentangle.zoo publish`` with a note that says how it was trained, then
+   ``python -m disentangle.zoo verify``;
+4. its saved checkpoint (``resume/<sweep>/<run id>/``) is removed: nothing is left to resume.
+
+Then ``docs/hooks/generated.py`` rebuilds the zoo's pages. What to commit is printed at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from naming import SWEEPS, recipe, zoo_name  # noqa: E402
+
+#: a log interval longer than this (seconds) is a pause the trainer did not see: a 100-step interval
+#: takes seconds, one with an evaluation a minute or two, a resume none (the clock is restored)
+PAUSE_GAP_S = 1000.0
+PRECISION_NOTES = {
+    "bf16": "in bf16 autocast (its A/B against fp32 held: benchmarks/RESULTS-bf16*.md)",
+    "fp32": "in fp32, the reference's precision",
+}
+
+
+def wall_time(log_lines: list[str]) -> tuple[float | None, list[float]]:
+    """The training wall time of a run's ``log.jsonl`` lines, and the unseen pauses taken out of it."""
+    timed = []
+    for line in log_lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record.get("wall_time_s"), (int, float)):
+            timed.append(record)
+    if not timed:
+        return None, []
+    intervals = [(b["wall_time_s"] - a["wall_time_s"]) - (b.get("paused_s", 0.0) - a.get("paused_s", 0.0))
+                 for a, b in zip(timed, timed[1:])]
+    typical = statistics.median(intervals) if intervals else 0.0
+    pauses = [gap - typical for gap in intervals if gap > PAUSE_GAP_S]
+    return timed[-1]["wall_time_s"] - sum(pauses), pauses
+
+
+def notes(config: dict, sweep: str, logged: float | None, pauses: list[float]) -> str:
+    """The manifest note of a campaign run."""
+    text = (f"The published schedule: the recipe of configs/{recipe(config)}.yaml trained "
+            f"{int(config['train']['steps']):,} steps as disentanglement_lib does, "
+            f"{PRECISION_NOTES.get(config['train']['precision'], 'in ' + config['train']['precision'])}, "
+            f"model.init {config['model']['init']}, seed {config['seed']}, by the 300k campaign "
+            f"(configs/sweeps/{sweep}.yaml) across sessions with bit-exact resume, on one thread beside another run.")
+    if pauses:
+        text += (f" Wall time: log.jsonl's {logged + sum(pauses):,.0f} s less "
+                 + " and ".join(f"a {p:,.0f} s" for p in pauses) + " SIGSTOP pause(s) the trainer did not yet record.")
+    return text
+
+
+def shipped_names() -> set[str]:
+    manifest = ROOT / "disentangle" / "zoo" / "manifest.json"
+    return set(json.loads(manifest.read_text())["models"])
+
+
+def finished_runs(campaign: Path) -> list[tuple[str, Path]]:
+    return [(sweep, run.parent) for sweep in SWEEPS
+            for run in sorted((campaign / sweep / "runs").glob("*/metrics.json"))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("campaign", nargs="?", type=Path, default=Path.home() / "campaign300k")
+    p.add_argument("--dry-run", action="store_true", help="say what would be published; change nothing")
+    args = p.parse_args(argv)
+    shipped = shipped_names()
+    published = []
+    for sweep, run in finished_runs(args.campaign):
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        name = zoo_name(config, "cpu")
+        if name in shipped:
+            continue
+        logged, pauses = wall_time((run / "log.jsonl").read_text().splitlines())
+        command = [sys.executable, "-m", "disentangle.zoo", "publish", str(run), "--name", name,
+                   "--recipe", recipe(config), "--no-progress", "--threads", "1",
+                   "--notes", notes(config, sweep, logged, pauses)]
+        if pauses:
+            command += ["--wall-time", f"{logged:.1f}"]
+        print(f"{'would publish' if args.dry_run else 'publishing'} {run.name} as {name}"
+              + (f" (wall time {logged:,.0f} s, {len(pauses)} unseen pause(s) taken out)" if pauses else ""), flush=True)
+        if args.dry_run:
+            continue
+        subprocess.run(command, cwd=ROOT, check=True)
+        subprocess.run([sys.executable, "-m", "disentangle.zoo", "verify", name], cwd=ROOT, check=True)
+        shutil.rmtree(HERE / "resume" / sweep / run.name, ignore_errors=True)
+        published.append(name)
+    if not published:
+        print("nothing to publish" if not args.dry_run else "(dry run)")
+        return 0
+    subprocess.run([sys.executable, "docs/hooks/generated.py"], cwd=ROOT, check=True)
+    print("published: " + ", ".join(published) + "\ncommit: disentangle/zoo/manifest.json disentangle/zoo/weights/ "
+          "README.md docs/ benchmarks/campaign300k/resume/ (git add -A there), then rerun "
+          "benchmarks/trajectories_300k.py for the trajectories")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -92,6 +92,18 @@ def position_basis(model, dataset, seed: int = 0) -> dict:
     }
 
 
+def load_with_dataset(name: str, datasets: dict[str, object]) -> tuple[object, object, int]:
+    """A zoo model (by name) or a run folder, its dataset (built once per data config, kept in
+    ``datasets``) and the seed its scores were computed with (``metrics_seed``; 0 for a run folder)."""
+    is_run = Path(name).is_dir()
+    model = disentangle.load(name if is_run else f"zoo:{name}")
+    seed = 0 if is_run else int(zoo.info(name).get("metrics_seed") or 0)
+    key = repr(sorted(model.config["data"].items()))
+    if key not in datasets:
+        datasets[key] = build_dataset(model.config["data"])
+    return model, datasets[key], seed
+
+
 def default_names() -> list[str]:
     out = []
     for name in zoo.names(pretrained=True):
@@ -116,13 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     datasets: dict[str, object] = {}
     for name in names:
-        is_run = Path(name).is_dir()
-        model = disentangle.load(name if is_run else f"zoo:{name}")
-        seed = args.seed if args.seed is not None else (0 if is_run else int(zoo.info(name).get("metrics_seed") or 0))
-        key = repr(sorted(model.config["data"].items()))
-        if key not in datasets:
-            datasets[key] = build_dataset(model.config["data"])
-        r = position_basis(model, datasets[key], seed=seed)
+        model, dataset, recorded_seed = load_with_dataset(name, datasets)
+        seed = args.seed if args.seed is not None else recorded_seed
+        r = position_basis(model, dataset, seed=seed)
         lines.append(
             f"| `{name}` | {r['mig']:.3f} | {r['x']:.3f} | {r['y']:.3f} | z{r['latents'][0]}, z{r['latents'][1]} | "
             f"{r['theta']}° | {r['x_rot']:.3f} | {r['y_rot']:.3f} | {r['mig_rot']:.3f} |"

@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # time_to_disentangle's cpu_description
 
-import disentangle  # noqa: E402
+from position_basis import load_with_dataset  # noqa: E402
+
 from disentangle import zoo  # noqa: E402
-from disentangle.data import build_dataset  # noqa: E402
 from disentangle.metrics._information import discrete_entropy, discrete_mutual_info, histogram_discretize  # noqa: E402
 from disentangle.metrics._representation import as_representation_function  # noqa: E402
 from disentangle.metrics._sampling import sample_codes_and_factors  # noqa: E402
@@ -48,6 +48,12 @@ CARRIES = 0.1
 ACTIVE = 0.01
 NEIGHBOURS = 10
 POSITIONS = ("position_x", "position_y")
+
+
+def active_latents(codes: np.ndarray) -> int:
+    """Burda et al. 2016's active units of ``(n, d)`` posterior means: latents whose variance over the
+    data exceeds :data:`ACTIVE`."""
+    return int((np.var(codes, axis=0) > ACTIVE).sum())
 
 
 def r2(predicted: np.ndarray, target: np.ndarray) -> float:
@@ -78,7 +84,7 @@ def position_code(codes: np.ndarray, factors: np.ndarray, names: list[str]) -> d
     gaps = mig_from_mutual_info(mi, entropy)
     carries = mi >= CARRIES * entropy[None, :]
     out = {"mig": float(np.nanmean(gaps)), "mig_x": float(gaps[ix]), "mig_y": float(gaps[iy]),
-           "active": int((codes.var(axis=0) > ACTIVE).sum()), "latents": codes.shape[1],
+           "active": active_latents(codes), "latents": codes.shape[1],
            "carry_x": int(carries[:, ix].sum()), "carry_y": int(carries[:, iy].sum()),
            "shared": int((carries[:, ix] & carries[:, iy]).sum())}
     for axis, k in (("x", ix), ("y", iy)):
@@ -104,13 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     datasets: dict[str, object] = {}
     for name in names:
-        is_run = Path(name).is_dir()
-        model = disentangle.load(name if is_run else f"zoo:{name}")
-        seed = 0 if is_run else int(zoo.info(name).get("metrics_seed") or 0)
-        key = repr(sorted(model.config["data"].items()))
-        if key not in datasets:
-            datasets[key] = build_dataset(model.config["data"])
-        dataset = datasets[key]
+        model, dataset, seed = load_with_dataset(name, datasets)
         varying = [k for k, size in enumerate(dataset.factor_sizes) if size > 1]
         codes, factors = sample_codes_and_factors(dataset, as_representation_function(model), NUM_POINTS,
                                                   np.random.default_rng(seed))

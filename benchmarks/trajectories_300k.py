@@ -17,7 +17,7 @@ Reads, per run of each sweep folder given:
   position latents, and that angle), the number of latents carrying position: latents whose
   mutual information with the x or the y position is at least :data:`CARRIES` of that factor's
   entropy (histogram estimator, 20 bins, as MIG), and the number of active latents, whose posterior
-  mean varies over the data (Burda et al. 2016's active units: Var_x E_q(z|x)[z_j] > :data:`ACTIVE`),
+  mean varies over the data (Burda et al. 2016's active units: Var_x E_q(z|x)[z_j] > 0.01, ``position_code.active_latents``),
   which tells a collapsed code (fewer active latents than factors) from a split one.
 
 Writes ``benchmarks/campaign300k/trajectories.csv`` (one row per run and step; the milestone
@@ -43,13 +43,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from position_code import active_latents  # noqa: E402
+
 DATA = HERE / "campaign300k" / "trajectories.csv"
 FIGURE = HERE / "trajectories_300k.png"
 TABLE = HERE / "trajectories_300k.md"
 #: a latent carries a position factor when I(z; factor) >= CARRIES * H(factor)
 CARRIES = 0.1
-#: a latent is active when the variance of its posterior mean over the data exceeds this (Burda et al. 2016)
-ACTIVE = 0.01
 TABLE_STEPS = (20_000, 100_000, 200_000, 300_000)
 #: the published dSprites MIG of these recipes that the README compares the zoo with (Locatello et al.
 #: 2019, roughly 0.2-0.3): the band drawn on the figure
@@ -86,12 +86,6 @@ def logged_rows(run: Path) -> list[dict]:
             "factor_vae_score": (metrics.get("factor_vae_score") or {}).get("eval_accuracy"),
         })
     return rows
-
-
-def active_latents(codes: np.ndarray) -> int:
-    """Burda et al. 2016's active units of ``(n, d)`` posterior means: latents whose variance over the
-    data exceeds :data:`ACTIVE`."""
-    return int((np.var(codes, axis=0) > ACTIVE).sum())
 
 
 def _sample_codes(model, dataset, seed: int):

@@ -15,7 +15,9 @@ code) shows here. For each shipped config of ``configs/sprites/`` and ``configs/
 
 Then ``--loop-steps`` steps of the whole loop (``Trainer.fit``: logging every 100 steps, no
 checkpoint, no evaluation) of the first config under the same mode, to count the syncs the loop
-itself makes per log step. Prints one table; nothing is written. Needs CUDA.
+itself makes per log step. ``--profile CONFIG`` instead profiles 20 eager steps of one config
+(``torch.profiler``): wall time and GPU kernel time per step, kernels per step, and the ops that
+take the most host time. Prints tables; nothing is written. Needs CUDA.
 """
 from __future__ import annotations
 
@@ -93,15 +95,43 @@ def loop_syncs(name: str, steps: int, out: Path) -> tuple[int, collections.Count
     return sum(counts.values()), counts, steps / seconds
 
 
+def profile_steps(name: str, out: Path, steps: int = 20) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    trainer = _trainer(name, out)
+    trainer.device = resolve_device(trainer.config.train.device)
+    trainer._build()
+    for _ in range(5):
+        trainer.train_step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            trainer.train_step()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - start) / steps
+    events = prof.key_averages()
+    kernel_us = sum(e.self_device_time_total for e in events) / steps
+    kernels = sum(e.count for e in events if e.device_type == torch.autograd.DeviceType.CUDA) / steps
+    print(f"\nprofile {name}: {wall * 1e3:.2f} ms a step (profiled), GPU kernels {kernel_us / 1e3:.2f} ms a step, "
+          f"{kernels:.0f} kernels a step")
+    print(events.table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=50))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--loop-steps", type=int, default=400)
     p.add_argument("--configs", nargs="*", default=None)
+    p.add_argument("--profile", default=None, metavar="CONFIG", help="profile 20 eager steps of one config instead")
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("gpu_host_sync.py needs CUDA")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    if args.profile:
+        with tempfile.TemporaryDirectory() as tmp:
+            profile_steps(args.profile, Path(tmp))
+        return
     names = args.configs or shipped_sprites_configs()
     print(f"\n{'config':34s} {'precision':9s} {'steps/s':>8s} {'syncs/step':>10s}  where")
     with tempfile.TemporaryDirectory() as tmp:

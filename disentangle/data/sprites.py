@@ -279,40 +279,39 @@ def _render_chunk(
     tables: _Tables,
     geometry: SpriteGeometry,
 ) -> None:
-    """Render one chunk into ``flat`` (its rows of the ``(n, S*S)`` output view), in place."""
-    for kind in (SQUARE, ELLIPSE, HEART):
-        sel = (shape == kind).nonzero().squeeze(1)
-        if sel.numel() == 0:
-            continue
-        k = sel.numel()
-        sx, sy = cx[sel], cy[sel]
-        cols = _window_start(sx, size, window).unsqueeze(1) + offsets  # (k, W) pixel columns
-        rows = _window_start(sy, size, window).unsqueeze(1) + offsets  # (k, W) pixel rows
-        s = scale[sel].view(k, 1, 1)
-        c = cos[sel].view(k, 1, 1)
-        si = sin[sel].view(k, 1, 1)
-        dx = (grid[cols] - sx.unsqueeze(1)).view(k, 1, window)  # columns, growing rightwards
-        dy = (grid[rows] - sy.unsqueeze(1)).view(k, window, 1)  # rows, growing downwards
-        # Sprite-frame coordinates: the inverse of a counter-clockwise-on-screen rotation by θ
-        # (with rows growing downwards, a sprite point (u, v) is drawn at
-        # (u cos θ + v sin θ, -u sin θ + v cos θ) from the centre).
-        u = dx * c - dy * si
-        v = dx * si + dy * c
-        if kind == SQUARE:
-            half = s * geometry.square_half_side
-            mask = torch.maximum(u.abs_(), v.abs_()) <= half
-        elif kind == ELLIPSE:
-            a, b = geometry.ellipse_semi_axes
-            u = u.div_(s * a)
-            v = v.div_(s * b)
-            mask = u.mul_(u).add_(v.mul_(v)) <= 1.0
-        else:
-            width, height = geometry.heart_size
-            hx = u.div_(s * width).abs_()
-            hy = v.sub_(s * geometry.heart_offset).div_(s * height)
-            mask = _inside_heart(hx, hy, tables)
-        index = (rows.view(k, window, 1) * size + cols.view(k, 1, window)).view(k, -1)
-        flat[sel.unsqueeze(1), index] = mask.view(k, -1).to(torch.uint8)
+    """Render one chunk into ``flat`` (its rows of the ``(n, S*S)`` output view), in place.
+
+    Every sprite's window is tested against all three shapes and each keeps its own shape's mask
+    (``torch.where``): a selection by shape (``nonzero``) would wait for the device once per shape
+    and batch, a host sync in every training step that draws from the renderer on a GPU. Each
+    pixel's arithmetic is the same as for one shape alone, so the images are too.
+    """
+    k = shape.shape[0]
+    cols = _window_start(cx, size, window).unsqueeze(1) + offsets  # (k, W) pixel columns
+    rows = _window_start(cy, size, window).unsqueeze(1) + offsets  # (k, W) pixel rows
+    s = scale.view(k, 1, 1)
+    c = cos.view(k, 1, 1)
+    si = sin.view(k, 1, 1)
+    dx = (grid[cols] - cx.unsqueeze(1)).view(k, 1, window)  # columns, growing rightwards
+    dy = (grid[rows] - cy.unsqueeze(1)).view(k, window, 1)  # rows, growing downwards
+    # Sprite-frame coordinates: the inverse of a counter-clockwise-on-screen rotation by θ
+    # (with rows growing downwards, a sprite point (u, v) is drawn at
+    # (u cos θ + v sin θ, -u sin θ + v cos θ) from the centre).
+    u = dx * c - dy * si
+    v = dx * si + dy * c
+    square = torch.maximum(u.abs(), v.abs()) <= s * geometry.square_half_side
+    a, b = geometry.ellipse_semi_axes
+    eu = u / (s * a)
+    ev = v / (s * b)
+    ellipse = eu * eu + ev * ev <= 1.0
+    width, height = geometry.heart_size
+    hx = (u / (s * width)).abs()
+    hy = (v - s * geometry.heart_offset) / (s * height)
+    heart = _inside_heart(hx, hy, tables)
+    kind = shape.view(k, 1, 1)
+    mask = torch.where(kind == SQUARE, square, torch.where(kind == ELLIPSE, ellipse, heart))
+    index = (rows.view(k, window, 1) * size + cols.view(k, 1, window)).view(k, -1)
+    flat.scatter_(1, index, mask.view(k, -1).to(torch.uint8))
 
 
 def _inside_heart(hx: torch.Tensor, hy: torch.Tensor, tables: _Tables) -> torch.Tensor:

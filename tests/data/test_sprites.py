@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from disentangle.data import DATASETS
 from disentangle.data.sprites import (
@@ -304,3 +305,34 @@ def test_matches_the_real_dsprites_frames():
     best = np.array(best)
     assert best.mean() >= 0.85, best  # measured over the whole grid: 0.9997 on all 320 frames
     assert (best >= at_labels[subset] - 1e-9).all()  # the labelled classes are candidates
+
+
+class _OpsSeen(TorchDispatchMode):
+    """The aten ops run inside the block, and whether any indexed with a boolean mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name.startswith("index") and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool
+                for a in args if isinstance(a, (list, tuple)) for i in a):
+            name = "index with a boolean mask"
+        self.ops.add(name)
+        return func(*args, **(kwargs or {}))
+
+
+def test_drawing_a_rendered_batch_never_waits_for_the_device():
+    """On a GPU, ``nonzero``, a boolean-mask index and ``.item()`` wait for the device: the renderer,
+    which draws every batch of a run that does not materialise its images, uses none of them (a
+    selection by shape made three such waits a step on an H200, 2026-11-27)."""
+    sprites = DATASETS.build("sprites", device="cpu")
+    g = torch.Generator().manual_seed(0)
+    sprites.sample_batch(8, g)  # one-time tables
+    with _OpsSeen() as seen:
+        batch = sprites.sample_batch(64, g)
+    assert batch.shape == (64, 1, 64, 64) and 0 < float(batch.mean()) < 0.5
+    waits = {"nonzero", "_local_scalar_dense", "masked_select", "index with a boolean mask", "unique"}
+    assert not seen.ops & waits, sorted(seen.ops & waits)

@@ -18,7 +18,7 @@ from disentangle.training.trainer import fit
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="SIGSTOP and SIGCONT are POSIX signals")
 
-PAUSE_S = 1.0
+PAUSE_S = 2.0  # long against a step of the tiny run, even on a loaded machine (the margins below are half of it)
 
 
 def _stop_for(seconds: float) -> None:
@@ -53,13 +53,13 @@ def test_a_stopped_run_records_the_pause_and_leaves_it_out_of_its_wall_time_and_
     records = [r for r in _records(run) if "wall_time_s" in r]
     assert [r["step"] for r in records] == [2, 4, 6, 8]
     assert "paused_s" not in records[0]  # before the stop: nothing to record
-    for record in records[1:]:  # from the stop on: the pause, to within a step of this tiny run
-        assert PAUSE_S <= record["paused_s"] < PAUSE_S + 0.3, record
+    for record in records[1:]:  # from the stop on: the pause, to within the helper's reaction and a step
+        assert PAUSE_S <= record["paused_s"] < 1.5 * PAUSE_S, record
     # the wall clock is the run's time less the pause
     assert records[-1]["wall_time_s"] < elapsed - PAUSE_S
     assert records[-1]["wall_time_s"] + records[-1]["paused_s"] <= elapsed
-    # the interval of the stop (steps 2-4) trains at the rate of the others, not 2 steps in a second
-    assert 2 / records[1]["steps_per_s"] < 0.3, records[1]
+    # the interval of the stop (steps 2-4) is timed without the pause: 2 steps well under its length
+    assert 2 / records[1]["steps_per_s"] < 0.5 * PAUSE_S, records[1]
     assert torch.load(run / "checkpoint.pt", weights_only=True)["paused_s"] == pytest.approx(records[-1]["paused_s"],
                                                                                            abs=1e-3)
 

@@ -11,9 +11,11 @@
 # into the sweep folders, which resume them bit-exactly. A run folder already on this machine at a
 # later step is left alone.
 #
-# Two lanes, one thread each, walk the sweeps in order: each is `sweep run --workers 1` over the same
-# folder, and a run the other lane holds is reported busy and passed over (the run lock), so both
-# threads stay busy to the last run instead of one idling at the end of each sweep. The milestone
+# Two lanes, one thread each, walk the runs in order: each is `sweep run --workers 1` of one run's sweep
+# file (lane_files.py: the campaign's sweep narrowed to one run, same id and folder; the runs the zoo
+# already holds left out, as their folders stay on the machine that trained them), and a run the
+# other lane holds is reported busy and passed over (the run lock), so both threads stay busy to the
+# last run. The milestone
 # watcher (benchmarks/campaign_milestones.py) watches every sweep folder beside them.
 #
 #   bash benchmarks/campaign300k/resume.sh [CAMPAIGN_DIR]      # default ~/campaign300k
@@ -22,9 +24,10 @@ cd "$(dirname "$0")/../.."
 CAMPAIGN="${1:-$HOME/campaign300k}"
 SWEEPS=(zoo_sprites_ref300k zoo_sprites_ref300k_more zoo_sprites_ref300k_ada_seeds)
 SAVED=benchmarks/campaign300k/resume
-if pgrep -f "disentangle.sweep run zoo_sprites_ref300k" >/dev/null; then
+RUNNING="disentangle.sweep run .*zoo_sprites_ref300k"  # the lanes' sweeps (save.sh stops them by it)
+if pgrep -f "$RUNNING" >/dev/null; then
     # a second pair of lanes would pass over the runs the first holds and start new ones beside them
-    echo "the campaign is already running (pgrep -af 'sweep run zoo_sprites_ref300k'); stop it first with" \
+    echo "the campaign is already running (pgrep -af '$RUNNING'); stop it first with" \
          "bash benchmarks/campaign300k/save.sh" >&2
     exit 2
 fi
@@ -55,15 +58,18 @@ folders=()
 for sweep in "${SWEEPS[@]}"; do folders+=("$CAMPAIGN/$sweep"); done
 OMP_NUM_THREADS=1 nohup python benchmarks/campaign_milestones.py "${folders[@]}" --out "$CAMPAIGN/milestones" \
     >> "$CAMPAIGN/milestones.log" 2>&1 &
-lane() {  # every sweep in order, one run at a time on one thread; a failed or busy run does not stop it,
+# the runs still to train, one sweep file each, in order: a run the zoo holds is not trained again
+# (its folder stays on the machine that trained it; lane_files.py)
+python benchmarks/campaign300k/lane_files.py "$CAMPAIGN/lanes" > "$CAMPAIGN/lanes.txt"
+lane() {  # every run in order, one at a time on one thread; a failed or busy run does not stop it,
     # an interrupted sweep (130: save.sh's Ctrl-C) or a killed one does. A shell started in the background
     # ignores SIGINT and cannot trap it, so the sweep's exit status is what tells the lane to stop.
-    local sweep rc
-    for sweep in "${SWEEPS[@]}"; do
+    local file sweep rc
+    while IFS=$'\t' read -r file sweep; do
         rc=0
-        python -m disentangle.sweep run "$sweep" --out "$CAMPAIGN/$sweep" --workers 1 --threads-per-run 1 || rc=$?
+        python -m disentangle.sweep run "$file" --out "$CAMPAIGN/$sweep" --workers 1 --threads-per-run 1 || rc=$?
         [ "$rc" -ge 128 ] && return "$rc"
-    done
+    done < "$CAMPAIGN/lanes.txt"
     return 0
 }
 lane > "$CAMPAIGN/lane1.log" 2>&1 &

@@ -16,15 +16,15 @@ pkill -f "benchmarks/campaign300k/resume.sh" || true
 # reached (a sweep from before 2026-11-27 did not pass a signal sent to its own process on to them).
 # Once per group: the two lanes share resume.sh's group, and a second SIGINT stops a trainer at once,
 # keeping only its last periodic checkpoint (it cost 1,700 steps a run on 2026-11-27)
-for pgid in $(for pid in $(pgrep -f "disentangle.sweep run zoo_sprites_ref300k"); do
+for pgid in $(for pid in $(pgrep -f "disentangle.sweep run .*zoo_sprites_ref300k"); do
                   ps -o pgid= -p "$pid"; done | tr -d ' ' | sort -u); do
     kill -INT -- "-$pgid" 2>/dev/null || true
 done
 for _ in $(seq 60); do  # the workers checkpoint and exit; the pool's parent may linger
-    pgrep -f "disentangle.sweep run zoo_sprites_ref300k" >/dev/null || break
+    pgrep -f "disentangle.sweep run .*zoo_sprites_ref300k" >/dev/null || break
     sleep 2
 done
-pkill -f "disentangle.sweep run zoo_sprites_ref300k" || true
+pkill -f "disentangle.sweep run .*zoo_sprites_ref300k" || true
 pkill -f "campaign_milestones.py" || true
 for sweep_dir in "$CAMPAIGN"/zoo_sprites_ref300k*/; do
     sweep=$(basename "$sweep_dir")

@@ -3,7 +3,8 @@
     python benchmarks/campaign300k/status.py [CAMPAIGN_DIR]      # default ~/campaign300k
 
 Per run: its sweep, objective and seed, its state as ``python -m disentangle.sweep status`` judges
-it (finished, running: a lane holds its lock, partial, not started), the last logged step, a
+it (finished, running: a lane holds its lock, partial, not started; ``published`` where the zoo holds
+the run, under its CPU or GPU name, and this machine has no finished folder of it), the last logged step, a
 training rate and the hours of training left at that rate. The rate is, by what is known: the
 median ``steps_per_s`` of the run's last :data:`RECENT` log records; else (a run not started) the
 median of the campaign's runs of the same objective and precision; else the mean rate of the
@@ -22,12 +23,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from naming import SWEEPS  # noqa: E402
+from naming import SWEEPS, zoo_name  # noqa: E402
 
 from disentangle import zoo  # noqa: E402
 from disentangle.errors import ConfigError  # noqa: E402
 from disentangle.sweep import api  # noqa: E402
 from disentangle.sweep.grid import load_sweep  # noqa: E402
+from disentangle.zoo.manifest import SHIPPED_MANIFEST, read_manifest  # noqa: E402
 
 #: log records whose steps_per_s make a run's rate
 RECENT = 20
@@ -53,6 +55,7 @@ def progress(run_dir: Path) -> tuple[int, float | None]:
 
 def rows(campaign: Path) -> list[dict]:
     out = []
+    published = set(read_manifest(SHIPPED_MANIFEST)["models"])
     for sweep in SWEEPS:
         folder = campaign / sweep
         try:
@@ -62,9 +65,12 @@ def rows(campaign: Path) -> list[dict]:
         for run in load_sweep(sweep).runs:
             config = run.config
             step, rate = progress(folder / "runs" / run.run_id)
+            state = states.get(run.run_id, "not started")
+            if state != "finished" and {zoo_name(config, hw) for hw in ("cpu", "gpu")} & published:
+                state, step, rate = "published", int(config["train"]["steps"]), None
             out.append({"sweep": sweep, "run_id": run.run_id, "objective": config["objective"]["name"],
                         "seed": config["seed"], "precision": config["train"]["precision"],
-                        "steps": int(config["train"]["steps"]), "state": states.get(run.run_id, "not started"),
+                        "steps": int(config["train"]["steps"]), "state": state,
                         "step": step, "rate": rate, "source": "log" if rate else ""})
     return out
 
@@ -86,11 +92,11 @@ def fill_rates(table: list[dict]) -> None:
     """Give each unfinished run without a rate of its own the best guess of the module docstring."""
     seen: dict[tuple[str, str], list[float]] = {}
     for row in table:
-        if row["rate"] and row["state"] != "finished":
+        if row["rate"] and row["state"] not in ("finished", "published"):
             seen.setdefault((row["objective"], row["precision"]), []).append(row["rate"])
     guesses = None
     for row in table:
-        if row["rate"] or row["state"] == "finished":
+        if row["rate"] or row["state"] in ("finished", "published"):
             continue
         kind = (row["objective"], row["precision"])
         if kind in seen:
@@ -102,7 +108,7 @@ def fill_rates(table: list[dict]) -> None:
 
 
 def hours_left(row: dict) -> float | None:
-    if row["state"] == "finished":
+    if row["state"] in ("finished", "published"):
         return 0.0
     return None if not row["rate"] else (row["steps"] - row["step"]) / row["rate"] / 3600
 
@@ -121,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             unknown.append(f"{row['objective']} s{row['seed']}")
         else:
             total += left
-        rate = f"{row['rate']:.1f} {row['source']}" if row["rate"] and row["state"] != "finished" else "-"
+        rate = f"{row['rate']:.1f} {row['source']}" if row["rate"] and row["state"] not in ("finished", "published") else "-"
         print(f"{row['sweep']:30} {row['run_id']:16} {row['objective']:12} {row['seed']:>4} {row['precision']:9} "
               f"{row['state']:11} {row['step']:>8,} {rate:>12} {'-' if left is None else f'{left:.1f}':>6}")
     counts: dict[str, int] = {}

@@ -172,6 +172,36 @@ def test_the_gpu_sessions_sweep_files_keep_the_campaigns_run_ids(tmp_path):
     assert all(v[2][0]["name"] == "keep_checkpoints" for v in planned.values())
 
 
+def test_the_lanes_train_every_campaign_run_the_zoo_lacks_once_in_order_under_its_own_id(tmp_path):
+    """A new machine has the zoo but not the folders of the runs it published: the lanes must leave
+    those out (they retrained them from step 0 on 2026-11-27) and train the others under the
+    campaign's ids, in the sweeps' order, each run in the folder of its campaign sweep."""
+    import importlib.util
+
+    from disentangle.sweep.grid import load_sweep
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "lane_files.py"
+    spec = importlib.util.spec_from_file_location("lane_files", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sweeps = ("zoo_sprites_ref300k", "zoo_sprites_ref300k_more", "zoo_sprites_ref300k_ada_seeds")
+    campaign = [(name, r.run_id, r.config["objective"]["name"], r.seed) for name in sweeps for r in load_sweep(name).runs]
+    zoo = {"beta_vae-sprites-beta4-cpu300k-ref-s0", "beta_vae-sprites-beta4-cpu300k-ref-s2",
+           "info_vae-sprites-lambda1000-gpu300k-ref-s0", "beta_tcvae-sprites-beta6-cpu20k-ref-s1"}  # 20k: not this run
+    files = module.lane_files(tmp_path, zoo)
+    planned = []
+    for file, sweep in files:
+        (run,) = load_sweep(str(file)).runs
+        planned.append((sweep, run.run_id, run.config["objective"]["name"], run.seed))
+    left_out = {("beta_vae", 0), ("beta_vae", 2), ("info_vae", 0)}
+    expected = [row for row in campaign if (row[2], row[3]) not in left_out]
+    assert sorted(planned) == sorted(expected) and len(planned) == 19 - 3
+    assert [row[0] for row in planned] == sorted((row[0] for row in planned), key=sweeps.index)  # sweeps in order
+    assert planned[0][2:] == ("beta_vae", 1)
+    again = module.lane_files(tmp_path, zoo | {"beta_vae-sprites-beta4-cpu300k-ref-s1"})  # a rerun replaces the files
+    assert len(list(tmp_path.glob("*.yaml"))) == len(again) == len(files) - 1
+
+
 def _naming():
     import importlib.util
 

@@ -346,10 +346,26 @@ class Trainer:
         if "cuda" in rng and (not torch.cuda.is_available() or len(rng["cuda"]) != torch.cuda.device_count()):
             rng.pop("cuda")  # saved on another number of GPUs; training draws from its own generators
         saved = rng["generators"]
-        restore_rng_state(rng, {k: g for k, g in self._generators().items() if k in saved})
+        # a generator's state is the device's own (a CPU's Mersenne Twister, CUDA's Philox seed and
+        # offset): one saved on another kind of device cannot be set here
+        fitting = {k: g for k, g in self._generators().items()
+                   if k in saved and saved[k].numel() == g.get_state().numel()}
+        restore_rng_state(rng, fitting)
+        reseeded = []
         for name, generator in self._generators().items():
-            if name not in saved:  # a stream the checkpoint predates: a fresh one, moved on by the step
+            if name not in fitting:  # a stream the checkpoint predates or another device's: a fresh one,
+                # moved on by the step
                 generator.manual_seed(stream_seed(self.config.seed, Stream[name.upper()]) + self.step)
+                if name in saved:
+                    reseeded.append(name)
+        if reseeded:
+            logger.warning(
+                "The checkpoint's %s random stream%s were saved on another kind of device than %s: %s "
+                "continue%s from fresh seeds (seed + stream + step %d). The run goes on from step %d with "
+                "its weights and optimizer state, but its draws differ from a resume on the device it was "
+                "saved on, so it is not bit-identical to that run.",
+                " and ".join(reseeded), "s" if len(reseeded) > 1 else "", self.device,
+                "they" if len(reseeded) > 1 else "it", "" if len(reseeded) > 1 else "s", self.step, self.step)
 
     def save_checkpoint(self) -> None:
         """Rank 0 writes the checkpoint; its failure is raised on every rank (:meth:`_on_main`)."""

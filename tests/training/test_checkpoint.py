@@ -99,3 +99,44 @@ def test_evaluate_on_a_missing_device_is_bad_input(run_dir):
     assert proc.returncode == 2, proc.stderr
     assert "CUDA is not available" in proc.stderr and "corrupt" not in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _as_if_saved_on_a_gpu(run, tmp_path, name):
+    """A copy of ``run`` whose checkpoint's generator states are CUDA's (16 bytes: Philox seed and
+    offset), as a run trained on a GPU leaves them; the digest rewritten to match."""
+    import shutil
+
+    copy = tmp_path / name
+    shutil.copytree(run, copy)
+    (copy / PREVIOUS_CHECKPOINT_NAME).unlink(missing_ok=True)
+    state = torch.load(copy / CHECKPOINT_NAME, weights_only=True)
+    state.pop(DIGEST_KEY, None)
+    state["rng"]["generators"] = {k: torch.arange(16, dtype=torch.uint8) for k in state["rng"]["generators"]}
+    torch.save({**state, DIGEST_KEY: content_digest(state)}, copy / CHECKPOINT_NAME)
+    return copy
+
+
+def test_a_run_saved_on_another_kind_of_device_goes_on_here_with_fresh_streams(tmp_path, tiny_overrides, caplog):
+    """A GPU's generator states cannot be set on a CPU's generators (it raised a bare RuntimeError): the
+    run resumes with its weights and optimizer state, the data and noise streams reseeded from the
+    seed and the step (so two such resumes agree), and says so."""
+    run = tmp_path / "run"
+    fit(load_config(None, tiny_overrides(run, steps=4)))
+    saved = torch.load(run / CHECKPOINT_NAME, weights_only=True)
+    finals = []
+    for name in ("a", "b"):
+        copy = _as_if_saved_on_a_gpu(run, tmp_path, name)
+        with caplog.at_level("WARNING", logger="disentangle.training.trainer"):
+            caplog.clear()
+            fit(load_config(None, tiny_overrides(copy, steps=8)), resume=True)
+        assert "saved on another kind of device" in caplog.text and "step 4" in caplog.text
+        assert "not bit-identical" in caplog.text
+        final = torch.load(copy / CHECKPOINT_NAME, weights_only=True)
+        assert final["step"] == 8
+        finals.append(final["model"])
+    assert all(torch.equal(finals[0][k], finals[1][k]) for k in finals[0])  # reseeded the same way each time
+    assert any(not torch.equal(finals[0][k], saved["model"][k]) for k in finals[0])  # it trained on
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="disentangle.training.trainer"):
+        fit(load_config(None, tiny_overrides(run, steps=8)), resume=True)  # the CPU's own states: no word
+    assert "another kind of device" not in caplog.text

@@ -5,19 +5,20 @@
 #      --device cuda), before anything else shares the GPU;
 #   2. the 300k campaign's runs (benchmarks/campaign300k/gpu.sh BUDGET), in the background;
 #   3. beside them: benchmarks/gpu_host_sync.py (the syncs each shipped sprites recipe makes on a real
-#      GPU; its steps/s are measured while the campaign shares the GPU) and the test suite on this
-#      CUDA machine (pytest -n WORKERS, the torch and Python the machine has), both on CPU cores
-#      the campaign leaves free.
+#      GPU; its steps/s are measured while the campaign shares the GPU) and the test suite with its
+#      trainer runs on the GPU (DISENTANGLE_TEST_DEVICE=cuda, tests/conftest.py; the torch and Python
+#      the machine has), both on CPU cores the campaign leaves free.
 #
 #   here:    bash benchmarks/campaign300k/device_tree.sh slim
-#   device:  run(command="bash benchmarks/gpu_session.sh 540", timeout_s=595, carry=[".campaign_gpu"])
+#   device:  run(command="bash benchmarks/gpu_session.sh 540", timeout_s=595, carry=[".campaign_gpu", ".device_zoo"])
 #   here:    bash benchmarks/campaign300k/device_tree.sh restore
 #            bash benchmarks/campaign300k/gpu_results.sh FILES_AT
 #
 # $OUT gets gpu.sh's files (gpu.log, trajectories.csv, one tar per run: at most 6 runs) and
 # session.log (the benchmark, the host syncs) and pytest.log. Knobs (environment): gpu.sh's, and
 # SESSION_BENCH ("--steps 300 --pool 16384 --modes eager,bf16,tf32"; "skip" to skip),
-# SESSION_PYTEST (pytest arguments, "-n 6 -q tests"; "skip" to skip), SESSION_SYNC (gpu_host_sync.py
+# SESSION_PYTEST (pytest arguments, "-n 6 -v ... tests"; "skip" to skip), SESSION_TEST_DEVICE (cuda),
+# SESSION_SYNC (gpu_host_sync.py
 # arguments; "skip" to skip).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,11 +42,15 @@ fi
 bash benchmarks/campaign300k/gpu.sh "$(( BUDGET - ($(date +%s) - START) ))" > /dev/null 2>&1 &
 campaign=$!
 
-pytest_args="${SESSION_PYTEST:--n 6 -q -p no:cacheprovider tests}"
+pytest_args="${SESSION_PYTEST:--n 6 -v -p no:cacheprovider --ignore=tests/zoo/test_shipped.py tests}"
 if [ "$pytest_args" != skip ]; then
-    # ends 120 s before the budget, so the campaign's publishing has the CPU
-    timeout "$(( BUDGET - ($(date +%s) - START) - 120 ))" "$PY" -m pytest $pytest_args -o addopts="-m 'not slow' -ra" \
-        > "$OUT/pytest.log" 2>&1 &
+    # the zoo models the tests load by name (device_tree.sh slim leaves the zoo's weights behind)
+    [ -d .device_zoo/weights ] && cp -n .device_zoo/weights/*.safetensors disentangle/zoo/weights/ 2>/dev/null
+    # the trainer tests on the GPU (tests/conftest.py); -v names each result as it comes, so a run
+    # stopped at its time still names its failures. Ends 120 s before the budget, so the campaign's
+    # publishing has the CPU.
+    DISENTANGLE_TEST_DEVICE="${SESSION_TEST_DEVICE:-cuda}" timeout "$(( BUDGET - ($(date +%s) - START) - 120 ))" \
+        "$PY" -m pytest $pytest_args -o addopts="-m 'not slow' -ra" > "$OUT/pytest.log" 2>&1 &
     tests=$!
 fi
 sync_args="${SESSION_SYNC:---steps 20 --loop-steps 300}"
@@ -56,8 +61,8 @@ if [ "$sync_args" != skip ]; then
 fi
 if [ -n "${tests:-}" ]; then
     wait "$tests"
-    echo "== pytest exited $? (124: stopped at its time)" | tee -a "$log"
-    tail -25 "$OUT/pytest.log" | tee -a "$log"
+    echo "== pytest exited $? (124: stopped at its time): $(grep -c " PASSED " "$OUT/pytest.log") passed" | tee -a "$log"
+    grep -E " (FAILED|ERROR) tests" "$OUT/pytest.log" | sed -E 's/^\[gw[0-9]+\] \[ *[0-9]+%\] //' | sort -u | tee -a "$log"
 fi
 wait "$campaign"
 echo "== campaign exited $?; done at $(( $(date +%s) - START )) s" | tee -a "$log"

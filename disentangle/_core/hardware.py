@@ -94,6 +94,23 @@ def choose_conv_transpose_via_conv(
     return _on_for_onednn_cpus(setting, device, capability)
 
 
+def _autocast_device_types() -> frozenset[str]:
+    names = ("cpu", "cuda", "mps", "xpu", "hpu", "xla", "mtia")
+    return frozenset(n for n in names if torch.amp.is_autocast_available(n))
+
+
+#: the device types autocast knows in this torch, read once at import
+AUTOCAST_DEVICE_TYPES = _autocast_device_types()
+
+
+def autocast_enabled(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` here; False for a device type autocast does not
+    know (``meta``, on which ``torch.is_autocast_enabled`` raises). Safe inside a ``torch.compile``d
+    forward: ``torch.amp.is_autocast_available`` there is a graph break on some torch versions
+    (2.11 warned of it on a GPU), so the known types are read once, at import."""
+    return device_type in AUTOCAST_DEVICE_TYPES and torch.is_autocast_enabled(device_type)
+
+
 def auto_precision(device: str) -> str:
     """``train.precision: auto`` for a run on ``device`` (``train.device``): ``bf16`` when it trains on
     a CPU with native bf16, ``fp32`` otherwise (GPUs and other CPUs: not measured)."""

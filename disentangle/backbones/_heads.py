@@ -3,6 +3,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .._core.hardware import autocast_enabled
 from ..errors import ConfigError
 
 
@@ -22,7 +23,7 @@ class GaussianHead(nn.Module):
 
     def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         device = h.device.type
-        if torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device):
+        if autocast_enabled(device):
             with torch.autocast(device_type=device, enabled=False):
                 h = h.float()
                 return self.mean(h), self.logvar(h)

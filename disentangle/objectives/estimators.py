@@ -21,6 +21,7 @@ import math
 import torch
 
 from .._core.gaussian import LOG_2PI, log_normal  # noqa: F401  (LOG_2PI: re-exported)
+from .._core.hardware import autocast_enabled
 
 TC_METHODS = ("mss", "mws")
 KERNELS = ("rbf", "imq")
@@ -48,11 +49,7 @@ def _float32(fn):
     def wrapper(*args, **kwargs):
         tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
         # devices without autocast (meta, used to check a step for host tensors) have nothing to disable
-        if (
-            tensor is None
-            or not torch.amp.is_autocast_available(tensor.device.type)
-            or not torch.is_autocast_enabled(tensor.device.type)
-        ):
+        if tensor is None or not autocast_enabled(tensor.device.type):
             return fn(*args, **kwargs)
         with torch.autocast(device_type=tensor.device.type, enabled=False):
             return fn(*args, **kwargs)

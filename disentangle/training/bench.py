@@ -9,8 +9,10 @@ Prints, measured in one run on the current device:
    sampler, and in fp32 fed by the DataLoader, with the ratio;
 3. training steps/s of the step modes (``--modes``): ``eager`` (fp32), ``compiled``
    (``train.compile: true``), ``bf16`` (eager, bf16 autocast), ``compiled-bf16`` and, on CUDA,
-   ``tf32`` (eager fp32 with TF32 matmuls/convolutions). ``python -m disentangle.training.bench --device
-   cuda`` is the GPU measurement; the compiled modes include nothing of the compile time (it is
+   ``tf32`` (eager fp32 with TF32 matmuls/convolutions) and ``graphs`` (``train.compile:
+   reduce-overhead``: the compiled networks replayed as CUDA graphs). ``python -m
+   disentangle.training.bench --device cuda`` is the GPU measurement; the compiled modes include
+   nothing of the compile time (it is
    spent in the warm-up steps).
 
 On a CPU it first prints the CPU model, ``torch.backends.cpu.get_cpu_capability()`` and the bf16
@@ -36,7 +38,9 @@ from .optim import build_optimizers
 from .precision import Precision
 from .runtime import compile_networks, resolve_device
 
-MODES = ("eager", "compiled", "bf16", "compiled-bf16", "tf32")
+MODES = ("eager", "compiled", "bf16", "compiled-bf16", "tf32", "graphs")
+#: the modes that only mean something on CUDA
+CUDA_MODES = ("tf32", "graphs")
 
 
 def cpu_capabilities(cpuinfo: str = "/proc/cpuinfo") -> dict[str, str]:
@@ -106,7 +110,7 @@ def _loader_iter(loader: DataLoader, device: torch.device):
 
 
 def _train_rate(
-    next_batch, precision: str, steps: int, batch_size: int, device: torch.device, compile: bool = False
+    next_batch, precision: str, steps: int, batch_size: int, device: torch.device, compile: bool | str = False
 ) -> float:
     """Images/s of conv64 β-VAE training steps (the trainer's optimizer, fused Adam; PyTorch's
     layout and transposed-convolution backward: ``benchmarks/bench_step_kernels.py`` times the
@@ -129,10 +133,10 @@ def _train_rate(
 
 
 def step_mode_rates(next_batch, modes, steps: int, batch_size: int, device: torch.device) -> dict[str, float]:
-    """Steps/s of each mode of :data:`MODES` (``tf32`` only on CUDA)."""
+    """Steps/s of each mode of :data:`MODES` (those of :data:`CUDA_MODES` only on CUDA)."""
     rates = {}
     for mode in modes:
-        if mode == "tf32" and device.type != "cuda":
+        if mode in CUDA_MODES and device.type != "cuda":
             continue
         tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
         if mode == "tf32":
@@ -141,7 +145,7 @@ def step_mode_rates(next_batch, modes, steps: int, batch_size: int, device: torc
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
         try:
             precision = "bf16" if mode.endswith("bf16") else "fp32"
-            compile = mode.startswith("compiled")
+            compile = "reduce-overhead" if mode == "graphs" else mode.startswith("compiled")
             if compile:
                 torch._dynamo.reset()
             rates[mode] = _train_rate(next_batch, precision, steps, batch_size, device, compile=compile) / batch_size

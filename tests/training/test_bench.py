@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from disentangle.training.bench import cpu_capabilities
 
@@ -106,3 +107,13 @@ def test_the_step_kernel_benchmark_times_every_variant_it_is_given(capsys, one_t
     assert rows[0].rstrip("|").split("|")[-1].strip() == "1.000×"
     with pytest.raises(SystemExit, match="unknown variant"):
         script.main(["--variants", "fp64"])
+
+
+def test_the_cuda_only_step_modes_are_skipped_on_a_cpu_and_the_others_timed(one_thread):
+    from disentangle.training.bench import CUDA_MODES, MODES, step_mode_rates
+
+    assert set(CUDA_MODES) == {"tf32", "graphs"} and set(CUDA_MODES) <= set(MODES)
+    g = torch.Generator().manual_seed(0)
+    rates = step_mode_rates(lambda: torch.rand(4, 1, 64, 64, generator=g), ["eager", "graphs", "tf32"],
+                            steps=2, batch_size=4, device=torch.device("cpu"))
+    assert set(rates) == {"eager"} and rates["eager"] > 0

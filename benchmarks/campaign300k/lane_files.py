@@ -1,6 +1,7 @@
 """The campaign's runs the zoo does not hold yet, one sweep file each, in the order the lanes take them.
 
     python benchmarks/campaign300k/lane_files.py OUT_DIR      # prints "SWEEP_FILE<TAB>SWEEP_NAME" per run
+    python benchmarks/campaign300k/lane_files.py OUT_DIR --runs "dip_vae_ii:0 info_vae:0" --precisions fp32
 
 A finished run is published to the zoo and its run folder stays on the machine that trained it; a
 session on a new machine has the zoo but not the folder, so the campaign's sweep files would train
@@ -9,6 +10,13 @@ of the three sweeps (``naming.SWEEPS``), in order, that the zoo holds under neit
 GPU name (``naming.zoo_name``), the campaign's sweep file narrowed to that grid entry and seed. Each
 file keeps the campaign's sweep name and the run's id (checked here), so its runs go to the same
 folder, ``CAMPAIGN/<sweep name>/runs/<id>``, as before.
+
+``--precisions`` keeps the runs trained at those precisions only. ``resume.sh`` passes ``fp32`` on a
+CPU without native bf16 (no AVX512-BF16 or AMX): bf16 autocast is emulated there, and a campaign
+step measured 7x slower in bf16 than in fp32 on such a CPU (an AVX2 AMD EPYC, 2026-11-28), so the
+bf16 runs wait for a machine that computes bf16 natively while the fp32 ones go on. ``--runs`` keeps
+the named runs only (``OBJECTIVE:SEED[,SEED...]``, space-separated, as ``gpu.sh``'s
+``CAMPAIGN_RUNS``), in the campaign's order.
 """
 from __future__ import annotations
 
@@ -31,8 +39,26 @@ def published(manifest: Path = SHIPPED_MANIFEST) -> set[str]:
     return set(read_manifest(manifest)["models"])
 
 
-def lane_files(out: Path, zoo: set[str]) -> list[tuple[Path, str]]:
-    """Write a sweep file per run still to train into ``out``; ``[(file, sweep name)]`` in order."""
+def parse_runs(text: str) -> dict[str, set[int]]:
+    """``"dip_vae_ii:0 ada_gvae:1,2"`` -> ``{"dip_vae_ii": {0}, "ada_gvae": {1, 2}}``."""
+    runs: dict[str, set[int]] = {}
+    for item in text.split():
+        objective, _, seeds = item.partition(":")
+        try:
+            parsed = {int(seed) for seed in seeds.split(",")}
+        except ValueError:
+            parsed = set()
+        if not objective or not parsed:
+            raise SystemExit(f"--runs: '{item}' is not OBJECTIVE:SEED[,SEED...] (e.g. 'dip_vae_ii:0 ada_gvae:1,2')")
+        runs.setdefault(objective, set()).update(parsed)
+    return runs
+
+
+def lane_files(
+    out: Path, zoo: set[str], *, precisions: set[str] | None = None, runs: dict[str, set[int]] | None = None,
+) -> list[tuple[Path, str]]:
+    """Write a sweep file per run still to train into ``out``; ``[(file, sweep name)]`` in order.
+    ``precisions`` and ``runs`` (:func:`parse_runs`), where given, keep only the runs they name."""
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*.yaml"):
         stale.unlink()
@@ -51,6 +77,13 @@ def lane_files(out: Path, zoo: set[str]) -> list[tuple[Path, str]]:
                 if names & zoo:
                     print(f"# in the zoo: {sweep} {spec.run_id} ({', '.join(sorted(names & zoo))})", file=sys.stderr)
                     continue
+                objective, precision = spec.config["objective"]["name"], spec.config["train"]["precision"]
+                if runs is not None and seed not in runs.get(objective, ()):
+                    continue
+                if precisions is not None and precision not in precisions:
+                    print(f"# left for later: {sweep} {spec.run_id} ({objective} s{seed}, {precision}: this "
+                          f"machine trains {', '.join(sorted(precisions))} only)", file=sys.stderr)
+                    continue
                 file = out / f"{len(files):02d}-{sweep}-{spec.config['objective']['name']}-s{seed}.yaml"
                 file.write_text(yaml.safe_dump(narrowed, sort_keys=False))
                 files.append((file, sweep))
@@ -60,8 +93,13 @@ def lane_files(out: Path, zoo: set[str]) -> list[tuple[Path, str]]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", type=Path)
+    p.add_argument("--precisions", default=None,
+                   help="comma-separated precisions to keep (e.g. fp32); default: every run")
+    p.add_argument("--runs", default=None, help="the runs to keep, 'OBJECTIVE:SEED[,SEED...] ...'; default: every run")
     args = p.parse_args()
-    for file, sweep in lane_files(args.out, published()):
+    precisions = None if args.precisions is None else {x.strip() for x in args.precisions.split(",") if x.strip()}
+    runs = None if args.runs is None else parse_runs(args.runs)
+    for file, sweep in lane_files(args.out, published(), precisions=precisions, runs=runs):
         print(f"{file}\t{sweep}")
 
 

@@ -10,15 +10,34 @@ fp16 scaler looks for overflows, so that every rank takes the same decision and 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .._core.choices import PRECISIONS  # train.precision's choices, written once (a Literal)
-from .._core.hardware import auto_precision
+from .._core.hardware import auto_precision, cpu_capability, native_cpu_bf16
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+logger = logging.getLogger(__name__)
+
+
+def emulated_bf16_warning(precision: str, device: torch.device) -> str | None:
+    """The warning for bf16 autocast asked for on a CPU that emulates it, or None.
+
+    Without AVX512-BF16 or AMX (:func:`~disentangle._core.hardware.native_cpu_bf16`) every bf16
+    matrix product and convolution is computed through conversions, several times slower than fp32
+    (``benchmarks/RESULTS-train-cpu.md``), where ``train.precision: auto`` would have chosen fp32.
+    """
+    if precision != "bf16" or device.type != "cpu" or native_cpu_bf16():
+        return None
+    return (
+        f"train.precision is bf16 on a CPU without native bf16 ({cpu_capability()}, no AVX512-BF16 or AMX): "
+        "autocast emulates bf16 there, several times slower than fp32. Use train.precision: auto (fp32 on "
+        "this CPU) or fp32, unless the run must match a bf16 run bit for bit in its numerics' kind "
+        "(a zoo recipe trained in bf16, a resumed bf16 run)."
+    )
 
 
 class Precision:
@@ -41,6 +60,9 @@ class Precision:
             raise ValueError(f"precision must be one of {PRECISIONS} or auto, got {precision!r}.")
         self.precision = precision
         self.device = device
+        warning = emulated_bf16_warning(precision, device)
+        if warning is not None:
+            logger.warning(warning)
         self.sync_gradients = sync_gradients
         self.scaler = (
             torch.amp.GradScaler(self.device.type) if precision == "fp16" else None

@@ -49,7 +49,7 @@ def parse_runs(text: str) -> dict[str, set[int]]:
         except ValueError:
             parsed = set()
         if not objective or not parsed:
-            raise SystemExit(f"--runs: '{item}' is not OBJECTIVE:SEED[,SEED...] (e.g. 'dip_vae_ii:0 ada_gvae:1,2')")
+            raise ValueError(f"--runs: '{item}' is not OBJECTIVE:SEED[,SEED...] (e.g. 'dip_vae_ii:0 ada_gvae:1,2')")
         runs.setdefault(objective, set()).update(parsed)
     return runs
 
@@ -98,7 +98,10 @@ def main() -> None:
     p.add_argument("--runs", default=None, help="the runs to keep, 'OBJECTIVE:SEED[,SEED...] ...'; default: every run")
     args = p.parse_args()
     precisions = None if args.precisions is None else {x.strip() for x in args.precisions.split(",") if x.strip()}
-    runs = None if args.runs is None else parse_runs(args.runs)
+    try:
+        runs = None if args.runs is None else parse_runs(args.runs)
+    except ValueError as error:
+        p.error(str(error))  # exit 2
     for file, sweep in lane_files(args.out, published(), precisions=precisions, runs=runs):
         print(f"{file}\t{sweep}")
 

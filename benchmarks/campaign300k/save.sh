@@ -10,6 +10,20 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 CAMPAIGN="${1:-$HOME/campaign300k}"
 SAVED=benchmarks/campaign300k/resume
+[ -d .venv ] && source .venv/bin/activate
+# Before anything stops: would committing these checkpoints push this session's submission past its
+# size limits (submission_size.py)? A FactorVAE checkpoint is ~68 MB; a session that saved two of them
+# twice was refused whole (November 2026). SAVE_FORCE=1 saves anyway.
+adding=0
+for run in "$CAMPAIGN"/zoo_sprites_ref300k*/runs/*/; do
+    [ -f "$run/checkpoint.pt" ] && [ ! -f "$run/metrics.json" ] || continue
+    adding=$((adding + $(stat -c %s "$run/checkpoint.pt")))
+done
+if ! python benchmarks/campaign300k/submission_size.py --adding "$adding" && [ "${SAVE_FORCE:-0}" != 1 ]; then
+    echo "save.sh: nothing stopped, nothing saved. Save fewer runs (move a run folder aside), or" \
+         "SAVE_FORCE=1 bash benchmarks/campaign300k/save.sh if the budget is known to hold." >&2
+    exit 1
+fi
 # the lanes first, so that none starts the next sweep when its sweep stops
 pkill -f "benchmarks/campaign300k/resume.sh" || true
 # SIGINT to each sweep's process group, as a terminal's Ctrl-C: every worker checkpoints the step it

@@ -202,6 +202,34 @@ def test_the_lanes_train_every_campaign_run_the_zoo_lacks_once_in_order_under_it
     assert len(list(tmp_path.glob("*.yaml"))) == len(again) == len(files) - 1
 
 
+def test_the_lanes_keep_the_precisions_and_runs_asked_for_in_the_campaign_s_order(tmp_path):
+    """On a CPU without native bf16 resume.sh asks for the fp32 runs only (bf16 emulated: 7x slower);
+    CAMPAIGN_RUNS narrows the lanes to the runs it names, still in the campaign's order."""
+    import importlib.util
+
+    from disentangle.sweep.grid import load_sweep
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "lane_files.py"
+    spec = importlib.util.spec_from_file_location("lane_files", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def planned(**kwargs):
+        return [(run.config["objective"]["name"], run.seed, run.config["train"]["precision"])
+                for file, _ in module.lane_files(tmp_path, set(), **kwargs) for run in load_sweep(str(file)).runs]
+
+    fp32 = planned(precisions={"fp32"})
+    assert fp32 and all(p == "fp32" for *_, p in fp32)
+    assert not {o for o, *_ in fp32} & {"beta_vae", "beta_tcvae", "factor_vae"}  # the bf16 sweep waits
+    assert len(fp32) + 9 == len(planned())  # everything else is kept
+    assert planned(runs=module.parse_runs("info_vae:0 dip_vae_ii:0 ada_gvae:2,1")) == [
+        ("dip_vae_ii", 0, "fp32"), ("info_vae", 0, "fp32"), ("ada_gvae", 1, "fp32"), ("ada_gvae", 2, "fp32")]
+    assert planned(runs=module.parse_runs("factor_vae:1"), precisions={"fp32"}) == []
+    for bad in ("info_vae", "info_vae:", "info_vae:x", ":0"):
+        with pytest.raises(ValueError, match="OBJECTIVE:SEED"):
+            module.parse_runs(bad)
+
+
 def _naming():
     import importlib.util
 
@@ -332,3 +360,45 @@ def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those(
     assert f"log.jsonl's {wall:,.0f} s less a 2,000 s SIGSTOP pause" in text
     assert "SIGSTOP" not in publish.notes(config, "zoo_sprites_ref300k", logged, [])
     assert publish.wall_time([]) == (None, [])
+
+
+def test_the_submission_size_counts_binary_files_added_changed_and_removed(tmp_path, monkeypatch):
+    """save.sh asks submission_size.py before it saves: a binary checkpoint counts at its full size
+    each time a commit adds, replaces or removes it (the session that saved two FactorVAE pairs was
+    refused for it), text at its diff's size; over the budget it exits 1."""
+    import importlib.util
+    import os
+    import subprocess
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "submission_size.py"
+    spec = importlib.util.spec_from_file_location("submission_size", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+    def commit(message):
+        subprocess.run(["git", "add", "-A"], check=True)
+        subprocess.run(["git", "commit", "-qm", message, "--allow-empty"], check=True)
+
+    subprocess.run(["git", "init", "-q", "-b", "main"], check=True)
+    (tmp_path / "notes.txt").write_text("start\n")
+    commit("base")
+    base = module.session_base()
+    rng = np.random.default_rng(0)
+    ckpt = tmp_path / "checkpoint.pt"
+    ckpt.write_bytes(rng.bytes(300_000) + b"\0")  # a NUL byte: git takes it as binary
+    commit("save 1")
+    ckpt.write_bytes(rng.bytes(200_000) + b"\0")
+    (tmp_path / "notes.txt").write_text("start\nmore\n")
+    commit("save 2")
+    ckpt.unlink()
+    commit("published")
+    diffs = module.diff_bytes(base)
+    assert 700_002 <= diffs < 700_002 + 3_000  # 300,001 + 200,001 + 200,001 and the diffs' headers
+    assert module.pack_bytes(base) > 500_000  # random bytes do not compress
+    assert module.main(["--budget", "1"]) == 0
+    assert module.main(["--budget", "1", "--adding", str(400_000)]) == 1
+    assert module.session_base() == base and os.path.exists(".git")

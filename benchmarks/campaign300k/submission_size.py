@@ -1,0 +1,91 @@
+"""How big this session's submission is so far, against the limits a submission must stay under.
+
+    python benchmarks/campaign300k/submission_size.py                # since the commit the session began at
+    python benchmarks/campaign300k/submission_size.py --base COMMIT --adding 137000000
+
+A stop submits the commits made since the session began, and is refused whole when they pack to more
+than 512 MiB, or when their diffs, added up as text, pass 256 MiB (a file added in one commit and
+removed or replaced in a later one counts twice). The campaign's resume checkpoints are the only large
+files it commits: a FactorVAE checkpoint is about 68 MB (its discriminator with Adam's moments), so two
+saves of two FactorVAE runs in one session pass the second limit, and in November 2026 a whole session's
+work was refused for it. ``save.sh`` runs this before it copies anything.
+
+The base is the commit the session's checkout began at: the oldest entry of ``main``'s reflog in a
+fresh checkout (``--base`` overrides it). The diff size counts each commit's text diff, plus, for a
+binary file, the size of the version it adds or changes to, or of the one it removes: more than git
+would send, never less. ``--adding BYTES`` adds what a save is about to commit. Exit status 1 when the
+total would pass ``--budget`` (default 200 MiB of diffs, room left for the rest of the session), 0
+otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+MiB = 1 << 20
+DIFF_LIMIT = 256 * MiB
+PACK_LIMIT = 512 * MiB
+
+
+def git(*args: str, input: bytes | None = None) -> bytes:
+    return subprocess.run(["git", *args], check=True, capture_output=True, input=input).stdout
+
+
+def session_base() -> str:
+    """The commit the session's checkout began at: the oldest reflog entry of ``main``."""
+    entries = git("reflog", "show", "--format=%H", "main").decode().split()
+    if not entries:
+        raise SystemExit("main has no reflog here: pass --base COMMIT (the commit the session began at)")
+    return entries[-1]
+
+
+def _blob_size(blob: str) -> int:
+    return 0 if set(blob) == {"0"} else int(git("cat-file", "-s", blob))
+
+
+def diff_bytes(base: str, head: str = "HEAD") -> int:
+    """The diffs of every commit in ``base..head`` as text, binary files counted at full size."""
+    total = 0
+    for commit in git("rev-list", f"{base}..{head}").decode().split():
+        total += len(git("show", "--format=", "--no-renames", commit))
+        numstat = git("show", "--format=", "--no-renames", "--numstat", "-z", commit).split(b"\0")
+        binary = {entry.split(b"\t", 2)[2].decode() for entry in numstat if entry.startswith(b"-\t-\t")}
+        if not binary:
+            continue
+        raw = git("diff-tree", "-r", "--no-renames", "--no-commit-id", "-z", "--root", commit).split(b"\0")
+        for meta, path in zip(raw[0::2], raw[1::2]):
+            if path.decode() not in binary:
+                continue
+            _, _, old, new, status = meta.decode().split()
+            total += _blob_size(old if status == "D" else new)
+    return total
+
+
+def pack_bytes(base: str, head: str = "HEAD") -> int:
+    """``base..head`` packed as one (non-thin) pack."""
+    return len(git("pack-objects", "--revs", "--stdout", "-q", input=f"{head}\n^{base}\n".encode()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--base", default=None, help="the commit the session began at (default: main's oldest reflog entry)")
+    p.add_argument("--adding", type=int, default=0, help="bytes about to be committed (a save's checkpoints)")
+    p.add_argument("--budget", type=float, default=200.0, help="MiB of diffs this session may reach (default 200)")
+    args = p.parse_args(argv)
+    base = args.base or session_base()
+    diffs, pack = diff_bytes(base), pack_bytes(base)
+    total = diffs + args.adding
+    print(f"since {base[:10]}: diffs {diffs / MiB:.1f} MiB (limit {DIFF_LIMIT // MiB}), "
+          f"packed {pack / MiB:.1f} MiB (limit {PACK_LIMIT // MiB})"
+          + (f"; with {args.adding / MiB:.1f} MiB more: diffs {total / MiB:.1f} MiB" if args.adding else ""))
+    if total > args.budget * MiB or pack + args.adding > PACK_LIMIT:
+        print(f"over this session's budget of {args.budget:.0f} MiB of diffs: committing it risks the whole "
+              f"submission being refused. Commit less (save fewer runs, or once, at the session's end).",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

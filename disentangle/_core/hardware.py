@@ -57,13 +57,13 @@ def cpu_capability() -> str:
 
 
 #: CPU capabilities (``torch.backends.cpu.get_cpu_capability()``) on which channels-last is chosen
-CHANNELS_LAST_CPU_CAPABILITIES = ("AVX512", "AMX")
+CHANNELS_LAST_CPU_CAPABILITIES = ("AVX512", "AMX", "AVX2")
 
 
 def _on_for_onednn_cpus(setting: bool | str, device: torch.device, capability: str | None) -> tuple[bool, str]:
     """An ``auto``-or-boolean execution setting resolved: ``(on, reason)``; ``auto`` is on for a CPU
-    whose capability is in :data:`CHANNELS_LAST_CPU_CAPABILITIES` (oneDNN measured there), off on
-    other CPUs and other devices (not measured)."""
+    whose capability is in :data:`CHANNELS_LAST_CPU_CAPABILITIES` (oneDNN measured there: AVX512,
+    AMX and AVX2), off on other CPUs and other devices (not measured)."""
     if setting != "auto":
         return bool(setting), "set"
     if device.type != "cpu":
@@ -77,9 +77,9 @@ def _on_for_onednn_cpus(setting: bool | str, device: torch.device, capability: s
 def choose_channels_last(setting: bool | str, device: torch.device, capability: str | None = None) -> tuple[bool, str]:
     """A ``channels_last`` setting (``train.channels_last``, ``evaluate --channels-last``,
     ``evaluate_metrics(channels_last=...)``) resolved: ``(on, reason)``. ``auto`` is on for a CPU with
-    an AVX512 or AMX capability, where oneDNN's convolutions are faster on channels-last weights (the
-    conv64 training step and encoding both measured faster: ``benchmarks/RESULTS-train-cpu.md``,
-    ``benchmarks/RESULTS-peers-metrics.md``), off elsewhere (not measured)."""
+    an AVX512, AMX or AVX2 capability, where oneDNN's convolutions are faster on channels-last weights
+    (the conv64 training step and encoding both measured faster: ``benchmarks/RESULTS-train-cpu.md``,
+    ``benchmarks/RESULTS-peers-metrics.md``), off elsewhere (GPUs and other CPUs: not measured)."""
     return _on_for_onednn_cpus(setting, device, capability)
 
 
@@ -87,10 +87,11 @@ def choose_conv_transpose_via_conv(
     setting: bool | str, device: torch.device, capability: str | None = None
 ) -> tuple[bool, str]:
     """``train.conv_transpose_via_conv`` resolved: ``(on, reason)``. ``auto`` is on for a CPU with an
-    AVX512 or AMX capability, where oneDNN's deconvolution backward is slower than its convolution
-    kernels (the conv64 training step measured faster in bf16 either layout and in fp32 with
-    channels-last, as fast in fp32 with PyTorch's layout: ``benchmarks/RESULTS-train-cpu.md``), off
-    elsewhere (GPUs and other CPUs: not measured)."""
+    AVX512, AMX or AVX2 capability, where oneDNN's deconvolution backward is slower than its
+    convolution kernels (on AVX512 the conv64 training step measured faster in bf16 either layout and
+    in fp32 with channels-last, as fast in fp32 with PyTorch's layout; on AVX2, in fp32 with
+    channels-last: ``benchmarks/RESULTS-train-cpu.md``), off elsewhere (GPUs and other CPUs: not
+    measured)."""
     return _on_for_onednn_cpus(setting, device, capability)
 
 

@@ -273,7 +273,7 @@ def evaluate_metrics(
     ``channels_last``: whether a :class:`~disentangle.models.vae.VAE` (or its ``representation``
     method) encodes with its convolution weights in ``torch.channels_last`` layout, where oneDNN's
     convolutions are faster. The user's model is left as it is: a copy in that layout encodes.
-    ``"auto"`` (default) is on for a CPU with an AVX512 or AMX capability, as ``train.channels_last``
+    ``"auto"`` (default) is on for a CPU with an AVX512, AMX or AVX2 capability, as ``train.channels_last``
     (:func:`disentangle._core.hardware.choose_channels_last`); the codes differ from the default
     layout's by rounding only (about 1e-6), like codes computed in another batch. Metrics that need
     the model itself get the user's model.

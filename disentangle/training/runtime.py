@@ -7,8 +7,8 @@ id). ``train.threads`` sets torch's CPU threads (``auto``: the CPUs this process
 they wait). Three more are chosen at start-up when set to ``auto`` (the defaults), by :func:`choose_execution`:
 
 * ``train.channels_last``: on for a CPU whose capability (``torch.backends.cpu.get_cpu_capability()``)
-  is AVX512 or AMX, where oneDNN's channels-last convolutions are faster; off elsewhere (AVX2 CPUs
-  and GPUs: not measured, so left at PyTorch's layout).
+  is AVX512, AMX or AVX2, where oneDNN's channels-last convolutions are faster; off elsewhere (GPUs
+  and other CPUs: not measured, so left at PyTorch's layout).
 * ``train.conv_transpose_via_conv``: on for the same CPUs. The transposed convolutions' gradients
   are computed by regular-convolution kernels (:mod:`disentangle.training.conv_transpose`): the
   same values, without oneDNN's slow deconvolution backward.

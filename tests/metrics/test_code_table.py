@@ -154,7 +154,7 @@ def test_evaluate_metrics_encodes_with_a_channels_last_copy_and_leaves_the_model
     assert encoding_representation(mlp, True) is mlp
     plain = CountingProjection(4096)
     assert encoding_representation(plain, True) is plain
-    monkeypatch.setattr(hardware, "cpu_capability", lambda: "AVX2")
+    monkeypatch.setattr(hardware, "cpu_capability", lambda: "DEFAULT")
     assert encoding_representation(conv, "auto") is conv
     monkeypatch.setattr(hardware, "cpu_capability", lambda: "AVX512")
     assert encoding_representation(conv, "auto") is not conv

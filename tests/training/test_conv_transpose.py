@@ -117,7 +117,8 @@ def test_auto_choice():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert choose_conv_transpose_via_conv("auto", cpu, "AVX512") == (True, "auto: oneDNN on AVX512")
     assert choose_conv_transpose_via_conv("auto", cpu, "AMX")[0]
-    assert choose_conv_transpose_via_conv("auto", cpu, "AVX2") == (False, "auto: AVX2 CPU, not measured")
+    assert choose_conv_transpose_via_conv("auto", cpu, "AVX2") == (True, "auto: oneDNN on AVX2")
+    assert choose_conv_transpose_via_conv("auto", cpu, "DEFAULT") == (False, "auto: DEFAULT CPU, not measured")
     assert choose_conv_transpose_via_conv("auto", cuda, "AVX512") == (False, "auto: not measured on cuda")
     assert choose_conv_transpose_via_conv(True, cuda) == (True, "set")
     assert choose_conv_transpose_via_conv(False, cpu, "AVX512") == (False, "set")

@@ -11,19 +11,6 @@ cd "$(dirname "$0")/../.."
 CAMPAIGN="${1:-$HOME/campaign300k}"
 SAVED=benchmarks/campaign300k/resume
 [ -d .venv ] && source .venv/bin/activate
-# Before anything stops: would committing these checkpoints push this session's submission past its
-# size limits (submission_size.py)? A FactorVAE checkpoint is ~68 MB; a session that saved two of them
-# twice was refused whole (November 2026). SAVE_FORCE=1 saves anyway.
-adding=0
-for run in "$CAMPAIGN"/zoo_sprites_ref300k*/runs/*/; do
-    [ -f "$run/checkpoint.pt" ] && [ ! -f "$run/metrics.json" ] || continue
-    adding=$((adding + $(stat -c %s "$run/checkpoint.pt")))
-done
-if ! python benchmarks/campaign300k/submission_size.py --adding "$adding" && [ "${SAVE_FORCE:-0}" != 1 ]; then
-    echo "save.sh: nothing stopped, nothing saved. Save fewer runs (move a run folder aside), or" \
-         "SAVE_FORCE=1 bash benchmarks/campaign300k/save.sh if the budget is known to hold." >&2
-    exit 1
-fi
 # the lanes first, so that none starts the next sweep when its sweep stops
 pkill -f "benchmarks/campaign300k/resume.sh" || true
 # SIGINT to each sweep's process group, as a terminal's Ctrl-C: every worker checkpoints the step it
@@ -40,6 +27,24 @@ for _ in $(seq 60); do  # the workers checkpoint and exit; the pool's parent may
 done
 pkill -f "disentangle.sweep run .*zoo_sprites_ref300k" || true
 pkill -f "campaign_milestones.py" || true
+# Would committing these checkpoints push this session's submission past its size limits
+# (submission_size.py)? A FactorVAE checkpoint is ~68 MB; a session that saved two of them twice was
+# refused whole (November 2026). Measured after the stop, as a run checkpoints its step when it stops;
+# a checkpoint equal to its saved copy adds nothing. The runs stay checkpointed here either way
+# (resume.sh goes on from them). SAVE_FORCE=1 saves anyway.
+adding=0
+for run in "$CAMPAIGN"/zoo_sprites_ref300k*/runs/*/; do
+    [ -f "$run/checkpoint.pt" ] && [ ! -f "$run/metrics.json" ] || continue
+    saved="$SAVED/$(basename "$(dirname "$(dirname "$run")")")/$(basename "$run")/checkpoint.pt"
+    cmp -s "$run/checkpoint.pt" "$saved" && continue
+    adding=$((adding + $(stat -c %s "$run/checkpoint.pt")))
+done
+if ! python benchmarks/campaign300k/submission_size.py --adding "$adding" && [ "${SAVE_FORCE:-0}" != 1 ]; then
+    echo "save.sh: the lanes are stopped and every run is checkpointed in $CAMPAIGN, but nothing was" \
+         "copied to $SAVED. Save fewer runs (move a run folder aside), or" \
+         "SAVE_FORCE=1 bash benchmarks/campaign300k/save.sh if the budget is known to hold." >&2
+    exit 1
+fi
 for sweep_dir in "$CAMPAIGN"/zoo_sprites_ref300k*/; do
     sweep=$(basename "$sweep_dir")
     for run in "$sweep_dir"runs/*/; do

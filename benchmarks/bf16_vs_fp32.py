@@ -32,7 +32,8 @@ from typing import Any
 import yaml
 from s2_vs_twin import _mean_sd  # the same 'mean ± sd (n = …)' cells as the S² report
 
-STRENGTH_KEYS = {"beta_vae": "beta", "beta_tcvae": "beta", "factor_vae": "gamma", "annealed_vae": "c_max"}
+STRENGTH_KEYS = {"beta_vae": "beta", "beta_tcvae": "beta", "factor_vae": "gamma", "annealed_vae": "c_max",
+                 "ada_gvae": "beta", "ada_ml_vae": "beta"}
 
 
 @dataclass
@@ -124,23 +125,22 @@ def report(runs: list[Run]) -> str:
         by_key.setdefault(run.key, {})[run.precision] = run
     checkpoints = sorted({s for r in runs for s in r.mig_curve})
     shown = [s for s in checkpoints if s % 4000 == 0 or s == 2000] or checkpoints
-    lines = [
-        "| objective | strength | seed | precision | steps | "
-        + " | ".join(f"MIG@{s // 1000}k" for s in shown)
-        + " | MIG | DCI | FactorVAE |",
-        "|---|---:|---:|---|---:|" + "---:|" * len(shown) + "---:|---:|---:|",
-    ]
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(cells) + " |"
+
+    header = ["objective", "strength", "seed", "precision", "steps", *(f"MIG@{s // 1000}k" for s in shown),
+              "MIG", "DCI", "FactorVAE"]
+    lines = [row(header), "|" + "|".join(["---", "---:", "---:", "---"] + ["---:"] * (len(header) - 4)) + "|"]
     for key in sorted(by_key, key=lambda k: (k[0], k[1] or 0, k[2])):
         for precision in ("fp32", "bf16", "fp16"):
             run = by_key[key].get(precision)
             if run is None:
                 continue
             partial = "" if run.mig is not None else f" (partial, step {run.last_step:,})"
-            curve = " | ".join(_fmt(run.mig_curve.get(s)) for s in shown)
-            lines.append(
-                f"| {run.objective} | {run.strength} | {run.seed} | {precision}{partial} | {run.steps:,} | {curve} | "
-                f"{_fmt(run.mig)} | {_fmt(run.dci)} | {_fmt(run.factor_vae)} |"
-            )
+            lines.append(row([
+                run.objective, str(run.strength), str(run.seed), f"{precision}{partial}", f"{run.steps:,}",
+                *(_fmt(run.mig_curve.get(s)) for s in shown), _fmt(run.mig), _fmt(run.dci), _fmt(run.factor_vae),
+            ]))
     lines += ["", "Finished pairs (same objective, strength, seed, init and steps; only the precision differs):", "",
               "| objective | pairs | fp32 MIG | bf16 MIG | bf16 − fp32 MIG (paired) | fp32 DCI | bf16 DCI | "
               "bf16 − fp32 DCI (paired) |",

@@ -17,6 +17,7 @@ Tests take what they need as fixtures (never ``from conftest import ...``):
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -132,6 +133,11 @@ def _benchmark_script(name: str):
     path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    # as when the script runs: its siblings importable (``from s2_vs_twin import ...``), and the module
+    # registered before it runs, as an import would (a dataclass in the script looks it up there)
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 

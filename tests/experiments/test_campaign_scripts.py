@@ -402,3 +402,32 @@ def test_the_submission_size_counts_binary_files_added_changed_and_removed(tmp_p
     assert module.main(["--budget", "1"]) == 0
     assert module.main(["--budget", "1", "--adding", str(400_000)]) == 1
     assert module.session_base() == base and os.path.exists(".git")
+
+
+def test_the_ada_bf16_ab_arms_differ_from_the_zoo_s_runs_in_the_precision_or_seed_only():
+    """bf16_ab/ada_fp32.yaml's settings with seed 0 give the zoo's two Ada runs again (the fp32 arm's
+    seed 0), and bf16_ab/ada.yaml's runs are those runs with bf16: a pair differs in one thing only."""
+    import copy
+
+    import yaml as _yaml
+
+    from disentangle.sweep.grid import load_sweep, sweep_from_dict
+    from disentangle.sweep.ids import run_id
+
+    sweeps = Path(__file__).resolve().parents[2] / "configs" / "sweeps"
+    zoo = {r.config["objective"]["name"]: r for r in load_sweep("zoo_sprites_ref20k").runs
+           if r.config["objective"]["name"] in ("ada_gvae", "ada_ml_vae")}
+    fp32 = _yaml.safe_load((sweeps / "bf16_ab" / "ada_fp32.yaml").read_text())
+    again = sweep_from_dict(dict(fp32, seeds=[0]), source="ada_fp32", folder=sweeps / "bf16_ab").runs
+    assert {r.config["objective"]["name"]: r.run_id for r in again} == {k: r.run_id for k, r in zoo.items()}
+    bf16 = load_sweep("bf16_ab/ada").runs
+    assert sorted((r.config["objective"]["name"], r.seed) for r in bf16) == [
+        (o, s) for o in ("ada_gvae", "ada_ml_vae") for s in (0, 1, 2)]
+    fp32_runs = {(r.config["objective"]["name"], r.seed): r for r in load_sweep("bf16_ab/ada_fp32").runs}
+    for run in bf16:
+        assert run.config["train"]["precision"] == "bf16"
+        twin = copy.deepcopy(run.config)
+        twin["train"]["precision"] = "fp32"
+        key = (run.config["objective"]["name"], run.seed)
+        expected = zoo[key[0]].run_id if run.seed == 0 else fp32_runs[key].run_id
+        assert run_id(twin) == expected, key

@@ -16,7 +16,9 @@ CPU without native bf16 (no AVX512-BF16 or AMX): bf16 autocast is emulated there
 step measured 7x slower in bf16 than in fp32 on such a CPU (an AVX2 AMD EPYC, 2026-11-28), so the
 bf16 runs wait for a machine that computes bf16 natively while the fp32 ones go on. ``--runs`` keeps
 the named runs only (``OBJECTIVE:SEED[,SEED...]``, space-separated, as ``gpu.sh``'s
-``CAMPAIGN_RUNS``), in the campaign's order.
+``CAMPAIGN_RUNS``), in the campaign's order. ``--campaign DIR`` puts each sweep's partial runs
+(a checkpoint in ``DIR/<sweep>/runs/<id>/``) before its other runs, so a session resumes what an
+earlier one began before it starts new runs; the sweeps keep their order.
 """
 from __future__ import annotations
 
@@ -56,14 +58,18 @@ def parse_runs(text: str) -> dict[str, set[int]]:
 
 def lane_files(
     out: Path, zoo: set[str], *, precisions: set[str] | None = None, runs: dict[str, set[int]] | None = None,
+    campaign: Path | None = None,
 ) -> list[tuple[Path, str]]:
     """Write a sweep file per run still to train into ``out``; ``[(file, sweep name)]`` in order.
-    ``precisions`` and ``runs`` (:func:`parse_runs`), where given, keep only the runs they name."""
+    ``precisions`` and ``runs`` (:func:`parse_runs`), where given, keep only the runs they name.
+    With ``campaign`` (the folder of the sweep folders), a sweep's partial runs (a checkpoint in
+    ``campaign/<sweep>/runs/<id>/``) come before its others: a session finishes what an earlier one
+    began before it starts more."""
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*.yaml"):
         stale.unlink()
-    files = []
-    for sweep in SWEEPS:
+    planned: list[tuple[int, bool, int, str, dict, str]] = []  # (sweep, not partial, order, sweep, config, name)
+    for sweep_index, sweep in enumerate(SWEEPS):
         path = ROOT / "configs" / "sweeps" / f"{sweep}.yaml"
         src = yaml.safe_load(path.read_text())
         ids = {spec.run_id for spec in load_sweep(path).runs}
@@ -84,9 +90,13 @@ def lane_files(
                     print(f"# left for later: {sweep} {spec.run_id} ({objective} s{seed}, {precision}: this "
                           f"machine trains {', '.join(sorted(precisions))} only)", file=sys.stderr)
                     continue
-                file = out / f"{len(files):02d}-{sweep}-{spec.config['objective']['name']}-s{seed}.yaml"
-                file.write_text(yaml.safe_dump(narrowed, sort_keys=False))
-                files.append((file, sweep))
+                partial = campaign is not None and (campaign / sweep / "runs" / spec.run_id / "checkpoint.pt").is_file()
+                planned.append((sweep_index, not partial, len(planned), sweep, narrowed, f"{objective}-s{seed}"))
+    files = []
+    for *_, sweep, narrowed, name in sorted(planned, key=lambda p: p[:3]):
+        file = out / f"{len(files):02d}-{sweep}-{name}.yaml"
+        file.write_text(yaml.safe_dump(narrowed, sort_keys=False))
+        files.append((file, sweep))
     return files
 
 
@@ -96,13 +106,15 @@ def main() -> None:
     p.add_argument("--precisions", default=None,
                    help="comma-separated precisions to keep (e.g. fp32); default: every run")
     p.add_argument("--runs", default=None, help="the runs to keep, 'OBJECTIVE:SEED[,SEED...] ...'; default: every run")
+    p.add_argument("--campaign", type=Path, default=None,
+                   help="the campaign folder: each sweep's partial runs there come first")
     args = p.parse_args()
     precisions = None if args.precisions is None else {x.strip() for x in args.precisions.split(",") if x.strip()}
     try:
         runs = None if args.runs is None else parse_runs(args.runs)
     except ValueError as error:
         p.error(str(error))  # exit 2
-    for file, sweep in lane_files(args.out, published(), precisions=precisions, runs=runs):
+    for file, sweep in lane_files(args.out, published(), precisions=precisions, runs=runs, campaign=args.campaign):
         print(f"{file}\t{sweep}")
 
 

@@ -65,7 +65,7 @@ OMP_NUM_THREADS=1 nohup python benchmarks/campaign_milestones.py "${folders[@]}"
 if [ -z "${CAMPAIGN_PRECISIONS:-}" ]; then
     CAMPAIGN_PRECISIONS=$(python -c "from disentangle._core.hardware import native_cpu_bf16 as n; print('bf16,fp32' if n() else 'fp32')")
 fi
-lane_args=(--precisions "$CAMPAIGN_PRECISIONS")
+lane_args=(--precisions "$CAMPAIGN_PRECISIONS" --campaign "$CAMPAIGN")  # each sweep's partial runs first
 [ -n "${CAMPAIGN_RUNS:-}" ] && lane_args+=(--runs "$CAMPAIGN_RUNS")
 echo "precisions trained on this machine: $CAMPAIGN_PRECISIONS${CAMPAIGN_RUNS:+; runs: $CAMPAIGN_RUNS}"
 python benchmarks/campaign300k/lane_files.py "$CAMPAIGN/lanes" "${lane_args[@]}" > "$CAMPAIGN/lanes.txt"

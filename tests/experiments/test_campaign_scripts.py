@@ -230,6 +230,41 @@ def test_the_lanes_keep_the_precisions_and_runs_asked_for_in_the_campaign_s_orde
             module.parse_runs(bad)
 
 
+def test_the_lanes_resume_each_sweep_s_partial_runs_before_they_start_its_others(tmp_path):
+    """A session on an fp32-only machine must go on with the DIP-VAE runs an earlier one began, not
+    start the Ada runs listed before them; the sweeps keep their order (FactorVAE before the rest)."""
+    import importlib.util
+
+    from disentangle.sweep.grid import load_sweep
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "lane_files.py"
+    spec = importlib.util.spec_from_file_location("lane_files", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    campaign = tmp_path / "campaign"
+    runs = {(r.config["objective"]["name"], r.seed): (name, r.run_id)
+            for name in ("zoo_sprites_ref300k", "zoo_sprites_ref300k_more") for r in load_sweep(name).runs}
+    for key in (("dip_vae_ii", 0), ("factor_vae", 2)):
+        sweep, run_id = runs[key]
+        (campaign / sweep / "runs" / run_id).mkdir(parents=True)
+        (campaign / sweep / "runs" / run_id / "checkpoint.pt").write_bytes(b"")
+    (campaign / "zoo_sprites_ref300k_more" / "runs" / runs[("info_vae", 0)][1]).mkdir()  # a folder, no checkpoint
+
+    def order(**kwargs):
+        return [f"{run.config['objective']['name']}:{run.seed}"
+                for file, _ in module.lane_files(tmp_path / "lanes", set(), campaign=campaign, **kwargs)
+                for run in load_sweep(str(file)).runs]
+
+    every = order()
+    assert every[:9] == ["factor_vae:2", "beta_vae:0", "beta_vae:1", "beta_vae:2", "beta_tcvae:0", "beta_tcvae:1",
+                         "beta_tcvae:2", "factor_vae:0", "factor_vae:1"]
+    assert every[9:12] == ["dip_vae_ii:0", "ada_gvae:0", "ada_ml_vae:0"]  # info_vae has no checkpoint: in its place
+    assert order(precisions={"fp32"})[:3] == ["dip_vae_ii:0", "ada_gvae:0", "ada_ml_vae:0"]
+    assert len(every) == len(set(every)) == 19  # every run once
+    names = [f.name for f, _ in module.lane_files(tmp_path / "lanes", set(), campaign=campaign)]
+    assert names == sorted(names) and names[0].startswith("00-zoo_sprites_ref300k-factor_vae-s2")
+
+
 def _naming():
     import importlib.util
 

@@ -10,7 +10,8 @@ median ``steps_per_s`` of the run's last :data:`RECENT` log records; else (a run
 median of the campaign's runs of the same objective and precision; else the mean rate of the
 zoo's 20,000-step reference-init model of that objective (its steps over its published wall time,
 whatever its precision and machine: a rough guide, marked ``zoo``). Then the thread-hours left.
-Reads the run folders only, so it is safe beside the lanes.
+Reads the run folders only, so it is safe beside the lanes. On a CPU without native bf16 it says which
+bf16 runs wait for a machine with it (``resume.sh`` leaves them out there).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from naming import SWEEPS, zoo_name  # noqa: E402
 
 from disentangle import zoo  # noqa: E402
+from disentangle._core.hardware import cpu_capability, native_cpu_bf16  # noqa: E402
 from disentangle.errors import ConfigError  # noqa: E402
 from disentangle.sweep import api  # noqa: E402
 from disentangle.sweep.grid import load_sweep  # noqa: E402
@@ -135,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         counts[row["state"]] = counts.get(row["state"], 0) + 1
     print(", ".join(f"{n} {s}" for s, n in counts.items()) + f"; about {total:.0f} thread-hours left"
           + (f", plus {len(unknown)} runs with no rate to go by ({', '.join(unknown)})" if unknown else ""))
+    waiting = [f"{r['objective']} s{r['seed']}" for r in table
+               if r["precision"] == "bf16" and r["state"] not in ("finished", "published")]
+    if waiting and not native_cpu_bf16():
+        print(f"This CPU has no native bf16 ({cpu_capability()}): its lanes train the fp32 runs only, and "
+              f"{len(waiting)} bf16 runs wait for a machine with it ({', '.join(waiting)}).")
     return 0
 
 

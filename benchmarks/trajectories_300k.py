@@ -9,6 +9,8 @@ Reads, per run of each sweep folder given:
 
 * ``log.jsonl``'s evaluations (MIG and DCI every 10,000 steps, logged by the trainer: 10,000 and
   5,000 points, the metrics' defaults, the run's seed);
+* the zoo's record of each published model of the campaign (the final row of a run whose folder is
+  not here: trained on another machine);
 * the checkpoints kept at milestone steps (``benchmarks/campaign_milestones.py``, or the
   ``keep_checkpoints`` callback's ``<run>/milestones/step_N``) and the run's
   final one, on which it computes what is too costly during training: the FactorVAE score (the
@@ -51,6 +53,8 @@ TABLE = HERE / "trajectories_300k.md"
 #: a latent carries a position factor when I(z; factor) >= CARRIES * H(factor)
 CARRIES = 0.1
 TABLE_STEPS = (20_000, 100_000, 200_000, 300_000)
+#: the campaign's evaluation interval (``train.eval_every``)
+EVAL_EVERY = 10_000
 #: the published dSprites MIG of these recipes that the README compares the zoo with (Locatello et al.
 #: 2019, roughly 0.2-0.3): the band drawn on the figure
 PUBLISHED_MIG = {"beta_vae": (0.2, 0.3), "beta_tcvae": (0.2, 0.3), "factor_vae": (0.2, 0.3)}
@@ -95,7 +99,7 @@ def _sample_codes(model, dataset, seed: int):
     return sample_codes_and_factors(dataset, as_representation_function(model), 10_000, np.random.default_rng(seed))
 
 
-def active_latents_of(run_dir: Path, seed: int, device: str = "cpu") -> dict:
+def active_latents_of(run_dir: Path | str, seed: int, device: str = "cpu") -> dict:
     """Only the active latents of the checkpoint in ``run_dir`` (a row scored before they were kept)."""
     import disentangle
     from disentangle.data import build_dataset
@@ -105,9 +109,9 @@ def active_latents_of(run_dir: Path, seed: int, device: str = "cpu") -> dict:
     return {"step": int(model.trained_steps), "active_latents": active_latents(codes)}
 
 
-def milestone_scores(run_dir: Path, seed: int, device: str = "cpu") -> dict:
+def milestone_scores(run_dir: Path | str, seed: int, device: str = "cpu") -> dict:
     """FactorVAE score, the position code and the active latents of the checkpoint in ``run_dir``
-    (module docstring)."""
+    (a run or milestone folder, or ``"zoo:NAME"``; module docstring)."""
     from position_basis import POSITIONS, position_basis
 
     import disentangle
@@ -151,9 +155,44 @@ def write_data(rows: list[dict]) -> None:
     tmp.replace(DATA)
 
 
-def collect(sweeps: Path | list[Path], milestones: Path | None, device: str = "cpu") -> list[dict]:
+#: the zoo names of the campaign's published models carry this
+CAMPAIGN_TAG = "-cpu300k-"
+
+
+def published_rows(records: dict[str, dict]) -> dict[str, dict]:
+    """The final row of each of the campaign's published models (zoo name -> row), from its manifest
+    record: MIG and DCI are the zoo's evaluation of the final weights, which is the trainer's last
+    logged evaluation (same metrics, defaults and seed: ``metrics_seed`` is the run's seed), so a run
+    whose folder and log went with the machine that trained it still has its 300,000-step row. The
+    run id is the last part of the run's ``train.out_dir``."""
+    rows = {}
+    for name, record in records.items():
+        config = record.get("config") or {}
+        metrics = record.get("metrics") or {}
+        out_dir = (config.get("train") or {}).get("out_dir")
+        if CAMPAIGN_TAG not in name or not out_dir or "mig" not in metrics or not record.get("trained_steps"):
+            continue
+        dci = metrics.get("dci") or {}
+        rows[name] = {"run_id": Path(out_dir).name, "objective": config["objective"]["name"],
+                      "seed": int(config["seed"]), "precision": config["train"].get("precision"),
+                      "step": int(record["trained_steps"]), "mig": metrics["mig"]["mig"],
+                      "dci_disentanglement": dci.get("disentanglement"),
+                      "dci_completeness": dci.get("completeness"),
+                      "dci_informativeness": dci.get("informativeness_test")}
+    return rows
+
+
+def _zoo_records() -> dict[str, dict]:
+    from disentangle.zoo import manifest
+
+    return {name: entry.record for name, entry in manifest.entries().items()}
+
+
+def collect(sweeps: Path | list[Path], milestones: Path | None, device: str = "cpu",
+            zoo: dict[str, dict] | None = None) -> list[dict]:
     """Rows of every run of the sweep folders, with the cached milestone scores and the new ones
-    computed. Rows already in the data whose run is in none of the folders (a run trained on another
+    computed, and the final rows of the published models in ``zoo`` (manifest records by name,
+    :func:`published_rows`). Rows already in the data whose run is in none of the folders (a run trained on another
     machine, a GPU's) are kept as they are."""
     sweeps = [sweeps] if isinstance(sweeps, Path) else list(sweeps)
     cached = {(r["run_id"], int(r["step"])): r for r in read_data()}
@@ -189,6 +228,15 @@ def collect(sweeps: Path | list[Path], milestones: Path | None, device: str = "c
             else:  # scored before the active latents were kept: only those
                 row.update(active_latents_of(folder, seed, device))
             write_data(list(rows.values()))  # each milestone is kept as soon as it is scored
+    # published runs whose final step no folder here holds (trained on another machine): the zoo's row
+    for name, row in published_rows(zoo or {}).items():
+        key = (row["run_id"], row["step"])
+        if key in rows and rows[key].get("active_latents") is not None:
+            continue  # logged here or cached, and scored
+        rows[key] = {**row, **rows.get(key, {})}
+        print(f"scoring {row['run_id']} at step {row['step']:,} (zoo:{name})", flush=True)
+        rows[key].update(milestone_scores(f"zoo:{name}", row["seed"], device))
+        write_data(list(rows.values()))
     return list(rows.values())
 
 
@@ -206,6 +254,22 @@ def objectives_of(rows: list[dict]) -> list[str]:
     return [o for o in LABELS if o in present] + sorted(present - set(LABELS))
 
 
+def _with_gaps_broken(points: list[tuple[int, dict]]) -> tuple[list[float], list[float], list[float]]:
+    """Steps (thousands), MIG and DCI of one run's rows, with a NaN point where evaluations are
+    missing (more than :data:`EVAL_EVERY` apart: a log lost with a machine) so the line breaks there
+    instead of drawing a trend nobody measured."""
+    steps, migs, dcis = [], [], []
+    for i, (step, row) in enumerate(points):
+        if i and step - points[i - 1][0] > EVAL_EVERY:
+            steps.append((step + points[i - 1][0]) / 2000)
+            migs.append(math.nan)
+            dcis.append(math.nan)
+        steps.append(step / 1000)
+        migs.append(row["mig"])
+        dcis.append(row["dci_disentanglement"])
+    return steps, migs, dcis
+
+
 def figure(rows: list[dict]) -> None:
     from matplotlib.figure import Figure
 
@@ -219,9 +283,9 @@ def figure(rows: list[dict]) -> None:
         mine = [r for r in rows if r["objective"] == objective]
         for seed in sorted({int(r["seed"]) for r in mine}):
             points = sorted((int(r["step"]), r) for r in mine if int(r["seed"]) == seed)
-            steps = [s / 1000 for s, _ in points]
-            top.plot(steps, [r["mig"] for _, r in points], marker=".", label=f"seed {seed}")
-            bottom.plot(steps, [r["dci_disentanglement"] for _, r in points], marker=".", label=f"seed {seed}")
+            steps, migs, dcis = _with_gaps_broken(points)
+            top.plot(steps, migs, marker=".", label=f"seed {seed}")
+            bottom.plot(steps, dcis, marker=".", label=f"seed {seed}")
             rotated = [(s / 1000, r["mig_rotated"]) for s, r in points if r.get("mig_rotated") is not None]
             if rotated:
                 top.scatter(*zip(*rotated), marker="x", color=top.lines[-1].get_color(), zorder=3)
@@ -289,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_data or not args.sweeps:
         rows = read_data()
     else:
-        rows = collect(args.sweeps, args.milestones, args.device)
+        rows = collect(args.sweeps, args.milestones, args.device, zoo=_zoo_records())
         write_data(rows)
     if not rows:
         print("no data", file=sys.stderr)

@@ -130,6 +130,58 @@ def test_a_milestone_scored_before_the_active_latents_gets_only_those(tmp_path, 
     assert calls == []  # everything cached now
 
 
+def _published(run_id: str, objective: str, seed: int, mig: float, dci: float) -> dict:
+    return {"trained_steps": 300_000, "metrics_seed": seed,
+            "config": {"seed": seed, "objective": {"name": objective},
+                       "train": {"precision": "bf16", "out_dir": f"/elsewhere/sweep/runs/{run_id}"}},
+            "metrics": {"mig": {"mig": mig}, "dci": {"disentanglement": dci, "completeness": 0.5,
+                                                     "informativeness_test": 0.6}}}
+
+
+def test_a_published_run_trained_elsewhere_gets_its_final_row_from_the_zoo(tmp_path, benchmark_script, monkeypatch):
+    """A run published from another machine has no folder here: its 300k row is the zoo's evaluation
+    and its milestone columns are scored on the zoo's weights, once; a run of a folder here, a zoo
+    model of no campaign and a row already scored are left alone."""
+    script = benchmark_script("trajectories_300k")
+    monkeypatch.setattr(script, "DATA", tmp_path / "trajectories.csv")
+    run = _fake_run(tmp_path / "sweep" / "runs", "here", "beta_vae", 0, 300_000, {300_000: (0.1, 0.2)})
+    (run / "metrics.json").write_text("{}")
+    script.write_data([{"run_id": "cached", "objective": "beta_vae", "seed": 2, "precision": "bf16",
+                        "step": 300_000, "mig": 0.3, "factor_vae_score": 0.6, "mig_rotated": 0.3,
+                        "rotation_degrees": 5.0, "position_latents": 2, "active_latents": 8}])
+    zoo = {"beta_vae-sprites-beta4-cpu300k-ref-s0": _published("here", "beta_vae", 0, 0.1, 0.2),
+           "beta_vae-sprites-beta4-cpu300k-ref-s1": _published("gone", "beta_vae", 1, 0.4, 0.5),
+           "beta_vae-sprites-beta4-cpu300k-ref-s2": _published("cached", "beta_vae", 2, 0.3, 0.4),
+           "beta_vae-dsprites-beta4-s1": _published("other", "beta_vae", 1, 0.9, 0.9)}
+    calls = []
+    monkeypatch.setattr(script, "milestone_scores", lambda folder, seed, device: calls.append((str(folder), seed)) or {
+        "factor_vae_score": 0.7, "mig_rotated": 0.45, "rotation_degrees": 50.0, "position_latents": 3,
+        "active_latents": 6})
+    rows = {r["run_id"]: r for r in script.collect(tmp_path / "sweep", None, zoo=zoo)}
+    assert sorted(calls) == [(str(run), 0), ("zoo:beta_vae-sprites-beta4-cpu300k-ref-s1", 1)]
+    assert sorted(rows) == ["cached", "gone", "here"]
+    gone = rows["gone"]
+    assert (gone["seed"], gone["step"], gone["mig"], gone["dci_disentanglement"], gone["dci_informativeness"],
+            gone["factor_vae_score"], gone["active_latents"]) == (1, 300_000, 0.4, 0.5, 0.6, 0.7, 6)
+    assert rows["cached"]["factor_vae_score"] == 0.6  # not scored again
+    table = script.table(list(rows.values()))
+    mean, sd = statistics.mean([0.1, 0.4, 0.3]), statistics.stdev([0.1, 0.4, 0.3])
+    assert f"| β-VAE (β = 4) | 300,000 | {mean:.3f} ± {sd:.3f} (n=3)" in table
+    calls.clear()
+    script.collect(tmp_path / "sweep", None, zoo=zoo)
+    assert calls == []  # the data keep it
+
+
+def test_the_figure_breaks_a_line_where_evaluations_are_missing(benchmark_script):
+    script = benchmark_script("trajectories_300k")
+    points = [(s, {"mig": s / 1e6, "dci_disentanglement": s / 2e6}) for s in (10_000, 20_000, 300_000)]
+    steps, migs, dcis = script._with_gaps_broken(points)
+    assert steps == [10.0, 20.0, 160.0, 300.0]
+    assert migs[:2] == [0.01, 0.02] and np.isnan(migs[2]) and migs[3] == 0.3
+    assert np.isnan(dcis[2]) and dcis[3] == 0.15
+    assert script._with_gaps_broken(points[:2])[0] == [10.0, 20.0]  # evaluations every 10,000: no break
+
+
 @pytest.mark.usefixtures("one_thread")
 def test_trajectories_figure_is_drawn(tmp_path, benchmark_script, monkeypatch):
     pytest.importorskip("matplotlib")

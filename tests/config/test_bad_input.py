@@ -152,12 +152,13 @@ def test_sigint_anywhere_then_resume_is_bit_identical(objective, method, call, t
 
 def test_second_sigint_stops_at_once_without_saving(tmp_path, monkeypatch, tiny_overrides):
     config = load_config(None, tiny_overrides(tmp_path / "run", steps=10, **{"train.checkpoint_every": 100}))
+    before = signal.getsignal(signal.SIGINT)  # SIG_IGN where pytest was started with `&` from a script
     with monkeypatch.context() as patch:
         _interrupt_on_call(patch, Objective, "sample_batch", 4, times=2)
         with pytest.raises(KeyboardInterrupt):
             Trainer(config).fit()
     assert not (tmp_path / "run" / "checkpoint.pt").exists()  # no half step was saved
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    assert signal.getsignal(signal.SIGINT) is before  # handler restored
 
 
 def test_sigterm_checkpoints_the_step_and_a_second_one_changes_nothing(tmp_path, monkeypatch, tiny_overrides):
@@ -226,6 +227,7 @@ def test_a_deferred_signal_runs_its_handler_after_the_step_is_checkpointed(tmp_p
         seen.append(load_checkpoint(run / "checkpoint.pt")["step"])
         sys.exit(-1)
 
+    before = signal.getsignal(signal.SIGINT)
     with _deferred_usr2(requeue_and_exit):
         config = load_config(None, tiny_overrides(run, steps=10, **{"train.checkpoint_every": 100}))
         with monkeypatch.context() as patch:
@@ -233,7 +235,7 @@ def test_a_deferred_signal_runs_its_handler_after_the_step_is_checkpointed(tmp_p
             with pytest.raises(SystemExit):
                 Trainer(config).fit()
         assert seen == [6]  # step 6 finished and saved before the handler ran, not after step 0
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # fit restored its own
+        assert signal.getsignal(signal.SIGINT) is before  # fit restored the one it found
     resumed = Trainer(load_config(None, tiny_overrides(run, steps=10)))
     resumed.fit(resume=True)
     a, b = _params(straight.model), _params(resumed.model)

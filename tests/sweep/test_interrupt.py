@@ -34,12 +34,15 @@ def _sweep_file(tmp_path: Path) -> Path:
     return path
 
 
-def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+def _start(tmp_path: Path, sigint: object = signal.SIG_DFL) -> tuple[subprocess.Popen, Path]:
+    """The sweep, started with ``sigint`` as its SIGINT disposition: the default (a terminal's
+    foreground), whatever the tests were started under, or SIG_IGN (started with ``&`` from a script)."""
     out = tmp_path / "sweep"
     proc = subprocess.Popen(
         [sys.executable, "-m", "disentangle.sweep", "run", str(_sweep_file(tmp_path)), "--out", str(out),
          "--workers", "1", "--threads-per-run", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # until the first run has trained a few logged steps
@@ -88,6 +91,16 @@ def test_a_signal_to_the_sweep_process_alone_checkpoints_the_run_its_worker_is_t
     assert len(checkpointed) == 1
     step = json.loads((checkpointed[0] / "log.jsonl").read_text().splitlines()[-1])["step"]
     assert 0 < step < 200000
+
+
+def test_a_sweep_started_in_a_scripts_background_still_stops_on_sigint(tmp_path):
+    """A shell ignores SIGINT in what a script starts with ``&`` and Python keeps it ignored: the
+    sweep takes it anyway, as its trainer does, so ``kill -INT`` checkpoints the run and stops it."""
+    proc, out = _start(tmp_path, sigint=signal.SIG_IGN)
+    os.kill(proc.pid, signal.SIGINT)
+    _stopped(proc, "SIGINT sent to a sweep that started with it ignored")
+    checkpointed = [r for r in (out / "runs").iterdir() if (r / "checkpoint.pt").exists()]
+    assert len(checkpointed) == 1
 
 
 def test_a_second_ctrl_c_stops_at_once(tmp_path):

@@ -130,7 +130,10 @@ def _run_unless_stopped(task: RunTask) -> RunOutcome:
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """In the main thread, make the first SIGTERM raise ``KeyboardInterrupt`` (a later one is
-    ignored), so ``kill PID`` stops the sweep as Ctrl-C does; the previous handler is restored."""
+    ignored), so ``kill PID`` stops the sweep as Ctrl-C does, and take SIGINT where it is ignored
+    (a sweep started with ``&`` from a script: the shell ignores SIGINT there, Python keeps it
+    ignored), as the trainer does, so ``kill -INT PID`` stops the sweep and not only its runs; the
+    previous handlers are restored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -143,10 +146,15 @@ def terminate_as_interrupt() -> Iterator[None]:
             raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, handle)
+    ignored_sigint = signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None)
+    if ignored_sigint:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        if ignored_sigint:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_local(tasks: list[RunTask], options, report, folder=None) -> None:

@@ -146,15 +146,16 @@ def terminate_as_interrupt() -> Iterator[None]:
             raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, handle)
-    ignored_sigint = signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None)
-    if ignored_sigint:
+    previous_sigint = signal.getsignal(signal.SIGINT)
+    takes_sigint = previous_sigint in (signal.SIG_IGN, None)
+    if takes_sigint:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-        if ignored_sigint:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if takes_sigint:
+            signal.signal(signal.SIGINT, signal.SIG_DFL if previous_sigint is None else previous_sigint)
 
 
 def run_local(tasks: list[RunTask], options, report, folder=None) -> None:

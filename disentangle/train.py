@@ -5,6 +5,7 @@ Examples::
     python -m disentangle.train --config configs/quickstart.yaml
     python -m disentangle.train --config configs/dsprites/beta_vae.yaml train.steps=1000 train.out_dir=runs/x
     python -m disentangle.train --resume runs/x train.steps=2000     # continue a run up to 2000 steps
+    python -m disentangle.train --resume runs/x --precision fp32    # a bf16 run, continued in fp32
     torchrun --standalone --nproc_per_node 4 -m disentangle.train --config X.yaml   # 4 GPUs, same objective
 
 Configuration problems, an existing run folder and missing data files are reported in one
@@ -35,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", default=None, metavar="N|auto",
                    help="CPU threads, the same as the override train.threads=N (default: the config's, auto: the "
                         "CPUs this process may use); 1 on a CPU shared with other jobs")
+    p.add_argument("--precision", default=None, choices=("fp32", "bf16", "fp16", "auto"),
+                   help="with --resume: train this session in another precision than the run's train.precision "
+                        "(which stays the run's; execution.jsonl records the change), e.g. fp32 for a bf16 run "
+                        "moved to a CPU that emulates bf16")
     p.add_argument("overrides", nargs="*", help="dotted key=value overrides")
     add_logging_options(p)
     return p
@@ -71,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             config = Config.from_dict(apply_overrides(raw, overrides))
         else:
             config = load_config(config_path, overrides)
-        result = fit(config, resume=bool(args.resume))
+        result = fit(config, resume=bool(args.resume), precision=args.precision)
     except (*REPORTED, KeyboardInterrupt) as err:
         return report(err, interrupted="interrupted: the last completed step was checkpointed; continue with --resume.")
     _print(f"done: {result.step} steps, run folder {result.out_dir}")

@@ -2,6 +2,7 @@
 
     python benchmarks/campaign300k/lane_files.py OUT_DIR      # prints "SWEEP_FILE<TAB>SWEEP_NAME" per run
     python benchmarks/campaign300k/lane_files.py OUT_DIR --runs "dip_vae_ii:0 info_vae:0" --precisions fp32
+    python benchmarks/campaign300k/lane_files.py OUT_DIR --precisions fp32 --continue-in fp32 --campaign DIR
 
 A finished run is published to the zoo and its run folder stays on the machine that trained it; a
 session on a new machine has the zoo but not the folder, so the campaign's sweep files would train
@@ -19,6 +20,12 @@ the named runs only (``OBJECTIVE:SEED[,SEED...]``, space-separated, as ``gpu.sh`
 ``CAMPAIGN_RUNS``), in the campaign's order. ``--campaign DIR`` puts each sweep's partial runs
 (a checkpoint in ``DIR/<sweep>/runs/<id>/``) before its other runs, so a session resumes what an
 earlier one began before it starts new runs; the sweeps keep their order.
+
+``--continue-in PRECISION`` (with ``--campaign``) keeps the partial runs that ``--precisions`` would
+leave for later too, to be continued in PRECISION: their line gets it as a third field, which
+``resume.sh`` passes to the sweep as ``--resume-precision`` (each such run keeps its config and id;
+its ``execution.jsonl`` records the sessions in the other precision, and ``publish.py`` names them in
+the model's notes). A bf16 run 85% trained need not wait for a bf16 machine; a run not begun still does.
 """
 from __future__ import annotations
 
@@ -58,17 +65,19 @@ def parse_runs(text: str) -> dict[str, set[int]]:
 
 def lane_files(
     out: Path, zoo: set[str], *, precisions: set[str] | None = None, runs: dict[str, set[int]] | None = None,
-    campaign: Path | None = None,
-) -> list[tuple[Path, str]]:
+    campaign: Path | None = None, continue_in: str | None = None,
+) -> list[tuple[Path, str, str | None]]:
     """Write a sweep file per run still to train into ``out``; ``[(file, sweep name)]`` in order.
     ``precisions`` and ``runs`` (:func:`parse_runs`), where given, keep only the runs they name.
     With ``campaign`` (the folder of the sweep folders), a sweep's partial runs (a checkpoint in
     ``campaign/<sweep>/runs/<id>/``) come before its others: a session finishes what an earlier one
-    began before it starts more."""
+    began before it starts more. ``continue_in``: a partial run at a precision outside ``precisions``
+    is kept, to be continued in ``continue_in`` (the third item of its entry; None for the others)."""
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*.yaml"):
         stale.unlink()
-    planned: list[tuple[int, bool, int, str, dict, str]] = []  # (sweep, not partial, order, sweep, config, name)
+    # (sweep, not partial, order, sweep, config, name, precision to continue in)
+    planned: list[tuple[int, bool, int, str, dict, str, str | None]] = []
     for sweep_index, sweep in enumerate(SWEEPS):
         path = ROOT / "configs" / "sweeps" / f"{sweep}.yaml"
         src = yaml.safe_load(path.read_text())
@@ -86,17 +95,23 @@ def lane_files(
                 objective, precision = spec.config["objective"]["name"], spec.config["train"]["precision"]
                 if runs is not None and seed not in runs.get(objective, ()):
                     continue
-                if precisions is not None and precision not in precisions:
-                    print(f"# left for later: {sweep} {spec.run_id} ({objective} s{seed}, {precision}: this "
-                          f"machine trains {', '.join(sorted(precisions))} only)", file=sys.stderr)
-                    continue
                 partial = campaign is not None and (campaign / sweep / "runs" / spec.run_id / "checkpoint.pt").is_file()
-                planned.append((sweep_index, not partial, len(planned), sweep, narrowed, f"{objective}-s{seed}"))
+                resume_in = None
+                if precisions is not None and precision not in precisions:
+                    if not (partial and continue_in):
+                        print(f"# left for later: {sweep} {spec.run_id} ({objective} s{seed}, {precision}: this "
+                              f"machine trains {', '.join(sorted(precisions))} only)", file=sys.stderr)
+                        continue
+                    resume_in = continue_in
+                    print(f"# continued in {continue_in}: {sweep} {spec.run_id} ({objective} s{seed}, partial, "
+                          f"{precision})", file=sys.stderr)
+                planned.append((sweep_index, not partial, len(planned), sweep, narrowed, f"{objective}-s{seed}",
+                                resume_in))
     files = []
-    for *_, sweep, narrowed, name in sorted(planned, key=lambda p: p[:3]):
+    for *_, sweep, narrowed, name, resume_in in sorted(planned, key=lambda p: p[:3]):
         file = out / f"{len(files):02d}-{sweep}-{name}.yaml"
         file.write_text(yaml.safe_dump(narrowed, sort_keys=False))
-        files.append((file, sweep))
+        files.append((file, sweep, resume_in))
     return files
 
 
@@ -108,14 +123,19 @@ def main() -> None:
     p.add_argument("--runs", default=None, help="the runs to keep, 'OBJECTIVE:SEED[,SEED...] ...'; default: every run")
     p.add_argument("--campaign", type=Path, default=None,
                    help="the campaign folder: each sweep's partial runs there come first")
+    p.add_argument("--continue-in", default=None, choices=("fp32", "bf16"),
+                   help="keep the partial runs --precisions leaves out, continued in this precision")
     args = p.parse_args()
     precisions = None if args.precisions is None else {x.strip() for x in args.precisions.split(",") if x.strip()}
     try:
         runs = None if args.runs is None else parse_runs(args.runs)
     except ValueError as error:
         p.error(str(error))  # exit 2
-    for file, sweep in lane_files(args.out, published(), precisions=precisions, runs=runs, campaign=args.campaign):
-        print(f"{file}\t{sweep}")
+    if args.continue_in and args.campaign is None:
+        p.error("--continue-in needs --campaign DIR (where the partial runs are)")
+    for file, sweep, resume_in in lane_files(args.out, published(), precisions=precisions, runs=runs,
+                                             campaign=args.campaign, continue_in=args.continue_in):
+        print(f"{file}\t{sweep}" + (f"\t{resume_in}" if resume_in else ""))
 
 
 if __name__ == "__main__":

@@ -63,11 +63,45 @@ def wall_time(log_lines: list[str]) -> tuple[float | None, list[float]]:
     return timed[-1]["wall_time_s"] - sum(pauses), pauses
 
 
-def notes(config: dict, sweep: str, logged: float | None, pauses: list[float]) -> str:
-    """The manifest note of a campaign run."""
+def precision_spans(execution_lines: list[str], steps: int) -> list[tuple[str, int, int]]:
+    """``[(precision, first step, last step)]`` of a run's ``execution.jsonl`` (one record a session,
+    from the step it began), consecutive sessions in the same precision merged; the last span ends
+    at ``steps``."""
+    sessions = []
+    for line in execution_lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record.get("step"), int) and record.get("precision"):
+            sessions.append((record["step"], record["precision"]))
+    spans: list[list] = []
+    for step, precision in sorted(sessions):
+        if spans and spans[-1][0] == precision:
+            continue
+        if spans:
+            spans[-1][2] = step
+        spans.append([precision, step, steps])
+    return [tuple(span) for span in spans]
+
+
+def _precision_note(precision: str) -> str:
+    return PRECISION_NOTES.get(precision, "in " + precision)
+
+
+def notes(config: dict, sweep: str, logged: float | None, pauses: list[float],
+          spans: list[tuple[str, int, int]] | None = None) -> str:
+    """The manifest note of a campaign run; ``spans`` (:func:`precision_spans`) name the steps
+    trained in another precision than its ``train.precision`` (``sweep run --resume-precision``)."""
+    if spans and len(spans) > 1:
+        trained = (", then ".join(f"{_precision_note(p)}, for steps {a:,}-{b:,}" for p, a, b in spans)
+                   + f" (continued on a CPU without native bf16: sweep run --resume-precision; the run's "
+                   f"train.precision is {config['train']['precision']})")
+    else:
+        trained = _precision_note(config["train"]["precision"])
     text = (f"The published schedule: the recipe of configs/{recipe(config)}.yaml trained "
             f"{int(config['train']['steps']):,} steps as disentanglement_lib does, "
-            f"{PRECISION_NOTES.get(config['train']['precision'], 'in ' + config['train']['precision'])}, "
+            f"{trained}, "
             f"model.init {config['model']['init']}, seed {config['seed']}, by the 300k campaign "
             f"(configs/sweeps/{sweep}.yaml) across sessions with bit-exact resume, on one thread beside another run.")
     if pauses:
@@ -99,9 +133,12 @@ def main(argv: list[str] | None = None) -> int:
         if name in shipped:
             continue
         logged, pauses = wall_time((run / "log.jsonl").read_text().splitlines())
+        execution = run / "execution.jsonl"
+        spans = precision_spans(execution.read_text().splitlines() if execution.exists() else [],
+                                int(config["train"]["steps"]))
         command = [sys.executable, "-m", "disentangle.zoo", "publish", str(run), "--name", name,
                    "--recipe", recipe(config), "--no-progress", "--threads", "1",
-                   "--notes", notes(config, sweep, logged, pauses)]
+                   "--notes", notes(config, sweep, logged, pauses, spans)]
         if pauses:
             command += ["--wall-time", f"{logged:.1f}"]
         print(f"{'would publish' if args.dry_run else 'publishing'} {run.name} as {name}"

@@ -62,20 +62,24 @@ OMP_NUM_THREADS=1 nohup python benchmarks/campaign_milestones.py "${folders[@]}"
 # (its folder stays on the machine that trained it; lane_files.py). On a CPU without native bf16 the
 # bf16 runs are left for a machine with it (emulated bf16 measured 7x slower than fp32 there), unless
 # CAMPAIGN_PRECISIONS says otherwise; CAMPAIGN_RUNS="dip_vae_ii:0 info_vae:0" keeps the runs it names.
+# CAMPAIGN_CONTINUE_IN=fp32 continues the partial runs left out that way in fp32 (sweep run
+# --resume-precision: each keeps its config and id, its execution.jsonl records the fp32 sessions).
 if [ -z "${CAMPAIGN_PRECISIONS:-}" ]; then
     CAMPAIGN_PRECISIONS=$(python -c "from disentangle._core.hardware import native_cpu_bf16 as n; print('bf16,fp32' if n() else 'fp32')")
 fi
 lane_args=(--precisions "$CAMPAIGN_PRECISIONS" --campaign "$CAMPAIGN")  # each sweep's partial runs first
 [ -n "${CAMPAIGN_RUNS:-}" ] && lane_args+=(--runs "$CAMPAIGN_RUNS")
-echo "precisions trained on this machine: $CAMPAIGN_PRECISIONS${CAMPAIGN_RUNS:+; runs: $CAMPAIGN_RUNS}"
+[ -n "${CAMPAIGN_CONTINUE_IN:-}" ] && lane_args+=(--continue-in "$CAMPAIGN_CONTINUE_IN")
+echo "precisions trained on this machine: $CAMPAIGN_PRECISIONS${CAMPAIGN_RUNS:+; runs: $CAMPAIGN_RUNS}${CAMPAIGN_CONTINUE_IN:+; partial runs of other precisions continued in $CAMPAIGN_CONTINUE_IN}"
 python benchmarks/campaign300k/lane_files.py "$CAMPAIGN/lanes" "${lane_args[@]}" > "$CAMPAIGN/lanes.txt"
 lane() {  # every run in order, one at a time on one thread; a failed or busy run does not stop it,
     # an interrupted sweep (130: save.sh's Ctrl-C) or a killed one does. A shell started in the background
     # ignores SIGINT and cannot trap it, so the sweep's exit status is what tells the lane to stop.
-    local file sweep rc
-    while IFS=$'\t' read -r file sweep; do
+    local file sweep resume_in rc
+    while IFS=$'\t' read -r file sweep resume_in; do
         rc=0
-        python -m disentangle.sweep run "$file" --out "$CAMPAIGN/$sweep" --workers 1 --threads-per-run 1 || rc=$?
+        python -m disentangle.sweep run "$file" --out "$CAMPAIGN/$sweep" --workers 1 --threads-per-run 1 \
+            ${resume_in:+--resume-precision "$resume_in"} || rc=$?
         [ "$rc" -ge 128 ] && return "$rc"
     done < "$CAMPAIGN/lanes.txt"
     return 0

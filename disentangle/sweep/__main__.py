@@ -1,7 +1,7 @@
 """Command line: ``python -m disentangle.sweep run|status|results``.
 
     python -m disentangle.sweep run SWEEP_FILE --out DIR [--workers N] [--threads-per-run T]
-        [--backend local|ray|slurm] [--dry-run] [--retry-failed] [ray/slurm options]
+        [--backend local|ray|slurm] [--dry-run] [--retry-failed] [--resume-precision P] [ray/slurm options]
         (slurm needs --time, the time limit of an array task; --max-requeues N, default 3)
     python -m disentangle.sweep status DIR
     python -m disentangle.sweep results DIR [--output FILE]
@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="torch threads (CPUs) per run (local default: cores / workers; ray, slurm: 1)")
     r.add_argument("--dry-run", action="store_true", help="print the plan (counts and run ids); create nothing")
     r.add_argument("--retry-failed", action="store_true", help="train failed runs again (default: leave them failed)")
+    r.add_argument("--resume-precision", default=None, choices=("fp32", "bf16", "fp16", "auto"),
+                   help="partial runs continue in this precision instead of their train.precision (each keeps its "
+                        "config and id; execution.jsonl records the change), e.g. fp32 for bf16 runs on a CPU "
+                        "that emulates bf16; new runs train in their own")
     r.add_argument("--max-retries", type=int, default=2,
                    help="local: pool restarts after a worker died; ray: retries of a task whose worker died (default 2)")
     g = r.add_argument_group("ray")
@@ -126,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():  # the package's deprecations (configs/studies/NAME) reach the user
             warnings.filterwarnings("default", category=DeprecationWarning, module=r"disentangle\.")
             outcome = api.run(args.sweep_file, args.out, backend=args.backend, dry_run=args.dry_run,
-                              retry_failed=args.retry_failed, **options)
+                              retry_failed=args.retry_failed, resume_precision=args.resume_precision, **options)
     except (*REPORTED, KeyboardInterrupt) as err:
         return report_error(
             err, interrupted="interrupted: finished runs are kept and partial ones resume from their checkpoints on the next run."

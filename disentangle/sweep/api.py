@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import _compat
 from .._core import checks
+from .._core.choices import PRECISIONS
 from ..errors import ConfigError
 from .backends import BACKENDS, BackendOptions
 from .files import (
@@ -299,6 +300,7 @@ def run(
     backend: str = "local",
     dry_run: bool = False,
     retry_failed: bool = False,
+    resume_precision: str | None = None,
     log: Callable[[str], None] | None = _log_info,
     **options: Any,
 ) -> SweepReport:
@@ -307,7 +309,11 @@ def run(
     ``sweep_file`` is a sweep file (a YAML path), a shipped sweep name (``"mini"``,
     ``"locatello2019/dsprites"``) or a :class:`~disentangle.sweep.grid.SweepPlan`. The whole
     grid is validated before anything is created. Finished runs are skipped, partial ones resumed
-    from their checkpoints, failed ones left failed unless ``retry_failed``. ``options`` are the
+    from their checkpoints, failed ones left failed unless ``retry_failed``. ``resume_precision``
+    (``fp32``, ``bf16``, ``fp16`` or ``auto``) trains the partial runs' sessions in that precision
+    instead of their ``train.precision`` (each run keeps its config and id; its ``execution.jsonl``
+    records the change: :meth:`~disentangle.training.trainer.Trainer.fit`), e.g. bf16 runs moved to a
+    CPU that emulates bf16; new runs train in their own. ``options`` are the
     fields of :class:`~disentangle.sweep.backends.BackendOptions` (``workers``,
     ``threads_per_run``, ``address``, ``gpus_per_run``, ``partition``, ``time_min``, ...).
     ``results.csv`` is rewritten after every finished run and at the end. ``dry_run`` only plans:
@@ -319,6 +325,10 @@ def run(
         raise ConfigError(f"Unknown sweep option(s) {', '.join(sorted(unknown))}. Valid options: {', '.join(names)}.")
     opts = BackendOptions(**options)
     _check_options(backend, opts)
+    if resume_precision is not None and resume_precision not in (*PRECISIONS, "auto"):
+        raise ConfigError(f"resume_precision={resume_precision!r} is not a precision. Choose one of "
+                          f"{', '.join(PRECISIONS)} or auto (the device's choice), or leave it unset "
+                          f"(each run resumes in its train.precision).")
     plan = sweep_file if isinstance(sweep_file, SweepPlan) else load_sweep(sweep_file)
     out_dir = Path(out)
     states = {
@@ -351,7 +361,7 @@ def run(
         from .backends.local import available_cores
 
         threads = threads or max(1, available_cores() // min(opts.workers or 1, max(1, len(todo))))
-    tasks = [_task(r, out_dir, plan, threads or 1, retry_failed) for r in todo]
+    tasks = [_task(r, out_dir, plan, threads or 1, retry_failed, resume_precision) for r in todo]
     tasks.sort(key=lambda t: canonical_json(t.config["data"]))  # runs on the same data together
     done = 0
 
@@ -376,7 +386,9 @@ def run(
     return report
 
 
-def _task(spec: RunSpec, out_dir: Path, plan: SweepPlan, threads: int, retry_failed: bool) -> RunTask:
+def _task(
+    spec: RunSpec, out_dir: Path, plan: SweepPlan, threads: int, retry_failed: bool, resume_precision: str | None = None,
+) -> RunTask:
     return RunTask(
         run_id=spec.run_id,
         run_dir=str((out_dir / RUNS_DIR / spec.run_id).resolve()),
@@ -388,6 +400,7 @@ def _task(spec: RunSpec, out_dir: Path, plan: SweepPlan, threads: int, retry_fai
         imports=list(plan.imports),
         threads=threads,
         retry_failed=retry_failed,
+        resume_precision=resume_precision,
         dlib_model_number=spec.dlib_model_number,
         sweep_dir=str(out_dir.resolve()),
     )

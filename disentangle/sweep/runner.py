@@ -11,7 +11,7 @@
 3. ``failed.json`` exists: leave the run failed (``failed`` with the recorded message) unless
    ``retry_failed``; training is deterministic, so a NaN would come back on a plain retry;
 4. otherwise train: resume from the checkpoint when there is one (the trainer's bit-exact
-   resume), else start afresh (dropping a ``log.jsonl`` left by an attempt killed before its first
+   resume; in ``resume_precision`` when given: :meth:`~disentangle.training.trainer.Trainer.fit`), else start afresh (dropping a ``log.jsonl`` left by an attempt killed before its first
    checkpoint); then evaluate the metrics and write ``metrics.json`` atomically, last, with the
    settings of every score (``metric_settings``, see :func:`settings_identity`); then rewrite the
    sweep's ``results.csv`` (atomically, under its lock), so a killed sweep leaves the table of
@@ -77,6 +77,7 @@ class RunTask:
     imports: list[str] = field(default_factory=list)
     threads: int | None = None
     retry_failed: bool = False
+    resume_precision: str | None = None  #: a partial run's sessions train in it (Trainer.fit's precision)
     lock_wait: float = 10.0
     dlib_model_number: int | None = None
     sweep_dir: str | None = None  #: the sweep folder whose results.csv is rewritten after the run
@@ -205,7 +206,7 @@ def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None)
         if not resume:
             (run_dir / "log.jsonl").unlink(missing_ok=True)  # records of an attempt killed before its first checkpoint
         t0 = time.perf_counter()
-        Trainer(config, dataset=dataset).fit(resume=resume)
+        Trainer(config, dataset=dataset).fit(resume=resume, precision=task.resume_precision if resume else None)
         train_seconds = round(time.perf_counter() - t0, 3)
     previous = read_json(run_dir / METRICS_NAME) if missing is not None else None
     names = missing if missing is not None else list(task.metrics)

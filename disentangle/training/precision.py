@@ -35,8 +35,9 @@ def emulated_bf16_warning(precision: str, device: torch.device) -> str | None:
     return (
         f"train.precision is bf16 on a CPU without native bf16 ({cpu_capability()}, no AVX512-BF16 or AMX): "
         "autocast emulates bf16 there, several times slower than fp32. Use train.precision: auto (fp32 on "
-        "this CPU) or fp32, unless the run must match a bf16 run bit for bit in its numerics' kind "
-        "(a zoo recipe trained in bf16, a resumed bf16 run)."
+        "this CPU) or fp32, unless the run must match a bf16 run in its numerics' kind (a zoo recipe trained "
+        "in bf16). A bf16 run resumed here may continue in fp32 instead: --resume RUN_DIR --precision fp32 "
+        "(Trainer.fit(resume=True, precision='fp32'))."
     )
 
 

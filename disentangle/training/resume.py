@@ -4,12 +4,20 @@ A run resumes from its checkpoint (:mod:`disentangle.training.checkpoint`) only 
 started with, except for the ``train`` keys of :data:`RESUMABLE_KEYS` (how long, how often to log,
 evaluate and checkpoint, where and how fast to run). :func:`check_resume_config` names every other
 difference in one :class:`~disentangle.ConfigError`.
+
+The precision is part of what a run is (its id counts it), so a config with another
+``train.precision`` is refused; a session may still train in another precision when asked for by
+name (:func:`session_precision`: ``Trainer.fit(resume=True, precision="fp32")``, ``--precision`` on the
+command line), for instance a bf16 run moved to a CPU that only emulates bf16. The run keeps its
+config; ``execution.jsonl`` records each session's precision from the step it began.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from .._core.choices import PRECISIONS
+from .._core.hardware import auto_precision
 from ..config import Config
 from ..errors import ConfigError
 
@@ -72,3 +80,37 @@ def check_resume_config(saved: dict[str, Any], config: Config, out_dir: str | Pa
             f"{saved_steps}, so a different step count would change the schedule mid-run. Resume with "
             f"train.steps={saved_steps}, or start a new run."
         )
+
+
+#: Execution.precision_reason of a session in the run's own precision
+RUN_PRECISION = "train.precision"
+
+
+def session_precision(
+    requested: str | None, run_precision: str, *, resuming: bool, device_type: str
+) -> tuple[str, str]:
+    """The precision a training session computes in and why: ``(precision, reason)``.
+
+    ``run_precision`` is the run's ``train.precision``; ``requested`` (``fp32``, ``bf16``, ``fp16`` or
+    ``auto``, the device's choice: :func:`~disentangle._core.hardware.auto_precision`), when given,
+    replaces it for a resumed session only: a new run trains in its ``train.precision``. The reason
+    is :data:`RUN_PRECISION` when the session trains in the run's precision.
+    """
+    run = auto_precision(device_type) if run_precision == "auto" else run_precision
+    if requested is None:
+        return run, RUN_PRECISION
+    if requested not in (*PRECISIONS, "auto"):
+        raise ConfigError(
+            f"precision={requested!r} is not a precision. Choose one of {', '.join(PRECISIONS)} or auto "
+            f"(the device's choice: fp32 on a CPU without native bf16)."
+        )
+    if not resuming:
+        raise ConfigError(
+            f"precision={requested!r} continues a resumed run in another precision; a new run trains in "
+            f"its train.precision. Set train.precision={requested} instead, or resume a run "
+            f"(--resume RUN_DIR --precision {requested})."
+        )
+    chosen = auto_precision(device_type) if requested == "auto" else requested
+    if chosen == run:
+        return run, RUN_PRECISION
+    return chosen, f"asked for this session; the run's train.precision is {run}"

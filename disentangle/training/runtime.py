@@ -158,13 +158,15 @@ class Execution:
     wait_policy_reason: str = "not read"
     placement: str = "device"  # data.placement: the images on the training device, or streamed from the host
     placement_reason: str = "not chosen"
+    precision_reason: str = "train.precision"  # or why this session trains in another (Trainer.fit's precision)
 
     def describe(self) -> str:
         """One line for the terminal: ``execution: cpu (AVX512), channels-last on (...), ...``."""
         parts = [f"{self.device} ({self.cpu_capability})" if self.device == "cpu" else self.device,
                  f"{self.threads} CPU threads ({self.threads_reason})",
                  f"OpenMP wait policy {self.wait_policy} ({self.wait_policy_reason})",
-                 self.precision,
+                 self.precision if self.precision_reason == "train.precision"
+                 else f"{self.precision} ({self.precision_reason})",
                  f"channels-last {'on' if self.channels_last else 'off'} ({self.channels_last_reason})",
                  f"transposed-convolution gradients by "
                  f"{'convolution kernels' if self.conv_transpose_via_conv else 'PyTorch'} ({self.conv_transpose_reason})"]

@@ -37,7 +37,9 @@ Design choices:
   computes the single-process losses; logged values are global-batch values; rank 0 writes the run
   folder and evaluates metrics, and an exception there is raised on every rank at once.
 * ``train.steps`` is the *total* step count: ``--resume`` continues from the checkpoint up to it;
-  only the keys of :data:`disentangle.training.resume.RESUMABLE_KEYS` may differ from the run's config.
+  only the keys of :data:`disentangle.training.resume.RESUMABLE_KEYS` may differ from the run's config;
+  a resumed session may train in another precision when asked for (``fit(resume=True, precision=...)``,
+  ``--precision``), the run keeping its ``train.precision``.
 * Ctrl-C (SIGINT) or SIGTERM never saves half a step: the handler only sets a flag; the step in
   progress (including FactorVAE's discriminator update) completes, its checkpoint is written, and
   then ``KeyboardInterrupt`` is raised. A second Ctrl-C stops at once without saving (the last
@@ -96,7 +98,7 @@ from .conv_transpose import use_convolution_kernels
 from .interrupt import CutShort, DeferredInterrupt, PauseClock
 from .optim import build_optimizers, build_schedulers, optimizer_kernels
 from .precision import Precision
-from .resume import check_resume_config
+from .resume import RUN_PRECISION, check_resume_config, session_precision
 from .runtime import (
     Execution,
     Stream,
@@ -228,6 +230,7 @@ class Trainer:
         self.log_path = self.out_dir / "log.jsonl"
         self.rank_info = distributed.RankInfo()
         self._checkpoint_step: int | None = None
+        self._precision: tuple[str, str] | None = None  # this session's (precision, reason), set by fit
 
     # ------------------------------------------------------------------ setup
     def _build(self) -> None:
@@ -261,7 +264,8 @@ class Trainer:
         self.optimizers = build_optimizers(self.model, self.objective, cfg.train, self.device)
         self.schedulers = build_schedulers(self.optimizers, cfg.train)
         sync = distributed.sync_optimizer_gradients if distributed.is_distributed() else None
-        self.precision = Precision(cfg.train.precision, self.device, sync_gradients=sync)
+        precision = self._precision[0] if self._precision is not None else cfg.train.precision
+        self.precision = Precision(precision, self.device, sync_gradients=sync)
         distributed.name_parameters({
             **{f"model.{n}": p for n, p in self.model.named_parameters()},
             **{f"objective.{n}": p for n, p in self.objective.named_parameters()},
@@ -475,10 +479,21 @@ class Trainer:
                     group["lr"] = value
             self.scheduled[key] = value
 
-    def fit(self, resume: bool = False) -> TrainResult:
-        """Train up to ``train.steps``; with ``resume`` continue from ``out_dir/checkpoint.pt``."""
+    def fit(self, resume: bool = False, precision: str | None = None) -> TrainResult:
+        """Train up to ``train.steps``; with ``resume`` continue from ``out_dir/checkpoint.pt``.
+
+        ``precision`` (``fp32``, ``bf16``, ``fp16`` or ``auto``; resume only) trains this session in
+        another precision than the run's ``train.precision``, which stays the run's (its config and
+        id are unchanged; ``execution.jsonl`` records the session's precision and the step it began):
+        for a bf16 run moved to a CPU that emulates bf16, ``precision="fp32"`` (or ``auto``).
+        The steps from there on are not those of an uninterrupted run in its own precision.
+        """
         distributed.check_batch_size(self.config.train.batch_size, max(distributed.launched_world_size(), 1))
         self.device = resolve_device(self.config.train.device)
+        # a bad precision is refused before the run folder is touched
+        self._precision = session_precision(
+            precision, self.config.train.precision, resuming=resume, device_type=self.device.type
+        )
         self.rank_info, self.device = distributed.setup(self.device)
         try:
             return self._fit(resume)
@@ -609,6 +624,9 @@ class Trainer:
             placement=getattr(self.dataset, "placement", "device"),
             placement_reason=getattr(self.dataset, "placement_reason", "the dataset lives on the training device"),
         )
+        if self._precision is not None and self._precision[1] != RUN_PRECISION:
+            execution = dataclasses.replace(execution, precision=self._precision[0],
+                                            precision_reason=self._precision[1])
         if execution.materialize is False and getattr(self.dataset, "materialized", False):
             # a given dataset (a sweep worker's, reused across runs) that an earlier run materialised
             execution = dataclasses.replace(
@@ -623,6 +641,13 @@ class Trainer:
         with (self.out_dir / "execution.jsonl").open("a") as f:
             f.write(json.dumps({"step": self.step, **dataclasses.asdict(self.execution)}) + "\n")
         logger.info(self.execution.describe())
+        if self.execution.precision_reason != RUN_PRECISION:
+            logger.warning(
+                "continuing '%s' from step %d in %s, not in its train.precision %s: the steps from here are "
+                "not those an uninterrupted %s run would take (execution.jsonl records each session's precision)",
+                self.out_dir, self.step, self.execution.precision, self.config.train.precision,
+                self.config.train.precision,
+            )
         self._notify("on_fit_start")
 
     def _check_finite(self, session: _Session) -> None:
@@ -756,13 +781,17 @@ def _overrides(callback: Any, hook: str) -> bool:
     return method is not None and method is not getattr(Callback, hook)
 
 
-def fit(config: Config, resume: bool = False, dataset: Any = None, callbacks: Sequence[Any] = ()) -> TrainResult:
+def fit(
+    config: Config, resume: bool = False, dataset: Any = None, callbacks: Sequence[Any] = (),
+    precision: str | None = None,
+) -> TrainResult:
     """Train from a validated config (see :func:`disentangle.config.load_config`) and return the
     run folder and last step; ``resume`` continues the run in ``train.out_dir`` from its checkpoint.
     (``python -m disentangle.train`` is its command line.)
 
     ``dataset`` optionally supplies the already built dataset of ``config.data``; ``callbacks`` are
     objects with any of the hooks of :class:`~disentangle.training.callbacks.Callback` (after the
-    built-in ones and those of ``train.callbacks``).
+    built-in ones and those of ``train.callbacks``); ``precision`` trains a resumed session in another
+    precision than the run's (:meth:`Trainer.fit`).
     """
-    return Trainer(config, dataset=dataset, callbacks=callbacks).fit(resume=resume)
+    return Trainer(config, dataset=dataset, callbacks=callbacks).fit(resume=resume, precision=precision)

@@ -242,7 +242,8 @@ def test_the_lanes_train_every_campaign_run_the_zoo_lacks_once_in_order_under_it
            "info_vae-sprites-lambda1000-gpu300k-ref-s0", "beta_tcvae-sprites-beta6-cpu20k-ref-s1"}  # 20k: not this run
     files = module.lane_files(tmp_path, zoo)
     planned = []
-    for file, sweep in files:
+    for file, sweep, resume_in in files:
+        assert resume_in is None
         (run,) = load_sweep(str(file)).runs
         planned.append((sweep, run.run_id, run.config["objective"]["name"], run.seed))
     left_out = {("beta_vae", 0), ("beta_vae", 2), ("info_vae", 0)}
@@ -268,7 +269,7 @@ def test_the_lanes_keep_the_precisions_and_runs_asked_for_in_the_campaign_s_orde
 
     def planned(**kwargs):
         return [(run.config["objective"]["name"], run.seed, run.config["train"]["precision"])
-                for file, _ in module.lane_files(tmp_path, set(), **kwargs) for run in load_sweep(str(file)).runs]
+                for file, *_ in module.lane_files(tmp_path, set(), **kwargs) for run in load_sweep(str(file)).runs]
 
     fp32 = planned(precisions={"fp32"})
     assert fp32 and all(p == "fp32" for *_, p in fp32)
@@ -304,7 +305,7 @@ def test_the_lanes_resume_each_sweep_s_partial_runs_before_they_start_its_others
 
     def order(**kwargs):
         return [f"{run.config['objective']['name']}:{run.seed}"
-                for file, _ in module.lane_files(tmp_path / "lanes", set(), campaign=campaign, **kwargs)
+                for file, *_ in module.lane_files(tmp_path / "lanes", set(), campaign=campaign, **kwargs)
                 for run in load_sweep(str(file)).runs]
 
     every = order()
@@ -313,8 +314,14 @@ def test_the_lanes_resume_each_sweep_s_partial_runs_before_they_start_its_others
     assert every[9:12] == ["dip_vae_ii:0", "ada_gvae:0", "ada_ml_vae:0"]  # info_vae has no checkpoint: in its place
     assert order(precisions={"fp32"})[:3] == ["dip_vae_ii:0", "ada_gvae:0", "ada_ml_vae:0"]
     assert len(every) == len(set(every)) == 19  # every run once
-    names = [f.name for f, _ in module.lane_files(tmp_path / "lanes", set(), campaign=campaign)]
+    names = [f.name for f, *_ in module.lane_files(tmp_path / "lanes", set(), campaign=campaign)]
     assert names == sorted(names) and names[0].startswith("00-zoo_sprites_ref300k-factor_vae-s2")
+    # an fp32-only machine may continue the partial bf16 run in fp32; the bf16 runs not begun still wait
+    continued = [(load_sweep(str(f)).runs[0].config["objective"]["name"], load_sweep(str(f)).runs[0].seed, p)
+                 for f, _, p in module.lane_files(tmp_path / "lanes", set(), campaign=campaign,
+                                                   precisions={"fp32"}, continue_in="fp32")]
+    assert continued[:3] == [("factor_vae", 2, "fp32"), ("dip_vae_ii", 0, None), ("ada_gvae", 0, None)]
+    assert len(continued) == 1 + len(order(precisions={"fp32"}))
 
 
 def _naming():
@@ -447,6 +454,17 @@ def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those(
     assert f"log.jsonl's {wall:,.0f} s less a 2,000 s SIGSTOP pause" in text
     assert "SIGSTOP" not in publish.notes(config, "zoo_sprites_ref300k", logged, [])
     assert publish.wall_time([]) == (None, [])
+    # a bf16 run continued in fp32 from step 255,041 (sweep run --resume-precision fp32) says so
+    sessions = [{"step": 0, "precision": "bf16"}, {"step": 120_000, "precision": "bf16"},
+                {"step": 255_041, "precision": "fp32"}, {"step": 280_000, "precision": "fp32"}]
+    assert publish.precision_spans([json.dumps(s) for s in sessions], 300_000) == [
+        ("bf16", 0, 255_041), ("fp32", 255_041, 300_000)]
+    text = publish.notes(config, "zoo_sprites_ref300k", logged, [], [("bf16", 0, 255_041), ("fp32", 255_041, 300_000)])
+    assert ("in bf16 autocast (its A/B against fp32 held: benchmarks/RESULTS-bf16*.md), for steps 0-255,041, then "
+            "in fp32, the reference's precision, for steps 255,041-300,000 (continued on a CPU without native bf16:"
+            in text)
+    assert publish.notes(config, "zoo_sprites_ref300k", logged, [], [("bf16", 0, 300_000)]) == \
+        publish.notes(config, "zoo_sprites_ref300k", logged, [])
 
 
 def test_the_submission_size_counts_binary_files_added_changed_and_removed(tmp_path, monkeypatch):

@@ -513,3 +513,53 @@ def test_the_cli_runs_a_sweep_file_given_by_its_old_path_and_says_so(tmp_path, c
         assert sweep_cli(["run", "studies/mini", "--out", str(tmp_path / "out"), "--dry-run"]) == 0
     err = capsys.readouterr().err
     assert err.startswith("sweep mini: 12 runs") and not (tmp_path / "out").exists()
+
+
+def test_resume_precision_continues_the_partial_runs_only_and_is_checked_first(tmp_path):
+    path = write_sweep_file(tmp_path, seeds=1, metrics=["mig"], metric_settings={"mig": {"num_train": 200}},
+                            extra_set={"train.precision": "bf16"})
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=r"resume_precision='fp8' is not a precision\. Choose one of fp32, bf16"):
+        api.run(path, out, resume_precision="fp8", log=None)
+    assert not out.exists()
+    partial, new = load_sweep(path).runs
+    # the first run was interrupted at its step-4 checkpoint, on a machine where bf16 was fast
+    from disentangle.config import Config
+    from disentangle.training.trainer import fit
+
+    sys.path.insert(0, str(tmp_path))  # the plugin that registers the tiny dataset
+    try:
+        import tiny_plugin  # noqa: F401
+        first = dict(partial.config, train={**partial.config["train"], "steps": 4,
+                                            "out_dir": str(out / "runs" / partial.run_id)})
+        fit(Config.from_dict(first))
+    finally:
+        sys.path.remove(str(tmp_path))
+    report = api.run(path, out, workers=1, threads_per_run=1, resume_precision="fp32", log=None)
+    assert {o.run_id: o.status for o in report.outcomes} == {partial.run_id: "finished", new.run_id: "finished"}
+
+    def sessions(run):
+        lines = (out / "runs" / run.run_id / "execution.jsonl").read_text().splitlines()
+        return [(r["step"], r["precision"]) for r in map(json.loads, lines)]
+
+    assert sessions(partial) == [(0, "bf16"), (4, "fp32")]  # continued in fp32
+    assert sessions(new) == [(0, "bf16")]  # a new run trains in its own precision
+    for run in (partial, new):
+        saved = yaml.safe_load((out / "runs" / run.run_id / "config.yaml").read_text())
+        assert saved["train"]["precision"] == "bf16" and run_id(saved) == run.run_id
+
+
+def test_the_cli_passes_resume_precision_on(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(sweep_file, out, **kwargs):
+        seen.update(kwargs)
+        raise KeyboardInterrupt  # stop here: only the arguments matter
+
+    monkeypatch.setattr(api, "run", fake_run)
+    path = write_sweep_file(tmp_path)
+    sweep_cli(["run", str(path), "--out", str(tmp_path / "out"), "--resume-precision", "auto"])
+    assert seen["resume_precision"] == "auto"
+    with pytest.raises(SystemExit) as exit_:
+        sweep_cli(["run", str(path), "--out", str(tmp_path / "out"), "--resume-precision", "fp8"])
+    assert exit_.value.code == 2

@@ -55,6 +55,17 @@ def progress(run_dir: Path) -> tuple[int, float | None]:
     return int(records[-1]["step"]), statistics.median(r["steps_per_s"] for r in records[-RECENT:])
 
 
+def session_precision(run_dir: Path, precision: str) -> str:
+    """``precision`` (the run's train.precision), or ``bf16>fp32`` where its latest session trained in
+    another one (``sweep run --resume-precision``, recorded in ``execution.jsonl``)."""
+    try:
+        last = (run_dir / "execution.jsonl").read_text().splitlines()[-1]
+        now = json.loads(last).get("precision", precision)
+    except (OSError, IndexError, ValueError):
+        return precision
+    return precision if now == precision else f"{precision}>{now}"
+
+
 def rows(campaign: Path) -> list[dict]:
     out = []
     published = set(read_manifest(SHIPPED_MANIFEST)["models"])
@@ -71,7 +82,8 @@ def rows(campaign: Path) -> list[dict]:
             if state != "finished" and {zoo_name(config, hw) for hw in ("cpu", "gpu")} & published:
                 state, step, rate = "published", int(config["train"]["steps"]), None
             out.append({"sweep": sweep, "run_id": run.run_id, "objective": config["objective"]["name"],
-                        "seed": config["seed"], "precision": config["train"]["precision"],
+                        "seed": config["seed"],
+                        "precision": session_precision(folder / "runs" / run.run_id, config["train"]["precision"]),
                         "steps": int(config["train"]["steps"]), "state": state,
                         "step": step, "rate": rate, "source": "log" if rate else ""})
     return out

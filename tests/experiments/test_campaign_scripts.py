@@ -409,6 +409,13 @@ def test_the_campaign_status_counts_the_hours_left_from_the_rates_it_has(tmp_pat
     step, rate = status.progress(run)
     assert step == 4000 and rate == statistics.median([10.0 + (i % 2) for i in range(21, 41)])  # the last 20 only
     assert status.progress(tmp_path / "absent") == (0, None)
+    # the precision column says where a run's latest session trained in another precision than its own
+    assert status.session_precision(run, "bf16") == "bf16"  # no execution.jsonl
+    (run / "execution.jsonl").write_text(json.dumps({"step": 0, "precision": "bf16"}) + "\n")
+    assert status.session_precision(run, "bf16") == "bf16"
+    with (run / "execution.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 255_041, "precision": "fp32"}) + "\n")
+    assert status.session_precision(run, "bf16") == "bf16>fp32"
 
     def row(objective, precision, state, step, rate):
         return {"objective": objective, "precision": precision, "state": state, "step": step, "steps": 300_000,

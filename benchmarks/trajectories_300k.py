@@ -36,6 +36,7 @@ import math
 import statistics
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -69,11 +70,36 @@ def _float(value) -> float | None:
     return None if value in (None, "") or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
+def precision_before(run: Path, precision: str) -> Callable[[int], str]:
+    """``step -> the precisions that trained the run up to step``: the run's ``precision``, or e.g.
+    ``bf16>fp32`` past the step a session began in fp32 (``execution.jsonl``: one record a session,
+    from the step it began; ``sweep run --resume-precision``)."""
+    sessions = []
+    path = run / "execution.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record.get("step"), int) and record.get("precision"):
+            sessions.append((record["step"], record["precision"]))
+
+    def before(step: int) -> str:
+        chain = [precision]
+        for began, used in sorted(sessions):
+            if began < step and used != chain[-1]:
+                chain.append(used)
+        return ">".join(chain)
+
+    return before
+
+
 def logged_rows(run: Path) -> list[dict]:
     """One row per evaluation the trainer logged (MIG, DCI)."""
     import yaml
 
     config = yaml.safe_load((run / "config.yaml").read_text())
+    trained_in = precision_before(run, config["train"]["precision"])
     rows = []
     for line in (run / "log.jsonl").read_text().splitlines():
         record = json.loads(line)
@@ -83,7 +109,7 @@ def logged_rows(run: Path) -> list[dict]:
         dci = metrics.get("dci") or {}
         rows.append({
             "run_id": run.name, "objective": config["objective"]["name"], "seed": config["seed"],
-            "precision": config["train"]["precision"], "step": record["step"],
+            "precision": trained_in(record["step"]), "step": record["step"],
             "mig": metrics["mig"]["mig"], "dci_disentanglement": dci.get("disentanglement"),
             "dci_completeness": dci.get("completeness"), "dci_informativeness": dci.get("informativeness_test"),
             # logged where the run evaluated it (the campaign's first 10,000 steps did)

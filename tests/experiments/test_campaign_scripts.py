@@ -72,6 +72,19 @@ def test_trajectories_table_is_the_mean_and_sd_over_seeds(tmp_path, benchmark_sc
     assert f"{statistics.mean([0.2, 0.4]):.3f} ± {statistics.stdev([0.2, 0.4]):.3f} (n=2)" in row
     assert f"{statistics.mean([0.3, 0.5]):.3f} ± {statistics.stdev([0.3, 0.5]):.3f} (n=2)" in row
     assert "| 10,000 |" not in table  # only the steps of the table
+    assert {r["precision"] for r in rows} == {"bf16"}
+
+
+def test_a_trajectory_row_names_the_precisions_that_trained_the_run_up_to_its_step(tmp_path, benchmark_script):
+    script = benchmark_script("trajectories_300k")
+    run = _fake_run(tmp_path / "runs", "s2", "beta_tcvae", 2, 270_000,
+                    {250_000: (0.17, 0.3), 260_000: (0.17, 0.3), 270_000: (0.17, 0.3)})
+    sessions = [(0, "bf16"), (148_755, "bf16"), (255_041, "fp32"), (262_000, "fp32")]
+    (run / "execution.jsonl").write_text("".join(json.dumps({"step": a, "precision": p}) + "\n" for a, p in sessions))
+    assert [(r["step"], r["precision"]) for r in script.logged_rows(run)] == [
+        (250_000, "bf16"), (260_000, "bf16>fp32"), (270_000, "bf16>fp32")]
+    before = script.precision_before(tmp_path / "absent", "fp32")
+    assert before(100) == "fp32"
 
 
 def test_trajectories_read_several_sweeps_and_keep_rows_of_runs_trained_elsewhere(tmp_path, benchmark_script,

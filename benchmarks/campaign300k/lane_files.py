@@ -17,7 +17,10 @@ CPU without native bf16 (no AVX512-BF16 or AMX): bf16 autocast is emulated there
 step measured 7x slower in bf16 than in fp32 on such a CPU (an AVX2 AMD EPYC, 2026-11-28), so the
 bf16 runs wait for a machine that computes bf16 natively while the fp32 ones go on. ``--runs`` keeps
 the named runs only (``OBJECTIVE:SEED[,SEED...]``, space-separated, as ``gpu.sh``'s
-``CAMPAIGN_RUNS``), in the campaign's order. ``--campaign DIR`` puts each sweep's partial runs
+``CAMPAIGN_RUNS``), in the campaign's order. Of two runs with one zoo name (FactorVAE in bf16 and
+its fp32 twin, ``zoo_sprites_ref300k_factor_fp32.yaml``) only one is kept: the one with a checkpoint
+(a twin without one is left out even where the begun one waits for another machine), else the first
+the machine may train, in the campaign's order. ``--campaign DIR`` puts each sweep's partial runs
 (a checkpoint in ``DIR/<sweep>/runs/<id>/``) before its other runs, so a session resumes what an
 earlier one began before it starts new runs; the sweeps keep their order.
 
@@ -76,8 +79,13 @@ def lane_files(
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*.yaml"):
         stale.unlink()
-    # (sweep, not partial, order, sweep, config, name, precision to continue in)
-    planned: list[tuple[int, bool, int, str, dict, str, str | None]] = []
+    # (sweep, not partial, order, sweep, config, name, precision to continue in, zoo name)
+    planned: list[tuple[int, bool, int, str, dict, str, str | None, str]] = []
+    begun = set()  # the zoo names of the runs with a checkpoint here, whatever their precision
+    for sweep in SWEEPS if campaign is not None else ():
+        for spec in load_sweep(ROOT / "configs" / "sweeps" / f"{sweep}.yaml").runs:
+            if (campaign / sweep / "runs" / spec.run_id / "checkpoint.pt").is_file():
+                begun.add(zoo_name(spec.config, "cpu"))
     for sweep_index, sweep in enumerate(SWEEPS):
         path = ROOT / "configs" / "sweeps" / f"{sweep}.yaml"
         src = yaml.safe_load(path.read_text())
@@ -96,6 +104,10 @@ def lane_files(
                 if runs is not None and seed not in runs.get(objective, ()):
                     continue
                 partial = campaign is not None and (campaign / sweep / "runs" / spec.run_id / "checkpoint.pt").is_file()
+                if not partial and zoo_name(spec.config, "cpu") in begun:
+                    print(f"# twin begun: {sweep} {spec.run_id} ({objective} s{seed}, {precision}) is left out, "
+                          f"its twin of the same zoo name has a checkpoint", file=sys.stderr)
+                    continue
                 resume_in = None
                 if precisions is not None and precision not in precisions:
                     if not (partial and continue_in):
@@ -106,9 +118,19 @@ def lane_files(
                     print(f"# continued in {continue_in}: {sweep} {spec.run_id} ({objective} s{seed}, partial, "
                           f"{precision})", file=sys.stderr)
                 planned.append((sweep_index, not partial, len(planned), sweep, narrowed, f"{objective}-s{seed}",
-                                resume_in))
+                                resume_in, zoo_name(spec.config, "cpu")))
+    # twins (the same model in another precision, one zoo name: zoo_sprites_ref300k_factor_fp32.yaml):
+    # one of them only, the one begun, else the first in the campaign's order
+    chosen: dict[str, tuple] = {}
+    for item in sorted(planned, key=lambda p: (p[1], p[0], p[2])):
+        if item[-1] in chosen:
+            print(f"# twin left out: {item[3]} {item[5]} (the model {item[-1]} is trained as "
+                  f"{chosen[item[-1]][3]} {chosen[item[-1]][5]})", file=sys.stderr)
+            continue
+        chosen[item[-1]] = item
+    planned = [item for item in planned if chosen[item[-1]] is item]
     files = []
-    for *_, sweep, narrowed, name, resume_in in sorted(planned, key=lambda p: p[:3]):
+    for *_, sweep, narrowed, name, resume_in, _ in sorted(planned, key=lambda p: p[:3]):
         file = out / f"{len(files):02d}-{sweep}-{name}.yaml"
         file.write_text(yaml.safe_dump(narrowed, sort_keys=False))
         files.append((file, sweep, resume_in))

@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from disentangle.zoo.recipes import FAMILIES, format_value  # noqa: E402
 
 #: the campaign's sweeps (configs/sweeps/), in the order its lanes take them (resume.sh)
-SWEEPS = ("zoo_sprites_ref300k", "zoo_sprites_ref300k_more", "zoo_sprites_ref300k_ada_seeds")
+SWEEPS = ("zoo_sprites_ref300k", "zoo_sprites_ref300k_factor_fp32", "zoo_sprites_ref300k_more",
+          "zoo_sprites_ref300k_ada_seeds")
 #: the shipped recipe of each objective the campaign trains
 RECIPES = {
     "beta_vae": "sprites/beta_vae", "beta_tcvae": "sprites/beta_tcvae", "factor_vae": "sprites/factor_vae",

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Resume the 300,000-step campaign on any machine: its sweeps, in order,
 #   configs/sweeps/zoo_sprites_ref300k.yaml             beta-VAE, beta-TCVAE, FactorVAE, seeds 0-2 (bf16)
+#   configs/sweeps/zoo_sprites_ref300k_factor_fp32.yaml FactorVAE seeds 2, 1, 0 in fp32 (for CPUs without
+#                                                       native bf16; one of each twin is trained)
 #   configs/sweeps/zoo_sprites_ref300k_more.yaml        Ada-GVAE, Ada-ML-VAE, DIP-VAE-I/II, AnnealedVAE, InfoVAE, seed 0
 #   configs/sweeps/zoo_sprites_ref300k_ada_seeds.yaml   Ada-GVAE, Ada-ML-VAE, seeds 1-2
 # each in its own folder CAMPAIGN/<sweep name>.
@@ -22,7 +24,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CAMPAIGN="${1:-$HOME/campaign300k}"
-SWEEPS=(zoo_sprites_ref300k zoo_sprites_ref300k_more zoo_sprites_ref300k_ada_seeds)
 SAVED=benchmarks/campaign300k/resume
 RUNNING="disentangle.sweep run .*zoo_sprites_ref300k"  # the lanes' sweeps (save.sh stops them by it)
 if pgrep -f "$RUNNING" >/dev/null; then
@@ -32,6 +33,9 @@ if pgrep -f "$RUNNING" >/dev/null; then
     exit 2
 fi
 [ -d .venv ] && source .venv/bin/activate
+# the campaign's sweeps in order (benchmarks/campaign300k/naming.py)
+mapfile -t SWEEPS < <(python -c "import sys; sys.path.insert(0, 'benchmarks/campaign300k'); from naming import SWEEPS; print(*SWEEPS, sep='\n')")
+[ "${#SWEEPS[@]}" -ge 1 ] || { echo "resume.sh: could not read the campaign's sweeps from benchmarks/campaign300k/naming.py" >&2; exit 1; }
 step_of() {  # the step of a checkpoint, or -1
     python - "$1" <<'PY' 2>/dev/null || echo -1
 import sys, torch

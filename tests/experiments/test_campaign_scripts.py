@@ -286,11 +286,15 @@ def test_the_lanes_keep_the_precisions_and_runs_asked_for_in_the_campaign_s_orde
 
     fp32 = planned(precisions={"fp32"})
     assert fp32 and all(p == "fp32" for *_, p in fp32)
-    assert not {o for o, *_ in fp32} & {"beta_vae", "beta_tcvae", "factor_vae"}  # the bf16 sweep waits
-    assert len(fp32) + 9 == len(planned())  # everything else is kept
+    assert not {o for o, *_ in fp32} & {"beta_vae", "beta_tcvae"}  # the bf16 sweep waits ...
+    assert fp32[:3] == [("factor_vae", 2, "fp32"), ("factor_vae", 1, "fp32"), ("factor_vae", 0, "fp32")]  # its twins
+    assert len(fp32) + 6 == len(planned())  # everything else is kept
+    # where bf16 is trained, FactorVAE is, and its fp32 twins are not: one run per zoo name
+    assert [r for r in planned() if r[0] == "factor_vae"] == [("factor_vae", s, "bf16") for s in (0, 1, 2)]
     assert planned(runs=module.parse_runs("info_vae:0 dip_vae_ii:0 ada_gvae:2,1")) == [
         ("dip_vae_ii", 0, "fp32"), ("info_vae", 0, "fp32"), ("ada_gvae", 1, "fp32"), ("ada_gvae", 2, "fp32")]
-    assert planned(runs=module.parse_runs("factor_vae:1"), precisions={"fp32"}) == []
+    assert planned(runs=module.parse_runs("factor_vae:1"), precisions={"fp32"}) == [("factor_vae", 1, "fp32")]
+    assert planned(runs=module.parse_runs("beta_vae:1"), precisions={"fp32"}) == []
     for bad in ("info_vae", "info_vae:", "info_vae:x", ":0"):
         with pytest.raises(ValueError, match="OBJECTIVE:SEED"):
             module.parse_runs(bad)
@@ -325,15 +329,18 @@ def test_the_lanes_resume_each_sweep_s_partial_runs_before_they_start_its_others
     assert every[:9] == ["factor_vae:2", "beta_vae:0", "beta_vae:1", "beta_vae:2", "beta_tcvae:0", "beta_tcvae:1",
                          "beta_tcvae:2", "factor_vae:0", "factor_vae:1"]
     assert every[9:12] == ["dip_vae_ii:0", "ada_gvae:0", "ada_ml_vae:0"]  # info_vae has no checkpoint: in its place
-    assert order(precisions={"fp32"})[:3] == ["dip_vae_ii:0", "ada_gvae:0", "ada_ml_vae:0"]
-    assert len(every) == len(set(every)) == 19  # every run once
+    # FactorVAE s2 was begun in bf16: its fp32 twin is not started beside it, the other two are
+    assert order(precisions={"fp32"})[:5] == ["factor_vae:1", "factor_vae:0", "dip_vae_ii:0", "ada_gvae:0",
+                                              "ada_ml_vae:0"]
+    assert len(every) == len(set(every)) == 19  # every model once (the fp32 FactorVAE twins left out)
     names = [f.name for f, *_ in module.lane_files(tmp_path / "lanes", set(), campaign=campaign)]
     assert names == sorted(names) and names[0].startswith("00-zoo_sprites_ref300k-factor_vae-s2")
     # an fp32-only machine may continue the partial bf16 run in fp32; the bf16 runs not begun still wait
     continued = [(load_sweep(str(f)).runs[0].config["objective"]["name"], load_sweep(str(f)).runs[0].seed, p)
                  for f, _, p in module.lane_files(tmp_path / "lanes", set(), campaign=campaign,
                                                    precisions={"fp32"}, continue_in="fp32")]
-    assert continued[:3] == [("factor_vae", 2, "fp32"), ("dip_vae_ii", 0, None), ("ada_gvae", 0, None)]
+    assert continued[:4] == [("factor_vae", 2, "fp32"), ("factor_vae", 1, None), ("factor_vae", 0, None),
+                             ("dip_vae_ii", 0, None)]
     assert len(continued) == 1 + len(order(precisions={"fp32"}))
 
 

@@ -81,7 +81,8 @@ def rows(campaign: Path) -> list[dict]:
             state = states.get(run.run_id, "not started")
             if state != "finished" and {zoo_name(config, hw) for hw in ("cpu", "gpu")} & published:
                 state, step, rate = "published", int(config["train"]["steps"]), None
-            out.append({"sweep": sweep, "run_id": run.run_id, "objective": config["objective"]["name"],
+            out.append({"sweep": sweep, "run_id": run.run_id, "zoo": zoo_name(config, "cpu"),
+                        "objective": config["objective"]["name"],
                         "seed": config["seed"],
                         "precision": session_precision(folder / "runs" / run.run_id, config["train"]["precision"]),
                         "steps": int(config["train"]["steps"]), "state": state,
@@ -135,12 +136,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'sweep':30} {'run':16} {'objective':12} {'seed':>4} {'precision':9} {'state':11} {'step':>8} "
           f"{'steps/s':>12} {'h left':>6}")
     unknown, total = [], 0.0
+    # twins (one model in two precisions: zoo_sprites_ref300k_factor_fp32.yaml) count once, the nearer
+    least: dict[str, float] = {}
+    for row in table:
+        left = hours_left(row)
+        if left is not None:
+            least[row.get("zoo", row["run_id"])] = min(left, least.get(row.get("zoo", row["run_id"]), left))
+    total = sum(least.values())
     for row in table:
         left = hours_left(row)
         if left is None:
             unknown.append(f"{row['objective']} s{row['seed']}")
-        else:
-            total += left
         rate = f"{row['rate']:.1f} {row['source']}" if row["rate"] and row["state"] not in ("finished", "published") else "-"
         print(f"{row['sweep']:30} {row['run_id']:16} {row['objective']:12} {row['seed']:>4} {row['precision']:9} "
               f"{row['state']:11} {row['step']:>8,} {rate:>12} {'-' if left is None else f'{left:.1f}':>6}")
@@ -148,12 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     for row in table:
         counts[row["state"]] = counts.get(row["state"], 0) + 1
     print(", ".join(f"{n} {s}" for s, n in counts.items()) + f"; about {total:.0f} thread-hours left"
-          + (f", plus {len(unknown)} runs with no rate to go by ({', '.join(unknown)})" if unknown else ""))
+          + (f", plus {len(unknown)} runs with no rate to go by ({', '.join(unknown)})" if unknown else "")
+          + " (twins of one zoo name counted once)")
     waiting = [f"{r['objective']} s{r['seed']}" for r in table
                if r["precision"] == "bf16" and r["state"] not in ("finished", "published")]
     if waiting and not native_cpu_bf16():
         print(f"This CPU has no native bf16 ({cpu_capability()}): its lanes train the fp32 runs only, and "
-              f"{len(waiting)} bf16 runs wait for a machine with it ({', '.join(waiting)}).")
+              f"{len(waiting)} bf16 runs wait for a machine with it ({', '.join(waiting)}), or train here "
+              f"as their fp32 twins where they have one (zoo_sprites_ref300k_factor_fp32).")
     return 0
 
 

@@ -90,6 +90,18 @@ def rows(campaign: Path) -> list[dict]:
     return out
 
 
+def total_hours(table: list[dict]) -> float:
+    """The thread-hours left over the runs with a rate; twins (one model in two precisions, one zoo
+    name: zoo_sprites_ref300k_factor_fp32.yaml) count once, the nearer of the two."""
+    least: dict[str, float] = {}
+    for row in table:
+        left = hours_left(row)
+        if left is not None:
+            key = row.get("zoo", row["run_id"])
+            least[key] = min(left, least.get(key, left))
+    return sum(least.values())
+
+
 def zoo_rates() -> dict[str, float]:
     """Steps/s of the zoo's 20,000-step reference-init sprites models, by objective (mean over seeds)."""
     by_objective: dict[str, list[float]] = {}
@@ -136,13 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'sweep':30} {'run':16} {'objective':12} {'seed':>4} {'precision':9} {'state':11} {'step':>8} "
           f"{'steps/s':>12} {'h left':>6}")
     unknown, total = [], 0.0
-    # twins (one model in two precisions: zoo_sprites_ref300k_factor_fp32.yaml) count once, the nearer
-    least: dict[str, float] = {}
-    for row in table:
-        left = hours_left(row)
-        if left is not None:
-            least[row.get("zoo", row["run_id"])] = min(left, least.get(row.get("zoo", row["run_id"]), left))
-    total = sum(least.values())
+    total = total_hours(table)
     for row in table:
         left = hours_left(row)
         if left is None:

@@ -446,6 +446,11 @@ def test_the_campaign_status_counts_the_hours_left_from_the_rates_it_has(tmp_pat
              row("lord", "fp32", "not started", 0, None)]
     monkeypatch.setattr(status, "zoo_rates", lambda: {"dip_vae_i": 5.0})
     status.fill_rates(table)
+    twins = [dict(row("factor_vae", "bf16", "not started", 0, 10.0), zoo="f-s0"),
+             dict(row("factor_vae", "fp32", "running", 150_000, 5.0), zoo="f-s0"),
+             dict(row("beta_vae", "bf16", "not started", 0, 10.0), zoo="b-s0")]
+    hours = [status.hours_left(r) for r in twins]
+    assert status.total_hours(twins) == pytest.approx(min(hours[0], hours[1]) + hours[2])
     assert [(r["rate"], r["source"]) for r in table] == [(9.0, "log"), (20.0, "log"), (20.0, "campaign"), (5.0, "zoo"),
                                                          (None, "")]
     assert [status.hours_left(r) for r in table] == [0.0, 200_000 / 20 / 3600, 300_000 / 20 / 3600,

@@ -97,7 +97,7 @@ def total_hours(table: list[dict]) -> float:
     for row in table:
         left = hours_left(row)
         if left is not None:
-            key = row.get("zoo", row["run_id"])
+            key = row.get("zoo") or row["run_id"]
             least[key] = min(left, least.get(key, left))
     return sum(least.values())
 

@@ -48,6 +48,9 @@ sys.path.insert(0, str(HERE))
 
 from position_code import active_latents  # noqa: E402
 
+sys.path.insert(0, str(HERE / "campaign300k"))
+from publish import precision_spans  # noqa: E402
+
 DATA = HERE / "campaign300k" / "trajectories.csv"
 FIGURE = HERE / "trajectories_300k.png"
 TABLE = HERE / "trajectories_300k.md"
@@ -72,21 +75,14 @@ def _float(value) -> float | None:
 
 def precision_before(run: Path, precision: str) -> Callable[[int], str]:
     """``step -> the precisions that trained the run up to step``: the run's ``precision``, or e.g.
-    ``bf16>fp32`` past the step a session began in fp32 (``execution.jsonl``: one record a session,
-    from the step it began; ``sweep run --resume-precision``)."""
-    sessions = []
+    ``bf16>fp32`` past the step a session began in fp32 (the sessions of ``execution.jsonl``, as
+    ``campaign300k/publish.py``'s :func:`precision_spans` reads them; ``sweep run --resume-precision``)."""
     path = run / "execution.jsonl"
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record.get("step"), int) and record.get("precision"):
-            sessions.append((record["step"], record["precision"]))
+    spans = precision_spans(path.read_text().splitlines() if path.exists() else [], 0)
 
     def before(step: int) -> str:
         chain = [precision]
-        for began, used in sorted(sessions):
+        for used, began, _ in spans:
             if began < step and used != chain[-1]:
                 chain.append(used)
         return ">".join(chain)

@@ -4,7 +4,7 @@
 
 Per run: its sweep, objective and seed, its state as ``python -m disentangle.sweep status`` judges
 it (finished, running: a lane holds its lock, partial, not started; ``published`` where the zoo holds
-the run, under its CPU or GPU name, and this machine has no finished folder of it), the last logged step, a
+the run, under its CPU or GPU name, whether or not its folder is on this machine), the last logged step, a
 training rate and the hours of training left at that rate. The rate is, by what is known: the
 median ``steps_per_s`` of the run's last :data:`RECENT` log records; else (a run not started) the
 median of the campaign's runs of the same objective and precision; else the mean rate of the
@@ -66,6 +66,12 @@ def session_precision(run_dir: Path, precision: str) -> str:
     return precision if now == precision else f"{precision}>{now}"
 
 
+def run_state(state: str, config: dict, published: set[str]) -> str:
+    """``published`` where the zoo holds the run under its CPU or GPU name, whether its folder is
+    here (finished, or even partial: a twin published from elsewhere) or not; else the sweep's state."""
+    return "published" if {zoo_name(config, hw) for hw in ("cpu", "gpu")} & published else state
+
+
 def rows(campaign: Path) -> list[dict]:
     out = []
     published = set(read_manifest(SHIPPED_MANIFEST)["models"])
@@ -78,9 +84,9 @@ def rows(campaign: Path) -> list[dict]:
         for run in load_sweep(sweep).runs:
             config = run.config
             step, rate = progress(folder / "runs" / run.run_id)
-            state = states.get(run.run_id, "not started")
-            if state != "finished" and {zoo_name(config, hw) for hw in ("cpu", "gpu")} & published:
-                state, step, rate = "published", int(config["train"]["steps"]), None
+            state = run_state(states.get(run.run_id, "not started"), config, published)
+            if state == "published":
+                step, rate = int(config["train"]["steps"]), None
             out.append({"sweep": sweep, "run_id": run.run_id, "zoo": zoo_name(config, "cpu"),
                         "objective": config["objective"]["name"],
                         "seed": config["seed"],

@@ -455,6 +455,14 @@ def test_the_campaign_status_counts_the_hours_left_from_the_rates_it_has(tmp_pat
                                                          (None, "")]
     assert [status.hours_left(r) for r in table] == [0.0, 200_000 / 20 / 3600, 300_000 / 20 / 3600,
                                                      300_000 / 5 / 3600, None]
+    # a run the zoo holds is published, its folder here finished or not; one it lacks keeps its state
+    config = status.load_sweep("zoo_sprites_ref300k").runs[5].config
+    assert (config["objective"]["name"], config["seed"]) == ("beta_tcvae", 2)
+    cpu_name = status.zoo_name(config, "cpu")
+    assert status.run_state("finished", config, {cpu_name}) == "published"
+    assert status.run_state("not started", config, {status.zoo_name(config, "gpu")}) == "published"
+    assert status.run_state("finished", config, {cpu_name.replace("-s2", "-s1")}) == "finished"
+    assert status.run_state("partial", config, set()) == "partial"
 
 
 def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those():

@@ -292,6 +292,17 @@ def _with_gaps_broken(points: list[tuple[int, dict]]) -> tuple[list[float], list
     return steps, migs, dcis
 
 
+def precision_switches(points: list[tuple[int, dict]]) -> list[tuple[int, dict, str]]:
+    """The rows of one run (sorted by step) where its precision chain grows (``bf16`` then
+    ``bf16>fp32``: the first evaluation after a session in another precision), with that precision."""
+    out = []
+    for i, (step, row) in enumerate(points):
+        chain, before = row.get("precision") or "", (points[i - 1][1].get("precision") or "") if i else ""
+        if i and chain != before and chain.startswith(before + ">"):
+            out.append((step, row, chain.rsplit(">", 1)[1]))
+    return out
+
+
 def figure(rows: list[dict]) -> None:
     from matplotlib.figure import Figure
 
@@ -311,6 +322,11 @@ def figure(rows: list[dict]) -> None:
             rotated = [(s / 1000, r["mig_rotated"]) for s, r in points if r.get("mig_rotated") is not None]
             if rotated:
                 top.scatter(*zip(*rotated), marker="x", color=top.lines[-1].get_color(), zorder=3)
+            for step, row, now in precision_switches(points):  # e.g. a bf16 run continued in fp32
+                label = f"first evaluation after\nthe switch to {now}"
+                for ax, value in ((top, row["mig"]), (bottom, row["dci_disentanglement"])):
+                    ax.scatter([step / 1000], [value], s=70, facecolors="none", edgecolors="black", zorder=4,
+                               label=label if label not in ax.get_legend_handles_labels()[1] else None)
         if objective in PUBLISHED_MIG:
             low, high = PUBLISHED_MIG[objective]
             top.axhspan(low, high, color="0.85", zorder=0, label=f"published MIG (≈{low:g}–{high:g})")
@@ -346,7 +362,9 @@ def table(rows: list[dict]) -> str:
     lines = ["# The published schedule: trajectories", "",
              "`python benchmarks/trajectories_300k.py` (see its docstring). Mean ± sample sd over the seeds "
              "that reached the step; MIG and DCI logged during training, the FactorVAE score on the kept "
-             f"checkpoints. Last computed on {cpu_description()}.", "",
+             "checkpoints. The milestone scores are computed once, on the machine that ran the script when the "
+             f"checkpoint was new (AVX512 and AVX2 CPUs over the campaign); this table last written on "
+             f"{cpu_description()}.", "",
              "| objective | step | MIG | DCI disentanglement | FactorVAE score | MIG rotated | position latents "
              "| active latents |",
              "|---|---:|---|---|---|---|---|---|"]

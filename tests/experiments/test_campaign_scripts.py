@@ -195,13 +195,23 @@ def test_the_figure_breaks_a_line_where_evaluations_are_missing(benchmark_script
     assert script._with_gaps_broken(points[:2])[0] == [10.0, 20.0]  # evaluations every 10,000: no break
 
 
+def test_the_figure_marks_the_first_evaluation_after_a_switch_of_precision(benchmark_script):
+    script = benchmark_script("trajectories_300k")
+    chains = {10_000: "bf16", 20_000: "bf16", 30_000: "bf16>fp32", 40_000: "bf16>fp32", 50_000: "bf16>fp32>bf16"}
+    points = [(s, {"precision": p, "mig": 0.1}) for s, p in chains.items()]
+    assert [(s, now) for s, _, now in script.precision_switches(points)] == [(30_000, "fp32"), (50_000, "bf16")]
+    assert script.precision_switches(points[:2]) == []
+    assert script.precision_switches([(10_000, {"precision": None}), (20_000, {"precision": "fp32"})]) == []
+
+
 @pytest.mark.usefixtures("one_thread")
 def test_trajectories_figure_is_drawn(tmp_path, benchmark_script, monkeypatch):
     pytest.importorskip("matplotlib")
     script = benchmark_script("trajectories_300k")
     monkeypatch.setattr(script, "FIGURE", tmp_path / "t.png")
     rows = [{"run_id": "a", "objective": "beta_tcvae", "seed": 0, "step": s, "mig": 0.1, "dci_disentanglement": 0.2,
-             "mig_rotated": 0.2 if s == 20_000 else None} for s in (10_000, 20_000)]
+             "mig_rotated": 0.2 if s == 20_000 else None, "precision": "bf16" if s == 10_000 else "bf16>fp32"}
+            for s in (10_000, 20_000)]
     script.figure(rows)
     assert (tmp_path / "t.png").stat().st_size > 1000
 

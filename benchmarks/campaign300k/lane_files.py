@@ -29,6 +29,12 @@ leave for later too, to be continued in PRECISION: their line gets it as a third
 ``resume.sh`` passes to the sweep as ``--resume-precision`` (each such run keeps its config and id;
 its ``execution.jsonl`` records the sessions in the other precision, and ``publish.py`` names them in
 the model's notes). A bf16 run 85% trained need not wait for a bf16 machine; a run not begun still does.
+
+``--twins-in PRECISION`` (with ``--campaign``) continues in PRECISION a partial run whose twin trains
+in it: ``resume.sh`` passes ``bf16`` on a CPU with native bf16, so an fp32 FactorVAE twin begun on an
+AVX2 machine goes on in bf16 there (the precision of the campaign's FactorVAE runs, where its
+A/B held, and the faster one on such a CPU) instead of in fp32; the run keeps its config, id and zoo name, and the notes name
+both precisions' steps as for ``--continue-in``.
 """
 from __future__ import annotations
 
@@ -68,23 +74,27 @@ def parse_runs(text: str) -> dict[str, set[int]]:
 
 def lane_files(
     out: Path, zoo: set[str], *, precisions: set[str] | None = None, runs: dict[str, set[int]] | None = None,
-    campaign: Path | None = None, continue_in: str | None = None,
+    campaign: Path | None = None, continue_in: str | None = None, twins_in: str | None = None,
 ) -> list[tuple[Path, str, str | None]]:
     """Write a sweep file per run still to train into ``out``; ``[(file, sweep name)]`` in order.
     ``precisions`` and ``runs`` (:func:`parse_runs`), where given, keep only the runs they name.
     With ``campaign`` (the folder of the sweep folders), a sweep's partial runs (a checkpoint in
     ``campaign/<sweep>/runs/<id>/``) come before its others: a session finishes what an earlier one
     began before it starts more. ``continue_in``: a partial run at a precision outside ``precisions``
-    is kept, to be continued in ``continue_in`` (the third item of its entry; None for the others)."""
+    is kept, to be continued in ``continue_in`` (the third item of its entry; None for the others).
+    ``twins_in``: a partial run whose twin (one zoo name, another sweep) trains in ``twins_in`` is
+    continued in ``twins_in`` (a begun fp32 FactorVAE twin on a machine with native bf16)."""
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*.yaml"):
         stale.unlink()
     # (sweep, not partial, order, sweep, config, name, precision to continue in, zoo name)
     planned: list[tuple[int, bool, int, str, dict, str, str | None, str]] = []
     begun = set()  # the zoo names of the runs with a checkpoint here, whatever their precision
-    for sweep in SWEEPS if campaign is not None else ():
+    trained_in: dict[str, set[str]] = {}  # zoo name -> the precisions of its runs (two for twins)
+    for sweep in SWEEPS:
         for spec in load_sweep(ROOT / "configs" / "sweeps" / f"{sweep}.yaml").runs:
-            if (campaign / sweep / "runs" / spec.run_id / "checkpoint.pt").is_file():
+            trained_in.setdefault(zoo_name(spec.config, "cpu"), set()).add(spec.config["train"]["precision"])
+            if campaign is not None and (campaign / sweep / "runs" / spec.run_id / "checkpoint.pt").is_file():
                 begun.add(zoo_name(spec.config, "cpu"))
     for sweep_index, sweep in enumerate(SWEEPS):
         path = ROOT / "configs" / "sweeps" / f"{sweep}.yaml"
@@ -117,6 +127,11 @@ def lane_files(
                     resume_in = continue_in
                     print(f"# continued in {continue_in}: {sweep} {spec.run_id} ({objective} s{seed}, partial, "
                           f"{precision})", file=sys.stderr)
+                elif (partial and twins_in and precision != twins_in
+                      and twins_in in trained_in[zoo_name(spec.config, "cpu")]):
+                    resume_in = twins_in
+                    print(f"# continued in {twins_in} as its twin trains: {sweep} {spec.run_id} ({objective} "
+                          f"s{seed}, partial, {precision})", file=sys.stderr)
                 planned.append((sweep_index, not partial, len(planned), sweep, narrowed, f"{objective}-s{seed}",
                                 resume_in, zoo_name(spec.config, "cpu")))
     # twins (the same model in another precision, one zoo name: zoo_sprites_ref300k_factor_fp32.yaml):
@@ -147,16 +162,19 @@ def main() -> None:
                    help="the campaign folder: each sweep's partial runs there come first")
     p.add_argument("--continue-in", default=None, choices=("fp32", "bf16"),
                    help="keep the partial runs --precisions leaves out, continued in this precision")
+    p.add_argument("--twins-in", default=None, choices=("fp32", "bf16"),
+                   help="continue a partial run in this precision where its twin trains in it")
     args = p.parse_args()
     precisions = None if args.precisions is None else {x.strip() for x in args.precisions.split(",") if x.strip()}
     try:
         runs = None if args.runs is None else parse_runs(args.runs)
     except ValueError as error:
         p.error(str(error))  # exit 2
-    if args.continue_in and args.campaign is None:
-        p.error("--continue-in needs --campaign DIR (where the partial runs are)")
+    if (args.continue_in or args.twins_in) and args.campaign is None:
+        p.error("--continue-in and --twins-in need --campaign DIR (where the partial runs are)")
     for file, sweep, resume_in in lane_files(args.out, published(), precisions=precisions, runs=runs,
-                                             campaign=args.campaign, continue_in=args.continue_in):
+                                             campaign=args.campaign, continue_in=args.continue_in,
+                                             twins_in=args.twins_in):
         print(f"{file}\t{sweep}" + (f"\t{resume_in}" if resume_in else ""))
 
 

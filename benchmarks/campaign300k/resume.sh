@@ -68,13 +68,18 @@ OMP_NUM_THREADS=1 nohup python benchmarks/campaign_milestones.py "${folders[@]}"
 # CAMPAIGN_PRECISIONS says otherwise; CAMPAIGN_RUNS="dip_vae_ii:0 info_vae:0" keeps the runs it names.
 # CAMPAIGN_CONTINUE_IN=fp32 continues the partial runs left out that way in fp32 (sweep run
 # --resume-precision: each keeps its config and id, its execution.jsonl records the fp32 sessions).
+# CAMPAIGN_TWINS_IN=bf16 (the default on a CPU with native bf16; "none" turns it off) continues a
+# begun fp32 twin in bf16 there (lane_files.py --twins-in).
+native_bf16=$(python -c "from disentangle._core.hardware import native_cpu_bf16 as n; print(1 if n() else 0)")
 if [ -z "${CAMPAIGN_PRECISIONS:-}" ]; then
-    CAMPAIGN_PRECISIONS=$(python -c "from disentangle._core.hardware import native_cpu_bf16 as n; print('bf16,fp32' if n() else 'fp32')")
+    if [ "$native_bf16" = 1 ]; then CAMPAIGN_PRECISIONS=bf16,fp32; else CAMPAIGN_PRECISIONS=fp32; fi
 fi
+if [ -z "${CAMPAIGN_TWINS_IN:-}" ] && [ "$native_bf16" = 1 ]; then CAMPAIGN_TWINS_IN=bf16; fi
 lane_args=(--precisions "$CAMPAIGN_PRECISIONS" --campaign "$CAMPAIGN")  # each sweep's partial runs first
 [ -n "${CAMPAIGN_RUNS:-}" ] && lane_args+=(--runs "$CAMPAIGN_RUNS")
 [ -n "${CAMPAIGN_CONTINUE_IN:-}" ] && lane_args+=(--continue-in "$CAMPAIGN_CONTINUE_IN")
-echo "precisions trained on this machine: $CAMPAIGN_PRECISIONS${CAMPAIGN_RUNS:+; runs: $CAMPAIGN_RUNS}${CAMPAIGN_CONTINUE_IN:+; partial runs of other precisions continued in $CAMPAIGN_CONTINUE_IN}"
+[ -n "${CAMPAIGN_TWINS_IN:-}" ] && [ "$CAMPAIGN_TWINS_IN" != none ] && lane_args+=(--twins-in "$CAMPAIGN_TWINS_IN")
+echo "precisions trained on this machine: $CAMPAIGN_PRECISIONS${CAMPAIGN_RUNS:+; runs: $CAMPAIGN_RUNS}${CAMPAIGN_CONTINUE_IN:+; partial runs of other precisions continued in $CAMPAIGN_CONTINUE_IN}${CAMPAIGN_TWINS_IN:+; begun twins continued in $CAMPAIGN_TWINS_IN}"
 python benchmarks/campaign300k/lane_files.py "$CAMPAIGN/lanes" "${lane_args[@]}" > "$CAMPAIGN/lanes.txt"
 lane() {  # every run in order, one at a time on one thread; a failed or busy run does not stop it,
     # an interrupted sweep (130: save.sh's Ctrl-C) or a killed one does. A shell started in the background

@@ -354,6 +354,43 @@ def test_the_lanes_resume_each_sweep_s_partial_runs_before_they_start_its_others
     assert len(continued) == 1 + len(order(precisions={"fp32"}))
 
 
+def test_a_machine_with_native_bf16_continues_a_begun_fp32_twin_in_bf16(tmp_path):
+    """An fp32 FactorVAE twin begun on an AVX2 machine goes on in bf16 (its twin's precision) where
+    bf16 is native, under its own id; a partial run without a bf16 twin stays in its precision."""
+    import importlib.util
+
+    from disentangle.sweep.grid import load_sweep
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "lane_files.py"
+    spec = importlib.util.spec_from_file_location("lane_files", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    campaign = tmp_path / "campaign"
+    begun = {}
+    for sweep, key in (("zoo_sprites_ref300k_factor_fp32", ("factor_vae", 2)), ("zoo_sprites_ref300k_more", ("dip_vae_ii", 0))):
+        (run,) = [r for r in load_sweep(sweep).runs if (r.config["objective"]["name"], r.seed) == key]
+        (campaign / sweep / "runs" / run.run_id).mkdir(parents=True)
+        (campaign / sweep / "runs" / run.run_id / "checkpoint.pt").write_bytes(b"")
+        begun[key] = run.run_id
+
+    def plan(**kwargs):
+        out = []
+        for file, _, resume_in in module.lane_files(tmp_path / "lanes", set(), campaign=campaign,
+                                                         precisions={"bf16", "fp32"}, **kwargs):
+            (run,) = load_sweep(str(file)).runs
+            out.append((run.config["objective"]["name"], run.seed, run.run_id, resume_in))
+        return out
+
+    twins = plan(twins_in="bf16")
+    ref = {r.seed: r.run_id for r in load_sweep("zoo_sprites_ref300k").runs if r.config["objective"]["name"] == "factor_vae"}
+    factor = sorted(row[1:] for row in twins if row[0] == "factor_vae")
+    assert factor == [(0, ref[0], None), (1, ref[1], None),  # not begun: the bf16 runs
+                      (2, begun[("factor_vae", 2)], "bf16")]  # the fp32 run's id, trained on in bf16
+    assert ("dip_vae_ii", 0, begun[("dip_vae_ii", 0)], None) in twins  # fp32 without a bf16 twin: as it is
+    assert {row[3] for row in plan()} == {None}  # without --twins-in every run goes on in its own precision
+    assert [row[:3] for row in plan()] == [row[:3] for row in twins]
+
+
 def _naming():
     import importlib.util
 

@@ -10,8 +10,10 @@ files it commits: a FactorVAE checkpoint is about 68 MB (its discriminator with 
 saves of two FactorVAE runs in one session pass the second limit, and in November 2026 a whole session's
 work was refused for it. ``save.sh`` runs this before it copies anything.
 
-The base is the commit the session's checkout began at: the oldest entry of ``main``'s reflog in a
-fresh checkout (``--base`` overrides it). The diff size counts each commit's text diff, plus, for a
+The base is the commit ``main`` stood at when the session began: its newest reflog entry before the
+time of ``/work/.library`` (laid afresh for every session), else its oldest entry, where a fresh
+checkout's reflog begins (a machine kept from an earlier session has the earlier sessions' entries
+too: counting from the oldest adds every landed session's commits). ``--base`` overrides it. The diff size counts each commit's text diff, plus, for a
 binary file, the size of the version it adds or changes to, or of the one it removes: more than git
 would send, never less. ``--adding BYTES`` adds what a save is about to commit. Exit status 1 when the
 total would pass ``--budget`` (default 200 MiB of diffs, room left for the rest of the session), 0
@@ -20,24 +22,43 @@ otherwise.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 
 MiB = 1 << 20
 DIFF_LIMIT = 256 * MiB
 PACK_LIMIT = 512 * MiB
+#: a folder the workplace lays at the start of every session (CAMPAIGN_SESSION_MARKER overrides it)
+SESSION_MARKER = "/work/.library"
 
 
 def git(*args: str, input: bytes | None = None) -> bytes:
     return subprocess.run(["git", *args], check=True, capture_output=True, input=input).stdout
 
 
-def session_base() -> str:
-    """The commit the session's checkout began at: the oldest reflog entry of ``main``."""
-    entries = git("reflog", "show", "--format=%H", "main").decode().split()
+def session_start() -> float | None:
+    """When this session began: the time of :data:`SESSION_MARKER`, laid afresh for every session
+    (also on a machine kept from an earlier one, whose reflog goes back sessions); None without it."""
+    try:
+        return os.stat(os.environ.get("CAMPAIGN_SESSION_MARKER", SESSION_MARKER)).st_mtime
+    except OSError:
+        return None
+
+
+def session_base(start: float | None = None) -> str:
+    """The commit ``main`` stood at when the session began (``start``, default :func:`session_start`):
+    its newest reflog entry at or before ``start``; else (a checkout made after it, or no start
+    known) its oldest entry, where a fresh checkout's reflog begins."""
+    entries = []
+    for line in git("reflog", "show", "--date=unix", "--format=%H %gd", "main").decode().splitlines():
+        commit, _, selector = line.partition(" ")
+        entries.append((commit, int(selector.rsplit("{", 1)[1].rstrip("}"))))
     if not entries:
         raise SystemExit("main has no reflog here: pass --base COMMIT (the commit the session began at)")
-    return entries[-1]
+    start = session_start() if start is None else start
+    before = [commit for commit, when in entries if start is not None and when <= start]
+    return before[0] if before else entries[-1][0]
 
 
 def _blob_size(blob: str) -> int:
@@ -69,7 +90,7 @@ def pack_bytes(base: str, head: str = "HEAD") -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--base", default=None, help="the commit the session began at (default: main's oldest reflog entry)")
+    p.add_argument("--base", default=None, help="the commit the session began at (default: main's at the session's start)")
     p.add_argument("--adding", type=int, default=0, help="bytes about to be committed (a save's checkpoints)")
     p.add_argument("--budget", type=float, default=200.0, help="MiB of diffs this session may reach (default 200)")
     args = p.parse_args(argv)

@@ -567,7 +567,8 @@ def test_the_submission_size_counts_binary_files_added_changed_and_removed(tmp_p
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.chdir(tmp_path)
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "CAMPAIGN_SESSION_MARKER": str(tmp_path / "no marker")}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
 
@@ -594,6 +595,23 @@ def test_the_submission_size_counts_binary_files_added_changed_and_removed(tmp_p
     assert module.main(["--budget", "1"]) == 0
     assert module.main(["--budget", "1", "--adding", str(400_000)]) == 1
     assert module.session_base() == base and os.path.exists(".git")
+    # a machine kept from an earlier session: main's reflog goes back to it; the base is where main
+    # stood when this session began (the marker's time), not the oldest entry
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "@2000000000 +0000")
+    (tmp_path / "notes.txt").write_text("next session\n")
+    commit("a later session")
+    landed = subprocess.run(["git", "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "@2000007200 +0000")
+    commit("this session")
+    assert module.session_base(start=2_000_003_600) == landed
+    assert module.session_base(start=1_000_000_000) == base  # begun before every entry: a fresh checkout
+    marker = tmp_path / "marker"
+    marker.mkdir()
+    os.utime(marker, (2_000_003_600, 2_000_003_600))
+    monkeypatch.setenv("CAMPAIGN_SESSION_MARKER", str(marker))
+    assert module.session_base() == landed
+    monkeypatch.setenv("CAMPAIGN_SESSION_MARKER", str(tmp_path / "absent"))
+    assert module.session_base() == base
 
 
 def test_the_ada_bf16_ab_arms_differ_from_the_zoo_s_runs_in_the_precision_or_seed_only():

@@ -93,17 +93,20 @@ def notes(config: dict, sweep: str, logged: float | None, pauses: list[float],
           spans: list[tuple[str, int, int]] | None = None) -> str:
     """The manifest note of a campaign run; ``spans`` (:func:`precision_spans`) name the steps
     trained in another precision than its ``train.precision`` (``sweep run --resume-precision``)."""
-    if spans and len(spans) > 1:
+    switched = bool(spans and len(spans) > 1)
+    if switched:
         trained = (", then ".join(f"{_precision_note(p)}, for steps {a:,}-{b:,}" for p, a, b in spans)
-                   + f" (continued on a CPU without native bf16: sweep run --resume-precision; the run's "
-                   f"train.precision is {config['train']['precision']})")
+                   + f" (sweep run --resume-precision, on machines that compute the later precision faster; "
+                   f"the run's train.precision is {config['train']['precision']})")
     else:
         trained = _precision_note(config["train"]["precision"])
+    resumed = ("each resume bit-exact, the switch of precision making it another run than an uninterrupted one"
+               if switched else "with bit-exact resume")
     text = (f"The published schedule: the recipe of configs/{recipe(config)}.yaml trained "
             f"{int(config['train']['steps']):,} steps as disentanglement_lib does, "
             f"{trained}, "
             f"model.init {config['model']['init']}, seed {config['seed']}, by the 300k campaign "
-            f"(configs/sweeps/{sweep}.yaml) across sessions with bit-exact resume, on one thread beside another run.")
+            f"(configs/sweeps/{sweep}.yaml) across sessions, {resumed}, on one thread beside another run.")
     if pauses:
         text += (f" Wall time: log.jsonl's {logged + sum(pauses):,.0f} s less "
                  + " and ".join(f"a {p:,.0f} s" for p in pauses) + " SIGSTOP pause(s) the trainer did not yet record.")

@@ -548,8 +548,9 @@ def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those(
         ("bf16", 0, 255_041), ("fp32", 255_041, 300_000)]
     text = publish.notes(config, "zoo_sprites_ref300k", logged, [], [("bf16", 0, 255_041), ("fp32", 255_041, 300_000)])
     assert ("in bf16 autocast (its A/B against fp32 held: benchmarks/RESULTS-bf16*.md), for steps 0-255,041, then "
-            "in fp32, the reference's precision, for steps 255,041-300,000 (continued on a CPU without native bf16:"
-            in text)
+            "in fp32, the reference's precision, for steps 255,041-300,000 (sweep run --resume-precision" in text)
+    assert "each resume bit-exact, the switch of precision making it another run" in text
+    assert "across sessions, with bit-exact resume," in publish.notes(config, "zoo_sprites_ref300k", logged, [])
     assert publish.notes(config, "zoo_sprites_ref300k", logged, [], [("bf16", 0, 300_000)]) == \
         publish.notes(config, "zoo_sprites_ref300k", logged, [])
 

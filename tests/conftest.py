@@ -20,6 +20,12 @@ import os
 import sys
 from collections.abc import Callable
 
+# first: the package sets OpenMP's passive wait policy only where torch has not started OpenMP yet; a
+# suite run beside other jobs (a campaign's lanes) would otherwise spin its waiting threads on a
+# busy CPU (a 2-thread test took 626 s beside one busy core, OpenMP's active default)
+import disentangle  # noqa: F401
+
+# isort: split
 import numpy as np
 import pytest
 import torch

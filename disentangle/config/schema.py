@@ -90,7 +90,7 @@ class TrainConfig:
     log_every: int = 100  #: steps between log.jsonl records
     eval_every: int = 0  #: steps between metric evaluations (0: never)
     eval_metrics: list[str] = field(default_factory=list)  #: metric names (see METRICS)
-    progress: bool = True  #: show a tqdm progress bar
+    progress: bool = True  #: show a tqdm progress bar (not where the "disentangle" logger is at WARNING or above: --quiet)
     traversals: bool = True  #: write traversals.png and reconstructions.png at the end
     tensorboard: bool = False  #: also write a TensorBoard event file (the tensorboard extra)
     image_every: int = 0  #: steps between TensorBoard reconstructions and traversals (0: never)

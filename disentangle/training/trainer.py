@@ -603,10 +603,12 @@ class Trainer:
 
     def _builtin_callbacks(self) -> list[Any]:
         """The loop's own: ``log.jsonl``, and on the main process the progress bar
-        (``train.progress``) and TensorBoard (``train.tensorboard``)."""
+        (``train.progress``, unless the package's logger is set to warnings or above: ``--quiet``)
+        and TensorBoard (``train.tensorboard``)."""
         cfg = self.config.train
         builtin: list[Any] = [JsonlLogger()]
-        if cfg.progress and self.rank_info.is_main:
+        quieted = logging.getLogger("disentangle").level > logging.INFO  # NOTSET (0): not asked for quiet
+        if cfg.progress and self.rank_info.is_main and not quieted:
             builtin.append(ProgressBar())
         if cfg.tensorboard:
             builtin.append(TensorBoardLogger())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,21 @@ def test_early_stopping_on_a_metric_score(tmp_path, tiny_overrides):
         fit(load_config(None, tiny_overrides(tmp_path / "other", steps=20, **{
             "train.eval_metrics": "[mig]", "train.eval_every": 4})),
             callbacks=[EarlyStopping(monitor="metrics/dci/disentanglement")])
+
+
+@pytest.mark.parametrize("level", [logging.NOTSET, logging.INFO, logging.WARNING])
+def test_the_progress_bar_is_left_out_where_the_package_is_quieted(tmp_path, tiny_overrides, capsys, level):
+    """``--quiet`` (the "disentangle" logger at WARNING) silences the bar as well as the messages; a
+    logger left at NOTSET (a notebook that configured nothing) or INFO keeps it."""
+    package = logging.getLogger("disentangle")
+    before = package.level
+    package.setLevel(level)
+    try:
+        fit(load_config(None, tiny_overrides(tmp_path / "run", steps=5, **{"train.progress": "true"})))
+    finally:
+        package.setLevel(before)
+    bar = "5/5" in capsys.readouterr().err
+    assert bar == (level < logging.WARNING)
 
 
 def test_the_csv_logger_holds_the_scalars_of_log_jsonl(tmp_path, tiny_overrides):

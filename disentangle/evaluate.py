@@ -39,7 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from ._core.atomic import atomic_write_text
-from ._core.cli import REPORTED, add_logging_options, add_threads_option, apply_threads_option, report, setup_logging
+from ._core.cli import (
+    REPORTED,
+    add_logging_options,
+    add_threads_option,
+    apply_threads_option,
+    report,
+    setup_logging,
+    show_progress,
+)
 from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -257,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
 
         seconds: dict[str, float] = {}
         bar = grid_bar = None
-        if not args.no_progress:
+        if show_progress(args):
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(names), desc="metrics", unit="metric", file=sys.stderr, position=0)

@@ -146,8 +146,14 @@ def add_logging_options(parser: argparse.ArgumentParser) -> None:
     targets = list(subcommands[0].choices.values()) if subcommands else [parser]
     for target in targets:
         group = target.add_mutually_exclusive_group()
-        group.add_argument("--quiet", "-q", action="store_true", help="print warnings and errors only")
+        group.add_argument("--quiet", "-q", action="store_true", help="print warnings and errors only (no progress bars)")
         group.add_argument("--verbose", "-v", action="store_true", help="print debug messages too")
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Whether a command draws its progress bars: not with ``--no-progress``, nor with ``--quiet``
+    (warnings and errors only)."""
+    return not (getattr(args, "no_progress", False) or getattr(args, "quiet", False))
 
 
 def setup_logging(args: argparse.Namespace | None = None) -> None:

@@ -10,7 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .._core.cli import REPORTED, add_logging_options, add_threads_option, apply_threads_option, report, setup_logging
+from .._core.cli import (
+    REPORTED,
+    add_logging_options,
+    add_threads_option,
+    apply_threads_option,
+    report,
+    setup_logging,
+    show_progress,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             udr_aggregation=args.udr_aggregation,
             postprocess=args.postprocess,
             figures=not args.no_figures,
-            progress=not args.no_progress,
+            progress=show_progress(args),
         )
     except (*REPORTED, KeyboardInterrupt) as err:
         return report(err, interrupted="interrupted: the files written so far are complete; rerun to write them all.")
@@ -85,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             selection = select_with_few_labels(
                 args.input, metric=args.few_labels, labels={"num_labelled": args.few_labels_num},
-                subset_size=args.few_labels_subset, progress=not args.no_progress,
+                subset_size=args.few_labels_subset, progress=show_progress(args),
             )
             write_selection(selection, args.out)
         except (*REPORTED, KeyboardInterrupt) as err:
@@ -93,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         print(selection.summary())
     if args.centrality:
         try:
-            path = _write_centrality(args.input, args.out, args.centrality_points, progress=not args.no_progress)
+            path = _write_centrality(args.input, args.out, args.centrality_points, progress=show_progress(args))
         except (*REPORTED, KeyboardInterrupt) as err:
             return report(err, interrupted="interrupted: rerun to write ModelCentrality.")
         print(f"wrote {path}")

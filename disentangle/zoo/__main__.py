@@ -20,7 +20,15 @@ import json
 import sys
 from typing import Any
 
-from .._core.cli import REPORTED, add_logging_options, add_threads_option, apply_threads_option, report, setup_logging
+from .._core.cli import (
+    REPORTED,
+    add_logging_options,
+    add_threads_option,
+    apply_threads_option,
+    report,
+    setup_logging,
+    show_progress,
+)
 from .._core.registry import did_you_mean
 from ..config import ZOO_PREFIX
 from ..errors import EXIT_BAD_DATA, ConfigError
@@ -234,7 +242,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     record = zoo.publish(
         args.run_dir, args.name, manifest=args.manifest, weights_dir=args.weights_dir, metrics=metrics,
         metric_settings=settings, urls=args.urls, recipe=args.recipe, notes=args.notes,
-        wall_time_s=args.wall_time, force=args.force, progress=not args.no_progress,
+        wall_time_s=args.wall_time, force=args.force, progress=show_progress(args),
     )
     print(f"published {args.name}: {record['file']} ({record['size']} bytes, sha256 {record['sha256']})")
     for metric, scores in record["metrics"].items():

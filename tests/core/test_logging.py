@@ -53,13 +53,29 @@ def test_the_trainer_logs_what_it_chose(tmp_path, tiny_overrides, caplog, one_th
 
 @pytest.mark.parametrize("flag, shown", [(None, True), ("--quiet", False), ("--verbose", True)])
 def test_the_command_line_shows_log_messages_unless_quiet(tmp_path, tiny_dataset_name, capsys, flag, shown, one_thread):
+    """--quiet: warnings and errors only, so neither the messages nor the progress bar."""
     from disentangle.train import main
 
     args = ["--config", "quickstart", f"data.name={tiny_dataset_name}", "model.backbone=mlp", "train.steps=2",
-            "train.batch_size=8", "train.progress=false", "train.traversals=false", "train.device=cpu",
+            "train.batch_size=8", "train.progress=true", "train.traversals=false", "train.device=cpu",
             f"train.out_dir={tmp_path / 'run'}"]
     assert main(args + ([flag] if flag else [])) == 0
     err = capsys.readouterr().err
     assert ("execution: cpu" in err) is shown
+    assert ("2/2" in err) is shown  # the bar
     assert logging.getLogger("disentangle").level == {"--quiet": logging.WARNING, "--verbose": logging.DEBUG}.get(
         flag, logging.INFO)
+
+
+@pytest.mark.parametrize("flags, shown", [((), True), (("--quiet",), False), (("--no-progress",), False),
+                                          (("--verbose",), True)])
+def test_the_commands_draw_progress_bars_unless_quiet_or_asked_not_to(flags, shown):
+    import argparse
+
+    from disentangle._core.cli import add_logging_options, show_progress
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--no-progress", action="store_true")
+    add_logging_options(p)
+    assert show_progress(p.parse_args(list(flags))) is shown
+    assert show_progress(argparse.Namespace()) is True  # a command without either option

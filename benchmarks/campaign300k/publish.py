@@ -95,12 +95,14 @@ def notes(config: dict, sweep: str, logged: float | None, pauses: list[float],
     trained in another precision than its ``train.precision`` (``sweep run --resume-precision``)."""
     switched = bool(spans and len(spans) > 1)
     if switched:
+        # a twin begun in fp32 on an AVX2 CPU may go on in bf16 on a native-bf16 one and back: fp32>bf16>fp32
         trained = (", then ".join(f"{_precision_note(p)}, for steps {a:,}-{b:,}" for p, a, b in spans)
-                   + f" (sweep run --resume-precision, on machines that compute the later precision faster; "
+                   + f" (sweep run --resume-precision: each session in the precision its machine computes faster; "
                    f"the run's train.precision is {config['train']['precision']})")
     else:
         trained = _precision_note(config["train"]["precision"])
-    resumed = ("each resume bit-exact, the switch of precision making it another run than an uninterrupted one"
+    resumed = (f"each resume bit-exact, the switch{'es' if len(spans or []) > 2 else ''} of precision making it "
+               "another run than an uninterrupted one"
                if switched else "with bit-exact resume")
     text = (f"The published schedule: the recipe of configs/{recipe(config)}.yaml trained "
             f"{int(config['train']['steps']):,} steps as disentanglement_lib does, "

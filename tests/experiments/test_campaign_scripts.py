@@ -550,6 +550,20 @@ def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those(
     assert ("in bf16 autocast (its A/B against fp32 held: benchmarks/RESULTS-bf16*.md), for steps 0-255,041, then "
             "in fp32, the reference's precision, for steps 255,041-300,000 (sweep run --resume-precision" in text)
     assert "each resume bit-exact, the switch of precision making it another run" in text
+    assert "each session in the precision its machine computes faster; the run's train.precision is bf16)" in text
+    # an fp32 FactorVAE twin continued in bf16 on a native-bf16 CPU, then in fp32 again on an AVX2 one
+    sessions = [{"step": 0, "precision": "fp32"}, {"step": 27_229, "precision": "bf16"},
+                {"step": 120_000, "precision": "bf16"}, {"step": 213_000, "precision": "fp32"}]
+    spans = publish.precision_spans([json.dumps(s) for s in sessions], 300_000)
+    assert spans == [("fp32", 0, 27_229), ("bf16", 27_229, 213_000), ("fp32", 213_000, 300_000)]
+    twin = {"objective": {"name": "factor_vae", "gamma": 30.0}, "train": {"steps": 300_000, "precision": "fp32"},
+            "model": {"init": "reference"}, "seed": 2}
+    text = publish.notes(twin, "zoo_sprites_ref300k_factor_fp32", logged, [], spans)
+    assert ("in fp32, the reference's precision, for steps 0-27,229, then in bf16 autocast (its A/B against fp32 "
+            "held: benchmarks/RESULTS-bf16*.md), for steps 27,229-213,000, then in fp32, the reference's precision, "
+            "for steps 213,000-300,000 (sweep run --resume-precision: each session in the precision its machine "
+            "computes faster; the run's train.precision is fp32)") in text
+    assert "the switches of precision making it another run" in text
     assert "across sessions, with bit-exact resume," in publish.notes(config, "zoo_sprites_ref300k", logged, [])
     assert publish.notes(config, "zoo_sprites_ref300k", logged, [], [("bf16", 0, 300_000)]) == \
         publish.notes(config, "zoo_sprites_ref300k", logged, [])

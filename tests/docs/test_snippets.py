@@ -1,0 +1,87 @@
+"""The Python snippets of the README and of the getting-started page run as written.
+
+A user copies them first: a renamed function, a variable a block forgets to define, or a tensor
+that still carries its autograd graph where the text turns it into an array, would be their first
+error. Each page's ```python blocks run in order in one namespace, in a folder that holds
+``runs/quickstart`` (the quickstart's config, trained for a few steps: the snippets read the run
+folder the quickstart writes, not what it learned)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from disentangle.train import main as train_main
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = ["README.md", "docs/getting-started.md"]
+
+
+def python_blocks(text: str) -> list[str]:
+    """The bodies of a Markdown page's ```python fenced blocks, in order."""
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_python_blocks_are_found_in_order():
+    text = "a\n```python\nx = 1\n```\ntext\n```bash\nls\n```\n```python\ny = x + 1\n```\n"
+    assert python_blocks(text) == ["x = 1\n", "y = x + 1\n"]
+
+
+@pytest.fixture(scope="module")
+def quickstart_folder(tmp_path_factory) -> Path:
+    """A folder holding ``runs/quickstart``: the quickstart config trained for 4 steps."""
+    folder = tmp_path_factory.mktemp("user")
+    status = train_main(["--config", str(ROOT / "configs" / "quickstart.yaml"), "--quiet",
+                         "train.steps=4", "train.checkpoint_every=4", "train.log_every=2", "train.device=cpu",
+                         "train.traversals=false", "train.progress=false", "train.threads=1",
+                         f"train.out_dir={folder / 'runs' / 'quickstart'}"])
+    assert status == 0
+    return folder
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_pages_python_snippets_run_as_written(page, quickstart_folder, monkeypatch):
+    blocks = python_blocks((ROOT / page).read_text())
+    assert blocks, f"{page} has no ```python block"
+    monkeypatch.chdir(quickstart_folder)
+    import disentangle.metrics
+
+    # "all" metrics at their reference sizes take minutes on one thread; the call, its names and the
+    # shape of its answer are what a snippet can get wrong, so each metric runs on small samples
+    evaluate = disentangle.metrics.evaluate_metrics
+    small = {"num_train": 300, "num_test": 200, "num_samples": 300, "num_eval": 200, "num_variance_estimate": 300,
+             "num_pairs": 100, "steps": 10, "n_experiment": 2, "num_test_points_per_class": 10,
+             "batch_size": 8}
+
+    def small_settings(name: str) -> dict:
+        defaults = disentangle.metrics.metric_spec(name).defaults()
+        settings = {k: v for k, v in small.items() if k in defaults}
+        if isinstance(defaults.get("num_train"), tuple):  # the downstream tasks' training-set sizes
+            settings["num_train"] = (100,)
+        if "predictor" in defaults:  # 100 boosted trees per factor and intervention: most of the time
+            settings["predictor"] = "logistic_regression"
+        if "predictors" in defaults:
+            settings["predictors"] = ("logistic_regression",)
+        return settings
+
+    def evaluate_small(dataset, model, metrics, **kwargs):
+        names = disentangle.metrics.resolve_metric_names(metrics, model, dataset)
+        return evaluate(dataset, model, names, settings={name: small_settings(name) for name in names}, **kwargs)
+
+    monkeypatch.setattr(disentangle.metrics, "evaluate_metrics", evaluate_small)
+    namespace: dict = {"__name__": "__snippet__"}
+    for number, block in enumerate(blocks, 1):
+        try:
+            exec(compile(block, f"{page} python block {number}", "exec"), namespace)
+        except Exception as error:  # say which block, as the user would see it
+            pytest.fail(f"{page}, python block {number} fails: {type(error).__name__}: {error}\n{block}")
+    for name in ("images", "mu"):  # the tensors the text turns into pictures or arrays
+        if name in namespace:
+            tensor = namespace[name]
+            assert isinstance(tensor, torch.Tensor) and not tensor.requires_grad, \
+                f"{page}: '{name}' carries the autograd graph, so .numpy() on it fails"
+            tensor.numpy()

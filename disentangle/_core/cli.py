@@ -146,7 +146,7 @@ def add_logging_options(parser: argparse.ArgumentParser) -> None:
     targets = list(subcommands[0].choices.values()) if subcommands else [parser]
     for target in targets:
         group = target.add_mutually_exclusive_group()
-        group.add_argument("--quiet", "-q", action="store_true", help="print warnings and errors only (no progress bars)")
+        group.add_argument("--quiet", "-q", action="store_true", help="log warnings and errors only, and no progress bars; the command's result (scores, the run folder) still goes to stdout")
         group.add_argument("--verbose", "-v", action="store_true", help="print debug messages too")
 
 

@@ -53,14 +53,16 @@ def test_the_trainer_logs_what_it_chose(tmp_path, tiny_overrides, caplog, one_th
 
 @pytest.mark.parametrize("flag, shown", [(None, True), ("--quiet", False), ("--verbose", True)])
 def test_the_command_line_shows_log_messages_unless_quiet(tmp_path, tiny_dataset_name, capsys, flag, shown, one_thread):
-    """--quiet: warnings and errors only, so neither the messages nor the progress bar."""
+    """--quiet: warnings and errors only, so neither the messages nor the progress bar; the result
+    line (the run folder) is the command's output and stays on stdout."""
     from disentangle.train import main
 
     args = ["--config", "quickstart", f"data.name={tiny_dataset_name}", "model.backbone=mlp", "train.steps=2",
             "train.batch_size=8", "train.progress=true", "train.traversals=false", "train.device=cpu",
             f"train.out_dir={tmp_path / 'run'}"]
     assert main(args + ([flag] if flag else [])) == 0
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert out == f"done: 2 steps, run folder {tmp_path / 'run'}\n"
     assert ("execution: cpu" in err) is shown
     assert ("2/2" in err) is shown  # the bar
     assert logging.getLogger("disentangle").level == {"--quiet": logging.WARNING, "--verbose": logging.DEBUG}.get(

@@ -300,3 +300,22 @@ def test_download_fetches_the_official_files_with_their_checksums(tmp_path, monk
                for url, _, checksum in calls)
     assert {f.filename for f in CELEBA_FILES} == {"img_align_celeba.zip", "list_attr_celeba.txt",
                                                   "list_eval_partition.txt"}
+
+
+def test_the_shipped_celeba_config_trains_as_the_guide_runs_it(tmp_path, monkeypatch, one_thread):
+    """docs/guides/own-data.md: ``python -m disentangle.train --config configs/celeba.yaml
+    data.path=...`` (its official train split: images 1, 2 and 5, with their labels)."""
+    from disentangle import load
+    from disentangle.train import main
+
+    root = write_celeba(tmp_path / "celeba")
+    monkeypatch.setenv("DISENTANGLE_DATA", str(tmp_path / "cache_root"))
+    run = tmp_path / "run"
+    assert main(["--config", "celeba", f"data.path={root}", "train.steps=2", "train.batch_size=4",
+                 "train.device=cpu", "train.progress=false", "train.traversals=false", f"train.out_dir={run}",
+                 "--quiet"]) == 0
+    model = load(run)
+    assert model.config["data"]["split"] == "train" and model.trained_steps == 2
+    ds = build_dataset(model.config["data"])
+    assert ds.files == ("000001.jpg", "000002.jpg", "000005.jpg") and ds.image_shape == (3, 64, 64)
+    assert np.array_equal(ds.labels, (VALUES[[0, 1, 4]] + 1) // 2)

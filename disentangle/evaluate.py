@@ -250,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         from .objectives.class_content import class_content_settings
 
         settings = class_content_settings(config, names, settings)
+        from .metrics import check_metric_applies
+
+        for name in names:  # a metric this data cannot give is refused before any bar or encoding
+            check_metric_applies(name, dataset, settings.get(name, {}))
         skipped = [n for n in resolve_metric_names(args.metrics, model) if n not in names]
         if skipped:
             from .metrics import data_of

@@ -85,7 +85,14 @@ def test_a_shipped_model_reproduces_its_recorded_mig(name):
     """Load through disentangle.load("zoo:NAME") and recompute MIG at its defaults with the recorded
     seed: the number in the manifest is the number a user gets (the cheapest of the seven; the zoo
     CLI's verify and publish cover the file itself). CI checks one model; ``pytest -m slow`` checks
-    every shipped model (seconds each)."""
+    every shipped model (seconds each).
+
+    To 1e-4, not to the last bit: on another CPU than the publisher's, oneDNN's convolutions may sum
+    in another order, and a code within a rounding error of a histogram bin edge then falls in the
+    next bin. On an AMD EPYC of CPU family 26 (2026-11-29), 36 of the 37 models then shipped gave
+    their recorded MIG to 1e-9 and one (annealed_vae-...-ramp100k-cpu20k-ref-s1, published on
+    another AVX512 EPYC) 2.4e-6 apart; a wrong weight, preprocessing or estimator moves MIG by
+    orders of magnitude more."""
     import torch
 
     import disentangle
@@ -103,4 +110,4 @@ def test_a_shipped_model_reproduces_its_recorded_mig(name):
         torch.set_num_threads(threads)
     assert not model.training
     for key, value in record["metrics"]["mig"].items():
-        assert scores[key] == pytest.approx(value, abs=1e-9), key
+        assert scores[key] == pytest.approx(value, abs=1e-4), key

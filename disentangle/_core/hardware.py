@@ -8,6 +8,8 @@ on every machine).
 from __future__ import annotations
 
 import os
+import platform
+from pathlib import Path
 
 import torch
 
@@ -25,6 +27,47 @@ def _cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
     except OSError:
         pass
     return set()
+
+
+def cpu_name() -> str:
+    """The CPU model (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_family_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The x86 CPU's ``family/model`` (``/proc/cpuinfo``: ``26/2`` for an AMD EPYC of the Zen 5
+    generation), which a model name such as ``AMD EPYC`` in a virtual machine leaves out; None where
+    it cannot be read. Two CPUs of one capability but different generations may round a convolution
+    differently, and this tells them apart in a model's record."""
+    fields: dict[str, str] = {}
+    try:
+        for line in Path(cpuinfo).read_text().splitlines():
+            key, sep, value = line.partition(":")
+            key = key.strip()
+            if not sep:
+                if fields:
+                    break  # the first processor's block is enough
+                continue
+            if key in ("cpu family", "model") and key not in fields:
+                fields[key] = value.strip()
+    except OSError:
+        return None
+    if "cpu family" in fields and "model" in fields:
+        return f"{fields['cpu family']}/{fields['model']}"
+    return None
+
+
+def cpu_description() -> str:
+    """``AMD EPYC (family/model 26/2)``: :func:`cpu_name` with :func:`cpu_family_model` where known,
+    as a training session records it (``execution.jsonl``'s ``cpu``)."""
+    family_model = cpu_family_model()
+    return cpu_name() + (f" (family/model {family_model})" if family_model else "")
 
 
 def native_cpu_bf16() -> bool:

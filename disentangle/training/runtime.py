@@ -42,6 +42,7 @@ from .._core.hardware import (  # noqa: F401  (choose_channels_last: re-exported
     choose_channels_last,
     choose_conv_transpose_via_conv,
     cpu_capability,
+    cpu_description,
     keep_freed_memory,
 )
 from .._core.threads import apply_threads, wait_policy
@@ -159,6 +160,7 @@ class Execution:
     placement: str = "device"  # data.placement: the images on the training device, or streamed from the host
     placement_reason: str = "not chosen"
     precision_reason: str = "train.precision"  # or why this session trains in another (Trainer.fit's precision)
+    cpu: str = "unknown"  # the CPU's model and x86 family/model: two generations of one capability round apart
 
     def describe(self) -> str:
         """One line for the terminal: ``execution: cpu (AVX512), channels-last on (...), ...``."""
@@ -232,4 +234,4 @@ def choose_execution(
     allocator = keep_freed_memory() if device.type == "cpu" else "unchanged (not a CPU run)"
     return Execution(str(device), capability, precision, channels_last, cl_reason, materialize, m_reason, allocator,
                      via_conv, via_conv_reason, threads=threads.threads, threads_reason=threads.reason,
-                     wait_policy=policy, wait_policy_reason=policy_reason)
+                     wait_policy=policy, wait_policy_reason=policy_reason, cpu=cpu_description())

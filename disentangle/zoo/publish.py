@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .._core.atomic import atomic_write_bytes
+from .._core.hardware import cpu_family_model, cpu_name  # noqa: F401  (published here since 0.2)
 from ..errors import ConfigError, DisentangleError
 from ..metrics.names import PUBLISHED_METRICS
 from ..metrics.results import recorded_settings, settings_identity, stale_metrics
@@ -44,17 +45,6 @@ def check_name(name: str) -> str:
     return name
 
 
-def cpu_name() -> str:
-    """The CPU model (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def cpu_bf16_flags() -> list[str]:
     """The CPU's native bf16 instruction sets (``avx512_bf16``, ``amx_bf16`` in ``/proc/cpuinfo``):
     where bf16 autocast is fast on a CPU. Empty when there are none or the flags cannot be read."""
@@ -68,14 +58,15 @@ def cpu_bf16_flags() -> list[str]:
 
 
 def machine_info() -> dict[str, Any]:
-    """The machine publishing the model: OS, architecture, CPU model, core count, torch's CPU
-    capability and the CPU's native bf16 flags, torch (and the GPU when there is one)."""
+    """The machine publishing the model: OS, architecture, CPU model and its x86 family/model, core
+    count, torch's CPU capability and the CPU's native bf16 flags, torch (and the GPU when there is one)."""
     import torch
 
     info: dict[str, Any] = {
         "system": f"{platform.system()} {platform.release()}",
         "architecture": platform.machine(),
         "cpu": cpu_name(),
+        "cpu_family_model": cpu_family_model(),
         "cpu_count": os.cpu_count(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_bf16": cpu_bf16_flags(),

@@ -430,6 +430,9 @@ def test_materialized_run_equals_rendered_run_and_says_so(tmp_path, one_thread, 
     sessions = [json.loads(line) for line in (auto / "execution.jsonl").read_text().splitlines()]
     assert [(r["step"], r["materialize"]) for r in sessions] == [(0, False), (2, True), (5, False)]
     assert {r["precision"] for r in sessions} == {"fp32"}  # what trained, auto resolved
+    from disentangle._core.hardware import cpu_description
+
+    assert {r["cpu"] for r in sessions} == {cpu_description()}  # the machine of each session, by generation
     assert sessions[0]["materialize_reason"].startswith("auto: 2 steps") and sessions[2]["materialize_reason"] == "set"
     assert _loss_fields(_records(auto))[:4] == _loss_fields(_records(rendered))
     ids = {run_id(load_config(None, overrides(tmp_path, 4, **{"data.materialize": v}))) for v in ("auto", "true", "false")}

@@ -522,3 +522,18 @@ def test_a_later_manifest_that_lists_a_retired_model_makes_it_loadable_again(tmp
     monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", os.pathsep.join([str(shipped_like), str(mine)]))
     assert NAME not in zoo.catalog.retired()
     assert_same_weights(zoo.load(NAME), run)
+
+
+def test_the_machine_record_names_the_cpus_family_and_model(tmp_path):
+    """``AMD EPYC`` names three generations in these virtual machines; ``cpu family``/``model`` of
+    the first processor tell them apart (``26/2``: Zen 5), and a file without them gives None."""
+    from disentangle.zoo.publish import cpu_family_model, machine_info
+
+    block = ("processor\t: {n}\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+             "model name\t: AMD EPYC\nflags\t\t: fpu avx512f avx512_bf16\n")
+    (tmp_path / "cpuinfo").write_text(block.format(n=0) + "\n" + block.format(n=1).replace(": 26", ": 25") + "\n")
+    assert cpu_family_model(str(tmp_path / "cpuinfo")) == "26/2"
+    (tmp_path / "arm").write_text("processor\t: 0\nBogoMIPS\t: 50.00\nCPU part\t: 0xd0c\n")
+    assert cpu_family_model(str(tmp_path / "arm")) is None
+    assert cpu_family_model(str(tmp_path / "missing")) is None
+    assert "cpu_family_model" in machine_info()

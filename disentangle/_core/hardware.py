@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import platform
-from pathlib import Path
 
 import torch
 
@@ -17,27 +16,37 @@ import torch
 CPU_BF16_ENV = "DISENTANGLE_CPU_BF16"
 
 
-def _cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
+def _cpuinfo(cpuinfo: str = "/proc/cpuinfo") -> dict[str, str]:
+    """The first processor's ``key: value`` lines of ``/proc/cpuinfo`` (every processor of these
+    machines is the same model); empty where the file cannot be read (not Linux)."""
+    fields: dict[str, str] = {}
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:
             for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "flags":
-                    return set(value.split())
+                key, sep, value = line.partition(":")
+                if not sep:
+                    if fields:
+                        break  # the blank line after the first processor's block
+                    continue
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return set()
+    return fields
+
+
+def _cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
+    return set(_cpuinfo(cpuinfo).get("flags", "").split())
+
+
+def cpu_bf16_flags() -> list[str]:
+    """The CPU's native bf16 instruction sets (``avx512_bf16``, ``amx_bf16`` in ``/proc/cpuinfo``):
+    where bf16 autocast is fast on a CPU. Empty when there are none or the flags cannot be read."""
+    return sorted(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
 
 
 def cpu_name() -> str:
     """The CPU model (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
 
 
 def cpu_family_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
@@ -45,19 +54,7 @@ def cpu_family_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     generation), which a model name such as ``AMD EPYC`` in a virtual machine leaves out; None where
     it cannot be read. Two CPUs of one capability but different generations may round a convolution
     differently, and this tells them apart in a model's record."""
-    fields: dict[str, str] = {}
-    try:
-        for line in Path(cpuinfo).read_text().splitlines():
-            key, sep, value = line.partition(":")
-            key = key.strip()
-            if not sep:
-                if fields:
-                    break  # the first processor's block is enough
-                continue
-            if key in ("cpu family", "model") and key not in fields:
-                fields[key] = value.strip()
-    except OSError:
-        return None
+    fields = _cpuinfo(cpuinfo)
     if "cpu family" in fields and "model" in fields:
         return f"{fields['cpu family']}/{fields['model']}"
     return None

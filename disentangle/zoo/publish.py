@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .._core.atomic import atomic_write_bytes
-from .._core.hardware import cpu_family_model, cpu_name  # noqa: F401  (published here since 0.2)
+from .._core.hardware import cpu_bf16_flags, cpu_family_model, cpu_name
 from ..errors import ConfigError, DisentangleError
 from ..metrics.names import PUBLISHED_METRICS
 from ..metrics.results import recorded_settings, settings_identity, stale_metrics
@@ -43,18 +43,6 @@ def check_name(name: str) -> str:
             f"beta_vae-sprites-beta4-cpu20k-ref-s0 (recipe name, schedule, seed)."
         )
     return name
-
-
-def cpu_bf16_flags() -> list[str]:
-    """The CPU's native bf16 instruction sets (``avx512_bf16``, ``amx_bf16`` in ``/proc/cpuinfo``):
-    where bf16 autocast is fast on a CPU. Empty when there are none or the flags cannot be read."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return sorted(f for f in line.split(":", 1)[1].split() if f in ("avx512_bf16", "amx_bf16"))
-    except OSError:
-        pass
-    return []
 
 
 def machine_info() -> dict[str, Any]:

@@ -12,6 +12,13 @@ zoo's 20,000-step reference-init model of that objective (its steps over its pub
 whatever its precision and machine: a rough guide, marked ``zoo``). Then the thread-hours left.
 Reads the run folders only, so it is safe beside the lanes. On a CPU without native bf16 it says which
 bf16 runs wait for a machine with it (``resume.sh`` leaves them out there).
+
+    python benchmarks/campaign300k/status.py [CAMPAIGN_DIR] --sessions
+
+adds, for every run folder on this machine, how it was trained: its spans of steps on one kind of
+machine in one precision (consecutive sessions of the same CPU and precision make one span; the CPU
+as ``execution.jsonl`` names it, its x86 family/model where recorded, else torch's CPU capability),
+each span's hours of training (``wall_time_s`` of ``log.jsonl``, pauses left out) and its rate.
 """
 from __future__ import annotations
 
@@ -64,6 +71,68 @@ def session_precision(run_dir: Path, precision: str) -> str:
     except (OSError, IndexError, ValueError):
         return precision
     return precision if now == precision else f"{precision}>{now}"
+
+
+def _records(path: Path) -> list[dict]:
+    """The complete JSON lines of a file being appended to (a line being written is left out)."""
+    out = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int):
+            out.append(record)
+    return out
+
+
+def _machine(record: dict) -> str:
+    """The CPU (or GPU) of an ``execution.jsonl`` record: its name with the x86 family/model where the
+    trainer recorded it (since 2026-11-29), else the device and torch's CPU capability."""
+    if record.get("cpu"):
+        return str(record["cpu"])
+    if record.get("device", "cpu") != "cpu":
+        return str(record.get("device"))
+    return f"CPU {record.get('cpu_capability', '?')}"
+
+
+def spans(run_dir: Path) -> list[dict]:
+    """How a run folder was trained: ``{"start", "end", "precision", "machine", "hours", "rate"}`` per
+    span of steps that one kind of machine trained in one precision, in order. A session starts at
+    the step of its ``execution.jsonl`` record and ends where the next one starts (the last at the
+    last logged step); consecutive sessions of the same machine and precision merge. Hours are the
+    difference of ``log.jsonl``'s ``wall_time_s`` (the trainer's clock, pauses left out) at the span's
+    ends, each read off the last record at or before that step (records every ``log_every`` steps)."""
+    sessions = _records(run_dir / "execution.jsonl")
+    log = [r for r in _records(run_dir / "log.jsonl") if isinstance(r.get("wall_time_s"), (int, float))]
+    if not sessions or not log:
+        return []
+    last_step = log[-1]["step"]
+
+    def wall(step: int) -> float:
+        before = [r["wall_time_s"] for r in log if r["step"] <= step]
+        return float(before[-1]) if before else 0.0
+
+    out: list[dict] = []
+    for i, record in enumerate(sessions):
+        start = record["step"]
+        end = sessions[i + 1]["step"] if i + 1 < len(sessions) else last_step
+        if end <= start:
+            continue
+        kind = (record.get("precision", "?"), _machine(record))
+        if out and (out[-1]["precision"], out[-1]["machine"]) == kind and out[-1]["end"] == start:
+            out[-1]["end"] = end
+        else:
+            out.append({"start": start, "end": end, "precision": kind[0], "machine": kind[1]})
+    for span in out:
+        seconds = wall(span["end"]) - wall(span["start"])
+        span["hours"] = seconds / 3600
+        span["rate"] = (span["end"] - span["start"]) / seconds if seconds > 0 else None
+    return out
 
 
 def run_state(state: str, config: dict, published: set[str]) -> str:
@@ -148,6 +217,8 @@ def hours_left(row: dict) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    show_spans = "--sessions" in args
+    args = [a for a in args if a != "--sessions"]
     campaign = Path(args[0]).expanduser() if args else Path.home() / "campaign300k"
     table = rows(campaign)
     fill_rates(table)
@@ -174,7 +245,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"This CPU has no native bf16 ({cpu_capability()}): its lanes train the fp32 runs only, and "
               f"{len(waiting)} bf16 runs wait for a machine with it ({', '.join(waiting)}), or train here "
               f"as their fp32 twins where they have one (zoo_sprites_ref300k_factor_fp32).")
+    if show_spans:
+        print_spans(campaign, table)
     return 0
+
+
+def print_spans(campaign: Path, table: list[dict]) -> None:
+    """Each run folder's spans (:func:`spans`), and the training hours of the published runs whose
+    folders are elsewhere (their zoo record's wall time and the CPU it was published on)."""
+    print("\nhow each run was trained (steps, precision, machine, hours of training, steps/s):")
+    models = read_manifest(SHIPPED_MANIFEST)["models"]
+    for row in table:
+        run_dir = campaign / row["sweep"] / "runs" / row["run_id"]
+        found = spans(run_dir)
+        name = f"{row['objective']} s{row['seed']} ({row['sweep']} {row['run_id']})"
+        if found:
+            total = sum(s["hours"] for s in found)
+            print(f"{name}: {found[-1]['end']:,} steps, {total:.2f} h")
+            for s in found:
+                rate = f"{s['rate']:.1f}" if s["rate"] else "-"
+                print(f"    {s['start']:>7,}-{s['end']:>7,}  {s['precision']:5} {s['machine']:36} "
+                      f"{s['hours']:6.2f} h {rate:>6} steps/s")
+        elif row["state"] == "published":
+            record = next((models[n] for n in (row["zoo"], row["zoo"].replace("-cpu300k-", "-gpu300k-"))
+                           if n in models), {})
+            machine = record.get("machine", {})
+            hours = (record.get("wall_time_s") or 0) / 3600
+            print(f"{name}: published, {record.get('trained_steps', 0):,} steps, {hours:.2f} h; published on "
+                  f"{machine.get('cpu', '?')} ({machine.get('cpu_capability', '?')}); its folder is on the "
+                  f"machine that trained it")
 
 
 if __name__ == "__main__":

@@ -512,6 +512,38 @@ def test_the_campaign_status_counts_the_hours_left_from_the_rates_it_has(tmp_pat
     assert status.run_state("partial", config, set()) == "partial"
 
 
+def test_the_campaign_status_tells_the_spans_of_machine_and_precision_that_trained_a_run(tmp_path):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "status.py"
+    spec = importlib.util.spec_from_file_location("campaign_status", path)
+    status = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(status)
+    run = tmp_path / "run"
+    run.mkdir()
+    # four sessions: two on an AVX2 CPU in fp32 (a restart at 2,000), one in bf16 elsewhere, one back
+    sessions = [{"step": 0, "precision": "fp32", "cpu_capability": "AVX2"},
+                {"step": 2_000, "precision": "fp32", "cpu_capability": "AVX2"},
+                {"step": 5_050, "precision": "bf16", "cpu": "AMD EPYC (family/model 26/2)"},
+                {"step": 9_000, "precision": "fp32", "cpu": "AMD EPYC (family/model 23/1)"}]
+    (run / "execution.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sessions))
+    # the clock: 2 s a step up to 5,000 (fp32), 0.5 s a step to 9,000, 4 s a step after
+    def clock(step):
+        return 2.0 * min(step, 5_000) + 0.5 * max(0, min(step, 9_000) - 5_000) + 4.0 * max(0, step - 9_000)
+    lines = [json.dumps({"step": s, "steps_per_s": 1.0, "wall_time_s": clock(s)}) for s in range(100, 10_001, 100)]
+    lines.insert(30, json.dumps({"step": 3_000, "metrics": {"mig": {"mig": 0.1}}}))  # an evaluation: no clock
+    (run / "log.jsonl").write_text("\n".join(lines) + "\n{\"step\": 10")
+    found = status.spans(run)
+    assert [(s["start"], s["end"], s["precision"], s["machine"]) for s in found] == [
+        (0, 5_050, "fp32", "CPU AVX2"), (5_050, 9_000, "bf16", "AMD EPYC (family/model 26/2)"),
+        (9_000, 10_000, "fp32", "AMD EPYC (family/model 23/1)")]
+    # a span's ends are read off the last record at or before them (5,050 -> the record at 5,000)
+    assert [s["hours"] for s in found] == pytest.approx(
+        [clock(5_000) / 3600, (clock(9_000) - clock(5_000)) / 3600, (clock(10_000) - clock(9_000)) / 3600])
+    assert found[2]["rate"] == pytest.approx(1_000 / 4_000)
+    assert status.spans(tmp_path / "absent") == []
+
+
 def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those():
     import importlib.util
 

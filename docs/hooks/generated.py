@@ -468,6 +468,20 @@ def time_to_disentangle() -> str:
     return f"[![MIG against training steps, per objective (click for full size)]({link})]({link})\n\n{body}"
 
 
+def trajectories_300k() -> str:
+    """The 300k campaign's trajectories: ``benchmarks/trajectories_300k.png`` and the table of
+    ``benchmarks/trajectories_300k.md`` (its title left out), as ``benchmarks/trajectories_300k.py``
+    wrote them from ``benchmarks/campaign300k/trajectories.csv``."""
+    figure = BENCHMARKS / "trajectories_300k.png"
+    table = BENCHMARKS / "trajectories_300k.md"
+    if not figure.is_file() or not table.is_file():
+        raise KeyError("benchmarks/trajectories_300k.png and .md are missing: run benchmarks/trajectories_300k.py --from-data")
+    text = table.read_text()
+    body = text.split("\n", 1)[1].strip() if text.startswith("# ") else text.strip()
+    link = f"../../benchmarks/{figure.name}"
+    return f"[![MIG and DCI against steps over the published schedule (click for full size)]({link})]({link})\n\n{body}"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "pretrained-scores": pretrained_scores,
     "pretrained-seeds": pretrained_seeds,
@@ -482,6 +496,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "registered-callbacks": registered_callbacks,
     "more-figures": more_figures,
     "time-to-disentangle": time_to_disentangle,
+    "trajectories-300k": trajectories_300k,
     "shipped-configs": shipped_configs,
     "shipped-sweeps": shipped_sweeps,
 }

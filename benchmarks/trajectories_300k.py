@@ -303,7 +303,18 @@ def precision_switches(points: list[tuple[int, dict]]) -> list[tuple[int, dict, 
     return out
 
 
-def figure(rows: list[dict]) -> None:
+def shared_limits(rows: list[dict]) -> tuple[float, float]:
+    """The top of the y axis of every MIG panel and of every DCI panel: one scale across the
+    objectives, from 0 to a little above the highest value drawn (the rotated MIGs and the published
+    band included), so a near-zero objective reads as near zero and not as a trend magnified."""
+    migs = [v for r in rows for v in (r.get("mig"), r.get("mig_rotated")) if v is not None]
+    migs += [high for objective, (_, high) in PUBLISHED_MIG.items() if any(r["objective"] == objective for r in rows)]
+    dcis = [r["dci_disentanglement"] for r in rows if r.get("dci_disentanglement") is not None]
+    return 1.05 * max(migs, default=1.0), 1.05 * max(dcis, default=1.0)
+
+
+def figure(rows: list[dict]):
+    """Draws :data:`FIGURE` and returns the matplotlib ``Figure``."""
     from matplotlib.figure import Figure
 
     objectives = objectives_of(rows)
@@ -336,6 +347,11 @@ def figure(rows: list[dict]) -> None:
         if i % ncols == 0:
             top.set_ylabel("MIG (×: after the best rotation\nof the position plane)")
             bottom.set_ylabel("DCI disentanglement")
+    mig_top, dci_top = shared_limits(rows)
+    for r in range(pairs):
+        for c in range(ncols):
+            axes[2 * r, c].set_ylim(0, mig_top)
+            axes[2 * r + 1, c].set_ylim(0, dci_top)
     for i in range(len(objectives), pairs * ncols):  # the last row's empty places
         axes[2 * (i // ncols), i % ncols].set_visible(False)
         axes[2 * (i // ncols) + 1, i % ncols].set_visible(False)
@@ -345,6 +361,7 @@ def figure(rows: list[dict]) -> None:
     title = "The published schedule: 300,000 steps, batch 64 (procedural sprites, reference init)"
     fig.suptitle(textwrap.fill(title, width=max(30, int(12 * fig.get_figwidth()))), fontsize=10)
     fig.savefig(FIGURE, dpi=110)
+    return fig
 
 
 def _mean_sd(values: list[float], digits: int = 3) -> str:

@@ -212,8 +212,17 @@ def test_trajectories_figure_is_drawn(tmp_path, benchmark_script, monkeypatch):
     rows = [{"run_id": "a", "objective": "beta_tcvae", "seed": 0, "step": s, "mig": 0.1, "dci_disentanglement": 0.2,
              "mig_rotated": 0.2 if s == 20_000 else None, "precision": "bf16" if s == 10_000 else "bf16>fp32"}
             for s in (10_000, 20_000)]
-    script.figure(rows)
+    rows.append({"run_id": "b", "objective": "dip_vae_i", "seed": 0, "step": 10_000, "mig": 0.03,
+                 "dci_disentanglement": 0.5, "mig_rotated": None, "precision": "fp32"})
+    fig = script.figure(rows)
     assert (tmp_path / "t.png").stat().st_size > 1000
+    # one scale for every objective: MIG up to the published band's top (0.3), DCI up to 0.5
+    mig_top, dci_top = script.shared_limits(rows)
+    assert (mig_top, dci_top) == pytest.approx((1.05 * 0.3, 1.05 * 0.5))
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == 4
+    assert sorted(v for ax in visible for v in ax.get_ylim()) == pytest.approx(
+        sorted([0, mig_top] * 2 + [0, dci_top] * 2))
 
 
 def test_the_gpu_sessions_sweep_files_keep_the_campaigns_run_ids(tmp_path):

@@ -35,6 +35,13 @@ in it: ``resume.sh`` passes ``bf16`` on a CPU with native bf16, so an fp32 Facto
 AVX2 machine goes on in bf16 there (the precision of the campaign's FactorVAE runs, where its
 A/B held, and the faster one on such a CPU) instead of in fp32; the run keeps its config, id and zoo name, and the notes name
 both precisions' steps as for ``--continue-in``.
+
+``--twins-last`` puts the twins trained in fp32 for want of native bf16 (the fp32 FactorVAE runs,
+begun or not) after every other run: ``resume.sh`` passes it on a CPU without native bf16. There
+an fp32 FactorVAE step runs at 2–4 steps/s on one thread, against 16–20 in bf16 on a CPU with native
+bf16 (five to eight times faster), while the other fp32 runs (DIP-VAE, InfoVAE, Ada, AnnealedVAE)
+train in fp32 everywhere, about twice as fast on the AVX512 CPUs as on the AVX2 ones as far as
+measured: a thread of an AVX2 session moves the campaign furthest on them. The twins still come, once the rest is trained.
 """
 from __future__ import annotations
 
@@ -75,6 +82,7 @@ def parse_runs(text: str) -> dict[str, set[int]]:
 def lane_files(
     out: Path, zoo: set[str], *, precisions: set[str] | None = None, runs: dict[str, set[int]] | None = None,
     campaign: Path | None = None, continue_in: str | None = None, twins_in: str | None = None,
+    twins_last: bool = False,
 ) -> list[tuple[Path, str, str | None]]:
     """Write a sweep file per run still to train into ``out``; ``[(file, sweep name)]`` in order.
     ``precisions`` and ``runs`` (:func:`parse_runs`), where given, keep only the runs they name.
@@ -83,12 +91,13 @@ def lane_files(
     began before it starts more. ``continue_in``: a partial run at a precision outside ``precisions``
     is kept, to be continued in ``continue_in`` (the third item of its entry; None for the others).
     ``twins_in``: a partial run whose twin (one zoo name, another sweep) trains in ``twins_in`` is
-    continued in ``twins_in`` (a begun fp32 FactorVAE twin on a machine with native bf16)."""
+    continued in ``twins_in`` (a begun fp32 FactorVAE twin on a machine with native bf16).
+    ``twins_last``: the fp32 runs with a bf16 twin come after all others (a CPU without native bf16)."""
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*.yaml"):
         stale.unlink()
-    # (sweep, not partial, order, sweep, config, name, precision to continue in, zoo name)
-    planned: list[tuple[int, bool, int, str, dict, str, str | None, str]] = []
+    # (deferred, sweep, not partial, order, sweep, config, name, precision to continue in, zoo name)
+    planned: list[tuple[bool, int, bool, int, str, dict, str, str | None, str]] = []
     begun = set()  # the zoo names of the runs with a checkpoint here, whatever their precision
     trained_in: dict[str, set[str]] = {}  # zoo name -> the precisions of its runs (two for twins)
     for sweep in SWEEPS:
@@ -132,20 +141,26 @@ def lane_files(
                     resume_in = twins_in
                     print(f"# continued in {twins_in} as its twin trains: {sweep} {spec.run_id} ({objective} "
                           f"s{seed}, partial, {precision})", file=sys.stderr)
-                planned.append((sweep_index, not partial, len(planned), sweep, narrowed, f"{objective}-s{seed}",
-                                resume_in, zoo_name(spec.config, "cpu")))
+                deferred = (twins_last and precision == "fp32" and resume_in is None
+                            and "bf16" in trained_in[zoo_name(spec.config, "cpu")])
+                planned.append((deferred, sweep_index, not partial, len(planned), sweep, narrowed,
+                                f"{objective}-s{seed}", resume_in, zoo_name(spec.config, "cpu")))
     # twins (the same model in another precision, one zoo name: zoo_sprites_ref300k_factor_fp32.yaml):
     # one of them only, the one begun, else the first in the campaign's order
     chosen: dict[str, tuple] = {}
-    for item in sorted(planned, key=lambda p: (p[1], p[0], p[2])):
+    for item in sorted(planned, key=lambda p: (p[2], p[1], p[3])):
         if item[-1] in chosen:
-            print(f"# twin left out: {item[3]} {item[5]} (the model {item[-1]} is trained as "
-                  f"{chosen[item[-1]][3]} {chosen[item[-1]][5]})", file=sys.stderr)
+            print(f"# twin left out: {item[4]} {item[6]} (the model {item[-1]} is trained as "
+                  f"{chosen[item[-1]][4]} {chosen[item[-1]][6]})", file=sys.stderr)
             continue
         chosen[item[-1]] = item
     planned = [item for item in planned if chosen[item[-1]] is item]
     files = []
-    for *_, sweep, narrowed, name, resume_in, _ in sorted(planned, key=lambda p: p[:3]):
+    for item in planned:
+        if item[0]:
+            print(f"# after the rest: {item[4]} {item[6]} (an fp32 twin: its bf16 twin trains five to eight "
+                  f"times faster on a CPU with native bf16)", file=sys.stderr)
+    for *_, sweep, narrowed, name, resume_in, _ in sorted(planned, key=lambda p: p[:4]):
         file = out / f"{len(files):02d}-{sweep}-{name}.yaml"
         file.write_text(yaml.safe_dump(narrowed, sort_keys=False))
         files.append((file, sweep, resume_in))
@@ -164,6 +179,8 @@ def main() -> None:
                    help="keep the partial runs --precisions leaves out, continued in this precision")
     p.add_argument("--twins-in", default=None, choices=("fp32", "bf16"),
                    help="continue a partial run in this precision where its twin trains in it")
+    p.add_argument("--twins-last", action="store_true",
+                   help="the fp32 runs with a bf16 twin after all the others (a CPU without native bf16)")
     args = p.parse_args()
     precisions = None if args.precisions is None else {x.strip() for x in args.precisions.split(",") if x.strip()}
     try:
@@ -174,7 +191,7 @@ def main() -> None:
         p.error("--continue-in and --twins-in need --campaign DIR (where the partial runs are)")
     for file, sweep, resume_in in lane_files(args.out, published(), precisions=precisions, runs=runs,
                                              campaign=args.campaign, continue_in=args.continue_in,
-                                             twins_in=args.twins_in):
+                                             twins_in=args.twins_in, twins_last=args.twins_last):
         print(f"{file}\t{sweep}" + (f"\t{resume_in}" if resume_in else ""))
 
 

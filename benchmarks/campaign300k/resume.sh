@@ -75,11 +75,18 @@ if [ -z "${CAMPAIGN_PRECISIONS:-}" ]; then
     if [ "$native_bf16" = 1 ]; then CAMPAIGN_PRECISIONS=bf16,fp32; else CAMPAIGN_PRECISIONS=fp32; fi
 fi
 if [ -z "${CAMPAIGN_TWINS_IN:-}" ] && [ "$native_bf16" = 1 ]; then CAMPAIGN_TWINS_IN=bf16; fi
+# CAMPAIGN_TWINS_LAST=1 (the default on a CPU without native bf16; 0 turns it off) trains the fp32
+# FactorVAE twins after every other run: five to eight times slower there than their bf16 twins on a
+# CPU with native bf16, while the other fp32 runs lose about two times there (lane_files.py --twins-last).
+if [ -z "${CAMPAIGN_TWINS_LAST:-}" ]; then
+    if [ "$native_bf16" = 1 ]; then CAMPAIGN_TWINS_LAST=0; else CAMPAIGN_TWINS_LAST=1; fi
+fi
 lane_args=(--precisions "$CAMPAIGN_PRECISIONS" --campaign "$CAMPAIGN")  # each sweep's partial runs first
 [ -n "${CAMPAIGN_RUNS:-}" ] && lane_args+=(--runs "$CAMPAIGN_RUNS")
 [ -n "${CAMPAIGN_CONTINUE_IN:-}" ] && lane_args+=(--continue-in "$CAMPAIGN_CONTINUE_IN")
 [ -n "${CAMPAIGN_TWINS_IN:-}" ] && [ "$CAMPAIGN_TWINS_IN" != none ] && lane_args+=(--twins-in "$CAMPAIGN_TWINS_IN")
-echo "precisions trained on this machine: $CAMPAIGN_PRECISIONS${CAMPAIGN_RUNS:+; runs: $CAMPAIGN_RUNS}${CAMPAIGN_CONTINUE_IN:+; partial runs of other precisions continued in $CAMPAIGN_CONTINUE_IN}${CAMPAIGN_TWINS_IN:+; begun twins continued in $CAMPAIGN_TWINS_IN}"
+[ "$CAMPAIGN_TWINS_LAST" = 1 ] && lane_args+=(--twins-last)
+echo "precisions trained on this machine: $CAMPAIGN_PRECISIONS${CAMPAIGN_RUNS:+; runs: $CAMPAIGN_RUNS}${CAMPAIGN_CONTINUE_IN:+; partial runs of other precisions continued in $CAMPAIGN_CONTINUE_IN}${CAMPAIGN_TWINS_IN:+; begun twins continued in $CAMPAIGN_TWINS_IN}$([ "$CAMPAIGN_TWINS_LAST" = 1 ] && echo '; the fp32 twins after the rest')"
 python benchmarks/campaign300k/lane_files.py "$CAMPAIGN/lanes" "${lane_args[@]}" > "$CAMPAIGN/lanes.txt"
 lane() {  # every run in order, one at a time on one thread; a failed or busy run does not stop it,
     # an interrupted sweep (130: save.sh's Ctrl-C) or a killed one does. A shell started in the background

@@ -502,13 +502,19 @@ def test_the_position_code_diagnosis_recovers_planted_codes(benchmark_script, rn
     assert collapsed["active"] == 1 and collapsed["carry_y"] == 0 and collapsed["knn_y"] < 0.05
 
 
-def test_the_campaign_status_counts_the_hours_left_from_the_rates_it_has(tmp_path, monkeypatch):
+def _status():
+    """``benchmarks/campaign300k/status.py`` as a module."""
     import importlib.util
 
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "status.py"
     spec = importlib.util.spec_from_file_location("campaign_status", path)
     status = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(status)
+    return status
+
+
+def test_the_campaign_status_counts_the_hours_left_from_the_rates_it_has(tmp_path, monkeypatch):
+    status = _status()
     run = tmp_path / "run"
     run.mkdir()
     lines = [json.dumps({"step": 100 * i, "steps_per_s": 50.0 if i <= 10 else 10.0 + (i % 2)}) for i in range(1, 41)]
@@ -554,12 +560,7 @@ def test_the_campaign_status_counts_the_hours_left_from_the_rates_it_has(tmp_pat
 
 
 def test_the_campaign_status_tells_the_spans_of_machine_and_precision_that_trained_a_run(tmp_path):
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "status.py"
-    spec = importlib.util.spec_from_file_location("campaign_status", path)
-    status = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(status)
+    status = _status()
     run = tmp_path / "run"
     run.mkdir()
     # four sessions: two on an AVX2 CPU in fp32 (a restart at 2,000), one in bf16 elsewhere, one back

@@ -65,12 +65,22 @@ PUBLISHED_MIG = {"beta_vae": (0.2, 0.3), "beta_tcvae": (0.2, 0.3), "factor_vae":
 COLUMNS = ["run_id", "objective", "seed", "precision", "step", "mig", "dci_disentanglement", "dci_completeness",
            "dci_informativeness", "factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents",
            "active_latents"]
+#: the columns that hold counts: read back as ``int``, so that a rewrite keeps ``76``, not ``76.0``
+INTEGER_COLUMNS = ("seed", "step", "position_latents", "active_latents")
 #: the columns computed on a kept checkpoint (milestone_scores)
 MILESTONE_COLUMNS = ("factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents", "active_latents")
 
 
 def _float(value) -> float | None:
     return None if value in (None, "") or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def _cell(column: str, value):
+    """A CSV cell read back: text for the names, ``int`` for the counts, ``float`` for the scores."""
+    if column in ("run_id", "objective", "precision"):
+        return value
+    number = _float(value)
+    return int(number) if number is not None and column in INTEGER_COLUMNS else number
 
 
 def precision_before(run: Path, precision: str) -> Callable[[int], str]:
@@ -161,8 +171,7 @@ def read_data() -> list[dict]:
     if not DATA.exists():
         return []
     with DATA.open() as f:
-        return [{k: (v if k in ("run_id", "objective", "precision") else _float(v)) for k, v in row.items()}
-                for row in csv.DictReader(f)]
+        return [{k: _cell(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
 def write_data(rows: list[dict]) -> None:

@@ -55,7 +55,7 @@ def test_every_objective_trains_finite_and_resumes_bit_exactly(name, tmp_path, t
 #: settings that make any metric quick on a small grid (given only where the metric has them)
 _SMALL = {
     "num_train": 300, "num_eval": 150, "num_test": 150, "num_variance_estimate": 300, "batch_size": 8,
-    "num_samples": 64, "num_points": 300, "n_jobs": 1,
+    "num_samples": 64, "num_points": 300, "n_jobs": 1, "steps": 50,
 }
 
 

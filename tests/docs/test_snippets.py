@@ -68,6 +68,12 @@ def test_the_pages_python_snippets_run_as_written(page, quickstart_folder, monke
                         **kwargs)
 
     monkeypatch.setattr(disentangle.metrics, "evaluate_metrics", evaluate_small)
+    # the same for the metrics a snippet calls by name: smaller samples, unless it chose its own
+    for name, small in {"mig": {"num_train": 500}, "dci": {"num_train": 300, "num_test": 200}}.items():
+        metric = getattr(disentangle.metrics, name)
+        monkeypatch.setattr(disentangle.metrics, name,
+                            lambda dataset, model, *, _metric=metric, _small=small, **kw: _metric(dataset, model,
+                                                                                                 **{**_small, **kw}))
     # a snippet that trains runs a few steps on one thread, evaluating twice
     import disentangle.config
 

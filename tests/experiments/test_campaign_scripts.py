@@ -65,6 +65,10 @@ def test_trajectories_table_is_the_mean_and_sd_over_seeds(tmp_path, benchmark_sc
         ("s0", 10_000, 0.1), ("s0", 20_000, 0.2), ("s1", 10_000, 0.3), ("s1", 20_000, 0.4)]
     script.write_data(rows)
     again = script.read_data()  # the committed data round-trips
+    text = (tmp_path / "trajectories.csv").read_text()
+    script.write_data(again)
+    assert (tmp_path / "trajectories.csv").read_text() == text  # counts stay counts: 20000, not 20000.0
+    assert ",20000," in text and ",20000.0," not in text
     assert sorted((r["run_id"], int(r["step"]), r["dci_disentanglement"]) for r in again) == [
         ("s0", 10_000, 0.2), ("s0", 20_000, 0.3), ("s1", 10_000, 0.1), ("s1", 20_000, 0.5)]
     table = script.table(again)

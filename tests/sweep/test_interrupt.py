@@ -18,12 +18,14 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups 
 
 
 def _sweep_file(tmp_path: Path) -> Path:
+    # Not materialised: a 200,000-step session would otherwise render the whole grid first (2.8 GiB,
+    # half a minute on a slow CPU) before its first step.
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump({
         "name": "interrupt",
         "base": "quickstart",
         "set": {
-            "data.name": "sprites", "model.backbone": "mlp", "model.hidden_sizes": [64], "model.latent_dim": 4,
+            "data.name": "sprites", "data.materialize": False, "model.backbone": "mlp", "model.hidden_sizes": [64], "model.latent_dim": 4,
             "train.steps": 200000, "train.batch_size": 8, "train.checkpoint_every": 100000, "train.log_every": 10,
             "train.progress": False, "train.traversals": False,
         },

@@ -128,7 +128,7 @@ def _run(tmp_path, name, setting, precision):
     out = tmp_path / name
     config = load_config(None, [
         f"train.out_dir={out}", "train.steps=12", "train.log_every=3", "train.progress=false",
-        "train.traversals=false", "train.checkpoint_every=6", f"train.precision={precision}",
+        "train.traversals=false", "train.checkpoint_every=6", f"train.precision={precision}", "train.batch_size=16",
         f"train.conv_transpose_via_conv={setting}", "train.channels_last=true",
     ])
     trainer = Trainer(config)

@@ -24,6 +24,10 @@ PAGES = ["README.md", "docs/index.md", "docs/getting-started.md", "docs/guides/m
          "docs/guides/datasets.md", "docs/guides/training.md", "docs/guides/zoo.md"]
 
 
+#: the settings the snippets' metric calls run with: small samples (each metric has tests of its own)
+SMALL_SAMPLES = {"mig": {"num_train": 500}, "dci": {"num_train": 300, "num_test": 200}}
+
+
 def python_blocks(text: str) -> list[str]:
     """The bodies of a Markdown page's ```python fenced blocks, in order."""
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
@@ -63,13 +67,11 @@ def test_the_pages_python_snippets_run_as_written(page, quickstart_folder, monke
             return evaluate(dataset, model, metrics, **kwargs)
         names = disentangle.metrics.resolve_metric_names(metrics, model, dataset)
         assert {"mig", "dci", "factor_vae_score"} <= set(names)
-        return evaluate(dataset, model, ["mig", "dci"], settings={"mig": {"num_train": 500},
-                                                                 "dci": {"num_train": 300, "num_test": 200}},
-                        **kwargs)
+        return evaluate(dataset, model, ["mig", "dci"], settings=SMALL_SAMPLES, **kwargs)
 
     monkeypatch.setattr(disentangle.metrics, "evaluate_metrics", evaluate_small)
     # the same for the metrics a snippet calls by name: smaller samples, unless it chose its own
-    for name, small in {"mig": {"num_train": 500}, "dci": {"num_train": 300, "num_test": 200}}.items():
+    for name, small in SMALL_SAMPLES.items():
         metric = getattr(disentangle.metrics, name)
         monkeypatch.setattr(disentangle.metrics, name,
                             lambda dataset, model, *, _metric=metric, _small=small, **kw: _metric(dataset, model,

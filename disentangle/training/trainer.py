@@ -739,12 +739,14 @@ class _Session:
 
     @contextlib.contextmanager
     def outside_the_loop(self):
-        """Time spent here (evaluations, pictures, checkpoints) does not count in ``steps_per_s``."""
-        start = time.perf_counter()
+        """Time spent here (evaluations, pictures, checkpoints) does not count in ``steps_per_s``.
+        A stop of the process in here is left out once, as a pause (:class:`PauseClock`), not also
+        as time outside the loop."""
+        start, paused = time.perf_counter(), self.pauses.seconds
         try:
             yield
         finally:
-            self._outside_s += time.perf_counter() - start
+            self._outside_s += max(0.0, (time.perf_counter() - start) - (self.pauses.seconds - paused))
 
     def stall_message(self, rate: float, step: int, execution: Execution) -> str | None:
         """A warning, once per slowdown, when the training rate falls below :data:`STALL_FRACTION` of

@@ -158,3 +158,21 @@ def benchmark_script() -> Callable:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+#: the most workers ``python -m pytest -n auto`` starts: a worker takes about 1 GB, and beyond a few
+#: workers the longest tests (about 30 s each) bound the suite's time, not the count of workers
+MAX_AUTO_WORKERS = 8
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (the README's test command): a worker per CPU this process may use, its affinity
+    mask and cgroup CPU quota (as ``train.threads: auto`` counts them), at most :data:`MAX_AUTO_WORKERS`.
+    pytest-xdist's own count is psutil's cores of the whole machine, which a container's CPU quota does
+    not lower: a 2-CPU container on a 64-core host would start 64 workers. ``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    still decides where it is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's own hook reads it
+    from disentangle._core.threads import choose_threads
+
+    return min(choose_threads("auto", environ={}).threads, MAX_AUTO_WORKERS)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from disentangle._core import threads
 from disentangle._core.threads import (
     ThreadChoice,
     cgroup_cpu_quota,
@@ -186,3 +187,18 @@ def test_cli_threads_option_refuses_bad_values_with_exit_2(module, tmp_path):
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "--threads is 0; expected 'auto'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("affinity", "quota", "expected"), [(2, None, 2), (64, 2.0, 2), (64, 3.5, 4), (64, None, 8)])
+def test_auto_test_workers_are_the_usable_cpus_at_most_eight(pytestconfig, monkeypatch, affinity, quota, expected):
+    # the README's `pytest -n auto`: a container's quota lowers the count, a large machine is capped
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # not a count of CPUs: left out
+    monkeypatch.setattr(threads, "affinity_cpus", lambda: affinity)
+    monkeypatch.setattr(threads, "cgroup_cpu_quota", lambda: quota)
+    assert pytestconfig.hook.pytest_xdist_auto_num_workers(config=pytestconfig) == expected
+
+
+def test_auto_test_workers_follow_pytest_xdists_variable_where_it_is_set(pytestconfig, monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "3")
+    assert pytestconfig.hook.pytest_xdist_auto_num_workers(config=pytestconfig) == 3

@@ -1,15 +1,23 @@
 """Keep a copy of a long campaign's checkpoints at milestone steps, for the scores that are too
 costly to compute during training (the FactorVAE score encodes the whole factor grid: about four
-minutes on one CPU thread, against seconds for MIG and DCI on 10,000 points).
+minutes on one CPU thread, against seconds for MIG and DCI on 10,000 points; the position code of
+``position_basis.py`` takes seconds, but needs the model of that step).
 
-    python benchmarks/campaign_milestones.py SWEEP_DIR [SWEEP_DIR ...] --out MILESTONES_DIR [--steps 20000,100000,200000]
+    python benchmarks/campaign_milestones.py SWEEP_DIR [SWEEP_DIR ...] --out MILESTONES_DIR \
+        [--multiple-of 10000] [--steps 20000,100000,200000]
 
 Watches ``SWEEP_DIR/runs/*/checkpoint.pt`` of every sweep folder given (polling every ``--every`` seconds) and copies a
 checkpoint whose step is a milestone to ``MILESTONES_DIR/<run id>/step_<N>/`` with the run's
 ``config.yaml``: a run folder of its own, which ``python -m disentangle.evaluate`` and
-``benchmarks/position_basis.py`` read as any other. The trainer writes checkpoints every
-``train.checkpoint_every`` steps, so a milestone must be a multiple of it and the poll must come
-before the next checkpoint replaces it (``--every`` well under the time between checkpoints).
+``benchmarks/position_basis.py`` read as any other. A milestone is a step of ``--steps`` or a
+multiple of ``--multiple-of`` (default 10,000, the campaign's ``train.eval_every``, so that every
+logged evaluation has its model kept: ``trajectories_300k.py`` scores the position code on each, the
+FactorVAE score on those of its table; 0 keeps the ``--steps`` only). A kept checkpoint is a whole
+trainer checkpoint (8.3 MB for a β-VAE, about 68 MB for a FactorVAE with its discriminator), so
+30 of a run take 0.25–2 GB of the machine's disk; they are not committed. The trainer writes
+checkpoints every ``train.checkpoint_every`` steps, so a milestone must be a multiple of it and the
+poll must come before the next checkpoint replaces it (``--every`` well under the time between
+checkpoints; on a GPU, where that is seconds, the ``keep_checkpoints`` callback keeps them instead).
 Copies are atomic and a milestone already kept is not copied again; killing and restarting the
 watcher is safe. ``--once`` polls once and exits.
 """
@@ -32,15 +40,24 @@ def checkpoint_step(path: Path) -> int | None:
         return None
 
 
-def keep_milestones(sweep_dir: Path, out: Path, steps: set[int]) -> list[Path]:
-    """Copy each run's current checkpoint when its step is a milestone not yet kept; the copies made."""
+def is_milestone(step: int | None, steps: set[int], multiple_of: int = 0) -> bool:
+    """Whether a checkpoint of ``step`` is kept: a step of ``steps``, or a positive multiple of
+    ``multiple_of`` (0: none)."""
+    if step is None:
+        return False
+    return step in steps or (multiple_of > 0 and step > 0 and step % multiple_of == 0)
+
+
+def keep_milestones(sweep_dir: Path, out: Path, steps: set[int], multiple_of: int = 0) -> list[Path]:
+    """Copy each run's current checkpoint when its step is a milestone not yet kept
+    (:func:`is_milestone`); the copies made."""
     made = []
     for run in sorted((sweep_dir / "runs").glob("*")):
         checkpoint = run / "checkpoint.pt"
         if not checkpoint.is_file():
             continue
         step = checkpoint_step(checkpoint)
-        if step not in steps:
+        if not is_milestone(step, steps, multiple_of):
             continue
         target = out / run.name / f"step_{step:07d}"
         if (target / "checkpoint.pt").is_file():
@@ -63,6 +80,8 @@ def main() -> None:
     p.add_argument("sweep_dirs", type=Path, nargs="+", metavar="SWEEP_DIR", help="sweep folders to watch")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--steps", default="20000,100000,200000", help="comma-separated milestone steps")
+    p.add_argument("--multiple-of", type=int, default=10_000,
+                   help="also keep every step that is a multiple of this (default 10000; 0: only --steps)")
     p.add_argument("--every", type=float, default=20.0, help="seconds between polls")
     p.add_argument("--once", action="store_true")
     args = p.parse_args()
@@ -70,7 +89,7 @@ def main() -> None:
     steps = {int(s) for s in args.steps.split(",") if s.strip()}
     while True:
         for sweep_dir in args.sweep_dirs:
-            for target in keep_milestones(sweep_dir, args.out, steps):
+            for target in keep_milestones(sweep_dir, args.out, steps, args.multiple_of):
                 print(f"kept {target}", flush=True)
         if args.once:
             return

@@ -66,12 +66,17 @@ def gaps(codes: np.ndarray, factors: np.ndarray) -> np.ndarray:
     return mig_from_mutual_info(mi, discrete_entropy(factors))
 
 
-def position_basis(model, dataset, seed: int = 0) -> dict:
-    """MIG of the positions before and after the best rotation of the position plane (see the module docstring)."""
+def position_basis(model, dataset, seed: int = 0, sample: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+    """MIG of the positions before and after the best rotation of the position plane (see the module docstring).
+
+    ``sample``: the ``(codes, factors)`` that MIG's sampling gives for ``seed`` (``NUM_TRAIN``
+    points, every factor), when the caller has encoded them already; drawn here otherwise."""
     names = list(dataset.factor_names)
     varying = [k for k, size in enumerate(dataset.factor_sizes) if size > 1]
-    code_fn = as_representation_function(model)
-    codes, factors = sample_codes_and_factors(dataset, code_fn, NUM_TRAIN, np.random.default_rng(seed))
+    if sample is None:
+        code_fn = as_representation_function(model)
+        sample = sample_codes_and_factors(dataset, code_fn, NUM_TRAIN, np.random.default_rng(seed))
+    codes, factors = sample
     factors = factors[:, varying]
     names = [names[k] for k in varying]
     ix, iy = names.index(POSITIONS[0]), names.index(POSITIONS[1])

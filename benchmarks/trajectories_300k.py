@@ -12,10 +12,11 @@ Reads, per run of each sweep folder given:
 * the zoo's record of each published model of the campaign (the final row of a run whose folder is
   not here: trained on another machine);
 * the checkpoints kept at milestone steps (``benchmarks/campaign_milestones.py``, or the
-  ``keep_checkpoints`` callback's ``<run>/milestones/step_N``) and the run's
-  final one, on which it computes what is too costly during training: the FactorVAE score (the
-  metric's defaults; it encodes the whole grid once), and from MIG's 10,000 points the position
-  code of ``benchmarks/position_basis.py`` (MIG after the best rotation of the plane of the two
+  ``keep_checkpoints`` callback's ``<run>/milestones/step_N``; the watcher keeps every 10,000th
+  step) and the run's final one, on which it computes what the trainer does not log: on the
+  checkpoints of the table's steps (``--factor-vae-at all``: on every one) the FactorVAE score (the
+  metric's defaults; it encodes the whole grid once, minutes on a CPU thread), and on every one,
+  from MIG's 10,000 points (seconds), the position code of ``benchmarks/position_basis.py`` (MIG after the best rotation of the plane of the two
   position latents, and that angle), the number of latents carrying position: latents whose
   mutual information with the x or the y position is at least :data:`CARRIES` of that factor's
   entropy (histogram estimator, 20 bins, as MIG), and the number of active latents, whose posterior
@@ -36,7 +37,7 @@ import math
 import statistics
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +70,8 @@ COLUMNS = ["run_id", "objective", "seed", "precision", "step", "mig", "dci_disen
 INTEGER_COLUMNS = ("seed", "step", "position_latents", "active_latents")
 #: the columns computed on a kept checkpoint (milestone_scores)
 MILESTONE_COLUMNS = ("factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents", "active_latents")
+#: the cheap ones (code_scores: seconds), computed on every kept checkpoint
+CODE_COLUMNS = MILESTONE_COLUMNS[1:]
 
 
 def _float(value) -> float | None:
@@ -131,40 +134,60 @@ def _sample_codes(model, dataset, seed: int):
     return sample_codes_and_factors(dataset, as_representation_function(model), 10_000, np.random.default_rng(seed))
 
 
-def active_latents_of(run_dir: Path | str, seed: int, device: str = "cpu") -> dict:
-    """Only the active latents of the checkpoint in ``run_dir`` (a row scored before they were kept)."""
+def _load(run_dir: Path | str, device: str):
     import disentangle
     from disentangle.data import build_dataset
 
     model = disentangle.load(run_dir, map_location=device)
-    codes, _ = _sample_codes(model, build_dataset(model.config["data"]), seed)
-    return {"step": int(model.trained_steps), "active_latents": active_latents(codes)}
+    return model, build_dataset(model.config["data"])
 
 
-def milestone_scores(run_dir: Path | str, seed: int, device: str = "cpu") -> dict:
-    """FactorVAE score, the position code and the active latents of the checkpoint in ``run_dir``
-    (a run or milestone folder, or ``"zoo:NAME"``; module docstring)."""
+def code_scores(run_dir: Path | str, seed: int, device: str = "cpu") -> dict:
+    """The position code and the active latents of the checkpoint in ``run_dir`` (a run or
+    milestone folder, or ``"zoo:NAME"``), from MIG's 10,000 points (encoded once; seconds on a
+    CPU thread): the columns of :data:`CODE_COLUMNS` and ``step`` (module docstring)."""
     from position_basis import POSITIONS, position_basis
 
-    import disentangle
-    from disentangle.data import build_dataset
-    from disentangle.metrics import evaluate_metrics
     from disentangle.metrics._information import discrete_entropy, discrete_mutual_info, histogram_discretize
 
-    model = disentangle.load(run_dir, map_location=device)
-    dataset = build_dataset(model.config["data"])
-    scores = evaluate_metrics(dataset, model, ["factor_vae_score"], seed=seed)
-    basis = position_basis(model, dataset, seed=seed)
+    model, dataset = _load(run_dir, device)
     codes, factors = _sample_codes(model, dataset, seed)
+    basis = position_basis(model, dataset, seed=seed, sample=(codes, factors))
     names = list(dataset.factor_names)
     carried = set()
     for name in POSITIONS:
         k = names.index(name)
         mi = discrete_mutual_info(histogram_discretize(codes, 20), factors[:, [k]])[:, 0]
         carried |= set(np.flatnonzero(mi >= CARRIES * discrete_entropy(factors[:, [k]])[0]).tolist())
-    return {"step": int(model.trained_steps), "factor_vae_score": scores["factor_vae_score"]["eval_accuracy"],
-            "mig_rotated": basis["mig_rot"], "rotation_degrees": basis["theta"], "position_latents": len(carried),
-            "active_latents": active_latents(codes)}
+    return {"step": int(model.trained_steps), "mig_rotated": basis["mig_rot"], "rotation_degrees": basis["theta"],
+            "position_latents": len(carried), "active_latents": active_latents(codes)}
+
+
+def factor_vae_score_of(run_dir: Path | str, seed: int, device: str = "cpu") -> dict:
+    """The FactorVAE score (eval accuracy, the metric's defaults: it encodes the whole grid once,
+    minutes on a CPU thread) of the checkpoint in ``run_dir``, and its ``step``."""
+    from disentangle.metrics import evaluate_metrics
+
+    model, dataset = _load(run_dir, device)
+    scores = evaluate_metrics(dataset, model, ["factor_vae_score"], seed=seed)
+    return {"step": int(model.trained_steps), "factor_vae_score": scores["factor_vae_score"]["eval_accuracy"]}
+
+
+def milestone_scores(run_dir: Path | str, seed: int, device: str = "cpu", factor_vae: bool = True) -> dict:
+    """What a kept checkpoint adds to its row: :func:`code_scores`, and :func:`factor_vae_score_of`
+    when ``factor_vae``."""
+    scores = code_scores(run_dir, seed, device)
+    if factor_vae:
+        scores.update(factor_vae_score_of(run_dir, seed, device))
+    return scores
+
+
+def missing_scores(row: dict, step: int, factor_vae_steps: Collection[int] | None) -> tuple[bool, bool]:
+    """``(code, factor_vae)``: whether a row still lacks the :data:`CODE_COLUMNS`, and whether it
+    lacks a FactorVAE score that is due at ``step`` (every step when ``factor_vae_steps`` is None)."""
+    code = any(row.get(column) is None for column in CODE_COLUMNS)
+    due = factor_vae_steps is None or step in factor_vae_steps
+    return code, due and row.get("factor_vae_score") is None
 
 
 def read_data() -> list[dict]:
@@ -220,11 +243,14 @@ def _zoo_records() -> dict[str, dict]:
 
 
 def collect(sweeps: Path | list[Path], milestones: Path | None, device: str = "cpu",
-            zoo: dict[str, dict] | None = None) -> list[dict]:
+            zoo: dict[str, dict] | None = None,
+            factor_vae_steps: Collection[int] | None = TABLE_STEPS) -> list[dict]:
     """Rows of every run of the sweep folders, with the cached milestone scores and the new ones
     computed, and the final rows of the published models in ``zoo`` (manifest records by name,
-    :func:`published_rows`). Rows already in the data whose run is in none of the folders (a run trained on another
-    machine, a GPU's) are kept as they are."""
+    :func:`published_rows`). Every kept checkpoint gets :func:`code_scores`; the FactorVAE score
+    (minutes each on a CPU) only at ``factor_vae_steps`` (default the table's steps; ``None``: at
+    every kept checkpoint). Rows already in the data whose run is in none of the folders (a run
+    trained on another machine, a GPU's) are kept as they are."""
     sweeps = [sweeps] if isinstance(sweeps, Path) else list(sweeps)
     cached = {(r["run_id"], int(r["step"])): r for r in read_data()}
     rows: dict[tuple[str, int], dict] = {}
@@ -251,13 +277,17 @@ def collect(sweeps: Path | list[Path], milestones: Path | None, device: str = "c
         for folder in folders:
             step = int(torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=True, mmap=True)["step"])
             row = rows.get((run.name, step))
-            if row is None or row.get("active_latents") is not None:
+            if row is None:
                 continue
-            print(f"scoring {run.name} at step {step:,}", flush=True)
-            if row.get("mig_rotated") is None:
-                row.update(milestone_scores(folder, seed, device))
-            else:  # scored before the active latents were kept: only those
-                row.update(active_latents_of(folder, seed, device))
+            code, factor_vae = missing_scores(row, step, factor_vae_steps)
+            if not (code or factor_vae):
+                continue
+            print(f"scoring {run.name} at step {step:,}" + (" (with the FactorVAE score)" if factor_vae else ""),
+                  flush=True)
+            if code:
+                row.update(code_scores(folder, seed, device))
+            if factor_vae:
+                row.update(factor_vae_score_of(folder, seed, device))
             write_data(list(rows.values()))  # each milestone is kept as soon as it is scored
     # published runs whose final step no folder here holds (trained on another machine): the zoo's row
     for name, row in published_rows(zoo or {}).items():
@@ -414,12 +444,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--milestones", type=Path, default=None, help="the milestone checkpoints' folder")
     p.add_argument("--device", default="cpu", help="where the milestone models encode (cpu, cuda)")
     p.add_argument("--from-data", action="store_true", help="only redraw from benchmarks/campaign300k/trajectories.csv")
+    p.add_argument("--factor-vae-at", choices=("table", "all"), default="table",
+                   help="the kept checkpoints that get the FactorVAE score (minutes each on a CPU): those of the "
+                        "table's steps (20k, 100k, 200k, 300k; default) or all (on a GPU); every kept "
+                        "checkpoint gets the position code")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     if args.from_data or not args.sweeps:
         rows = read_data()
     else:
-        rows = collect(args.sweeps, args.milestones, args.device, zoo=_zoo_records())
+        rows = collect(args.sweeps, args.milestones, args.device, zoo=_zoo_records(),
+                       factor_vae_steps=TABLE_STEPS if args.factor_vae_at == "table" else None)
         write_data(rows)
     if not rows:
         print("no data", file=sys.stderr)

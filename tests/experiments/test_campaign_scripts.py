@@ -51,7 +51,16 @@ def test_the_watcher_keeps_milestones_of_every_sweep_folder_it_is_given(tmp_path
                                       "--out", str(out), "--once"])
     script.main()
     assert sorted(p.relative_to(out).as_posix() for p in out.glob("*/step_*")) == [
-        "a/step_0100000", "b/step_0020000"]
+        "a/step_0100000", "b/step_0020000", "c/step_0030000"]  # by default every 10,000th step too
+
+
+def test_a_milestone_is_a_step_named_or_a_multiple_of_the_interval(benchmark_script):
+    script = benchmark_script("campaign_milestones")
+    named = {20_000, 100_000}
+    assert [s for s in (0, 2_000, 10_000, 20_000, 22_000, 30_000, 100_000, 150_000)
+            if script.is_milestone(s, named, 10_000)] == [10_000, 20_000, 30_000, 100_000, 150_000]
+    assert [s for s in (0, 10_000, 20_000, 30_000, 100_000) if script.is_milestone(s, named, 0)] == [20_000, 100_000]
+    assert not script.is_milestone(None, named, 10_000)  # a checkpoint being replaced
 
 
 def test_trajectories_table_is_the_mean_and_sd_over_seeds(tmp_path, benchmark_script, monkeypatch):
@@ -120,9 +129,11 @@ def test_active_latents_are_those_whose_posterior_mean_varies_over_the_data(benc
     assert script.active_latents(codes + 5.0) == 2  # a shifted mean is not activity
 
 
-def test_a_milestone_scored_before_the_active_latents_gets_only_those(tmp_path, benchmark_script, monkeypatch):
-    """The cache is kept: a row with the milestone scores but no active latents is not scored again
-    (four minutes of FactorVAE score), only its active latents are computed; a new one gets everything."""
+def test_every_kept_checkpoint_gets_the_code_scores_and_the_table_steps_the_factor_vae_score(
+        tmp_path, benchmark_script, monkeypatch):
+    """The cache is kept: a row with the FactorVAE score but no active latents gets only the code
+    scores (seconds), not the FactorVAE score again (minutes); a kept checkpoint off the table's steps
+    gets the code scores only, unless every step is asked for; a second pass computes nothing."""
     script = benchmark_script("trajectories_300k")
     monkeypatch.setattr(script, "DATA", tmp_path / "trajectories.csv")
     run = _fake_run(tmp_path / "sweep" / "runs", "s0", "beta_vae", 0, 20_000, {10_000: (0.1, 0.2), 20_000: (0.2, 0.3)})
@@ -134,17 +145,36 @@ def test_a_milestone_scored_before_the_active_latents_gets_only_those(tmp_path, 
                         "mig": 0.2, "factor_vae_score": 0.7, "mig_rotated": 0.25, "rotation_degrees": 10.0,
                         "position_latents": 2}])
     calls = []
-    monkeypatch.setattr(script, "milestone_scores", lambda folder, seed, device: calls.append(("all", folder)) or {
-        "factor_vae_score": 0.5, "mig_rotated": 0.15, "rotation_degrees": 0.0, "position_latents": 4, "active_latents": 7})
-    monkeypatch.setattr(script, "active_latents_of", lambda folder, seed, device: calls.append(("active", folder)) or {
-        "active_latents": 5})
-    rows = {int(r["step"]): r for r in script.collect(tmp_path / "sweep", tmp_path / "milestones")}
-    assert sorted(calls) == [("active", run), ("all", kept)]
-    assert (rows[20_000]["factor_vae_score"], rows[20_000]["active_latents"]) == (0.7, 5)
-    assert (rows[10_000]["factor_vae_score"], rows[10_000]["active_latents"]) == (0.5, 7)
+    monkeypatch.setattr(script, "code_scores", lambda folder, seed, device: calls.append(("code", folder)) or {
+        "mig_rotated": 0.15, "rotation_degrees": 3.0, "position_latents": 4, "active_latents": 7})
+    monkeypatch.setattr(script, "factor_vae_score_of", lambda folder, seed, device: calls.append(("fvae", folder)) or {
+        "factor_vae_score": 0.5})
+    rows = {int(r["step"]): r for r in script.collect(tmp_path / "sweep", tmp_path / "milestones",
+                                                      factor_vae_steps=(20_000,))}
+    assert sorted(calls, key=str) == sorted([("code", run), ("code", kept)], key=str)
+    assert (rows[20_000]["factor_vae_score"], rows[20_000]["mig_rotated"], rows[20_000]["active_latents"]) == (
+        0.7, 0.15, 7)
+    assert (rows[10_000]["factor_vae_score"], rows[10_000]["position_latents"]) == (None, 4)
     calls.clear()
-    script.collect(tmp_path / "sweep", tmp_path / "milestones")
+    assert script.collect(tmp_path / "sweep", tmp_path / "milestones", factor_vae_steps=(20_000,)) and calls == []
+    rows = {int(r["step"]): r for r in script.collect(tmp_path / "sweep", tmp_path / "milestones",
+                                                      factor_vae_steps=None)}
+    assert calls == [("fvae", kept)]  # every step asked for: only the missing score
+    assert rows[10_000]["factor_vae_score"] == 0.5 and rows[20_000]["factor_vae_score"] == 0.7
+    calls.clear()
+    script.collect(tmp_path / "sweep", tmp_path / "milestones", factor_vae_steps=None)
     assert calls == []  # everything cached now
+
+
+def test_missing_scores_reads_the_row_and_the_steps_due(benchmark_script):
+    script = benchmark_script("trajectories_300k")
+    full = {"factor_vae_score": 0.7, "mig_rotated": 0.2, "rotation_degrees": 0.0, "position_latents": 2,
+            "active_latents": 9}
+    assert script.missing_scores(full, 10_000, (20_000,)) == (False, False)
+    assert script.missing_scores({**full, "rotation_degrees": None}, 10_000, (20_000,)) == (True, False)
+    assert script.missing_scores({**full, "factor_vae_score": None}, 10_000, (20_000,)) == (False, False)
+    assert script.missing_scores({**full, "factor_vae_score": None}, 20_000, (20_000,)) == (False, True)
+    assert script.missing_scores({}, 10_000, None) == (True, True)
 
 
 def _published(run_id: str, objective: str, seed: int, mig: float, dci: float) -> dict:
@@ -171,11 +201,12 @@ def test_a_published_run_trained_elsewhere_gets_its_final_row_from_the_zoo(tmp_p
            "beta_vae-sprites-beta4-cpu300k-ref-s2": _published("cached", "beta_vae", 2, 0.3, 0.4),
            "beta_vae-dsprites-beta4-s1": _published("other", "beta_vae", 1, 0.9, 0.9)}
     calls = []
-    monkeypatch.setattr(script, "milestone_scores", lambda folder, seed, device: calls.append((str(folder), seed)) or {
-        "factor_vae_score": 0.7, "mig_rotated": 0.45, "rotation_degrees": 50.0, "position_latents": 3,
-        "active_latents": 6})
+    monkeypatch.setattr(script, "code_scores", lambda folder, seed, device: calls.append((str(folder), seed)) or {
+        "mig_rotated": 0.45, "rotation_degrees": 50.0, "position_latents": 3, "active_latents": 6})
+    monkeypatch.setattr(script, "factor_vae_score_of", lambda folder, seed, device: calls.append((str(folder), seed))
+                        or {"factor_vae_score": 0.7})
     rows = {r["run_id"]: r for r in script.collect(tmp_path / "sweep", None, zoo=zoo)}
-    assert sorted(calls) == [(str(run), 0), ("zoo:beta_vae-sprites-beta4-cpu300k-ref-s1", 1)]
+    assert sorted(calls) == [(str(run), 0)] * 2 + [("zoo:beta_vae-sprites-beta4-cpu300k-ref-s1", 1)] * 2
     assert sorted(rows) == ["cached", "gone", "here"]
     gone = rows["gone"]
     assert (gone["seed"], gone["step"], gone["mig"], gone["dci_disentanglement"], gone["dci_informativeness"],

@@ -52,3 +52,15 @@ def test_rotate_plane_keeps_other_columns_and_rotates_standardised_pairs(benchma
     z = (codes[:, 1:] - codes[:, 1:].mean(0)) / codes[:, 1:].std(0)
     np.testing.assert_allclose(out[:, 1], -z[:, 1], atol=1e-12)
     np.testing.assert_allclose(out[:, 2], z[:, 0], atol=1e-12)
+
+
+def test_a_sample_given_is_the_one_drawn_otherwise(benchmark_script):
+    """A caller that has encoded MIG's points (trajectories_300k.code_scores) gets the same answer."""
+    from disentangle.metrics._representation import as_representation_function
+    from disentangle.metrics._sampling import sample_codes_and_factors
+
+    script = benchmark_script("position_basis")
+    code = _rotated(30.0)
+    sample = sample_codes_and_factors(DATASET, as_representation_function(code), script.NUM_TRAIN,
+                                      np.random.default_rng(3))
+    assert script.position_basis(code, DATASET, seed=3, sample=sample) == script.position_basis(code, DATASET, seed=3)

@@ -12,9 +12,9 @@
 #
 # Each run is a sweep of its own. They alternate train.compile=false and reduce-overhead (CUDA
 # graphs; CAMPAIGN_COMPILE), which changes neither the run id nor what a resume needs, so the logs'
-# steps_per_s compare the two with no probe. Each run keeps its checkpoints of steps 20k, 100k and
-# 200k (the keep_checkpoints callback), scored on the GPU at the end (benchmarks/trajectories_300k.py)
-# with the time left. nvidia-smi is sampled every 30 s. Results in $OUT (at most 8 files):
+# steps_per_s compare the two with no probe. Each run keeps the checkpoint of every 10,000th step
+# (the keep_checkpoints callback), scored on the GPU at the end (benchmarks/trajectories_300k.py:
+# the position code on each, the FactorVAE score at 20k, 100k, 200k and 300k) with the time left. nvidia-smi is sampled every 30 s. Results in $OUT (at most 8 files):
 #   <run id>.tar      unfinished: checkpoint.pt, config.yaml, log.jsonl, execution.jsonl
 #                     finished: the zoo weights (<name>.safetensors, published here with the device's
 #                     machine record) and manifest_entry.json instead of the checkpoint, + metrics.json

@@ -6,8 +6,8 @@ runs can differ in ``train.compile``, each the campaign's own config for that ob
     python benchmarks/campaign300k/gpu_sweeps.py OUT_DIR "beta_tcvae:1,2 factor_vae:0" \\
         [--compile "false reduce-overhead"] [--set "key=value; key=value"] [--metrics mig,dci]
 
-Every run also keeps its checkpoints of steps 20,000, 100,000 and 200,000 in ``RUN/milestones/``
-(the ``keep_checkpoints`` callback). ``train.compile`` and ``train.callbacks`` do not count in the run
+Every run also keeps the checkpoint of every 10,000th step (each logged evaluation's) in
+``RUN/milestones/`` (the ``keep_checkpoints`` callback), as the CPU lanes' watcher does. ``train.compile`` and ``train.callbacks`` do not count in the run
 id; ``--set`` may change other keys, and with them the id (a dry run on a CPU with fewer steps).
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ from naming import SWEEPS  # noqa: E402
 
 #: the campaign's sweep files, in the order its lanes take them (resume.sh)
 CAMPAIGN = [Path(__file__).resolve().parents[2] / "configs" / "sweeps" / f"{name}.yaml" for name in SWEEPS]
-MILESTONES = [20_000, 100_000, 200_000]
+#: keep the checkpoint of every multiple of this (the campaign's train.eval_every)
+MILESTONE_EVERY = 10_000
 
 
 def sweep_files(out: Path, runs: str, compiles: list[str], extra: str = "", metrics: str = "") -> list[Path]:
@@ -49,7 +50,7 @@ def sweep_files(out: Path, runs: str, compiles: list[str], extra: str = "", metr
             src, entry = trained[name, seed]
             compile_ = compiles[len(paths) % len(compiles)]
             settings = dict(src["set"], **{
-                "train.callbacks": [{"name": "keep_checkpoints", "steps": MILESTONES, "folder": "milestones"}]},
+                "train.callbacks": [{"name": "keep_checkpoints", "every": MILESTONE_EVERY, "folder": "milestones"}]},
                 **extras, **{"train.compile": False if compile_ == "false" else compile_})
             sweep = dict(src, name=f"zoo_sprites_ref300k_gpu_{name}_s{seed}", grid=[entry], seeds=[seed],
                          set=settings, metrics=metrics.split(",") if metrics else src["metrics"])

@@ -288,7 +288,10 @@ def test_the_gpu_sessions_sweep_files_keep_the_campaigns_run_ids(tmp_path):
     assert planned[("dip_vae_i", 0)][0] != planned[("ada_gvae", 0)][0]
     with pytest.raises(SystemExit, match="dip_vae_i:1"):  # the campaign trains DIP-VAE-I with seed 0 only
         module.sweep_files(tmp_path / "bad", "dip_vae_i:1", ["false"])
-    assert all(v[2][0]["name"] == "keep_checkpoints" for v in planned.values())
+    assert all(v[2] == [{"name": "keep_checkpoints", "every": 10_000, "folder": "milestones"}] for v in planned.values())
+    for file in files:  # every kept step has a checkpoint, and a logged evaluation
+        train = load_sweep(str(file)).runs[0].config["train"]
+        assert 10_000 % train["checkpoint_every"] == 0 and 10_000 % train["eval_every"] == 0
 
 
 def test_the_lanes_train_every_campaign_run_the_zoo_lacks_once_in_order_under_its_own_id(tmp_path):

@@ -119,7 +119,8 @@ def build_callbacks(entries: Sequence[Mapping[str, Any]]) -> list[Callback]:
         where = f"train.callbacks[{i}]"
         if not isinstance(entry, Mapping) or "name" not in entry:
             problems.append(f"{where} is {entry!r}; each entry is a mapping with a 'name' (one of "
-                            f"{', '.join(CALLBACKS.names())}) and the callback's parameters.")
+                            f"{', '.join(CALLBACKS.names())}) and the callback's parameters."
+                            + _missing_space_hint(entry))
             continue
         name = entry["name"]
         if name not in CALLBACKS:
@@ -139,6 +140,18 @@ def build_callbacks(entries: Sequence[Mapping[str, Any]]) -> list[Callback]:
                           "train.callbacks has problems: " + " ".join(f"({i}) {p}" for i, p in enumerate(problems, 1)))
     return [CALLBACKS.build(entry["name"], **_coerced(entry["name"], {k: v for k, v in entry.items() if k != "name"}))
             for entry in entries]
+
+
+def _missing_space_hint(entry: Any) -> str:
+    """A hint for ``{name:csv}``, which YAML reads as the key ``'name:csv'`` (a flow mapping needs a
+    space after each colon); empty for anything else."""
+    if not isinstance(entry, Mapping):
+        return ""
+    glued = [str(key) for key, value in entry.items() if value is None and ":" in str(key)]
+    if not glued:
+        return ""
+    spaced = ", ".join(": ".join(part.strip() for part in key.split(":", 1)) for key in glued)
+    return f" YAML needs a space after each colon: write {{{spaced}}}, not {{{', '.join(glued)}}}."
 
 
 def _coerced(name: str, params: dict[str, Any]) -> dict[str, Any]:

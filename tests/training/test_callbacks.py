@@ -183,6 +183,19 @@ def test_bad_callback_entries_are_refused_before_anything_is_created(tmp_path, t
     assert {"csv", "early_stopping", "wandb", "mlflow"} <= set(CALLBACKS.names())
 
 
+def test_a_flow_mapping_without_a_space_after_the_colon_is_named():
+    """``[{name:csv}]`` on a command line is YAML for the key 'name:csv': the message shows the fix."""
+    from disentangle.training.callbacks import build_callbacks
+
+    with pytest.raises(ConfigError) as err:
+        build_callbacks([{"name:early_stopping": None, "metric:mig": None}])
+    assert ("YAML needs a space after each colon: write {name: early_stopping, metric: mig}, "
+            "not {name:early_stopping, metric:mig}.") in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        build_callbacks([{"mode": "offline"}])
+    assert "YAML needs" not in str(err.value)
+
+
 def test_mlflow_file_store_holds_the_scalars_of_log_jsonl(tmp_path, tiny_overrides):
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient

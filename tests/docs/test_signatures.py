@@ -29,6 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCED = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+#: reST literals in docstrings
+LITERAL = re.compile(r"``([^`]+)``")
 
 
 @functools.cache
@@ -68,6 +70,17 @@ def code_pieces(text: str) -> list[str]:
             pieces.extend(block.splitlines())
     outside = FENCED.sub("", re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL))
     pieces.extend(INLINE.findall(outside))
+    return pieces
+
+
+def docstring_pieces(source: str) -> list[str]:
+    """The Python a module's docstrings may show: their ````literals```` and each of their lines
+    (a ``::`` block's, a ``>>>`` example's; prose does not parse, or calls nothing of ours)."""
+    pieces = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node) or ""
+            pieces += LITERAL.findall(doc) + [line.strip().removeprefix(">>> ") for line in doc.splitlines()]
     return pieces
 
 
@@ -133,9 +146,10 @@ def signature_problems(call: ast.Call, obj: object) -> list[str]:
     return problems
 
 
-def page_problems(text: str, public: dict[str, list[object]]) -> list[str]:
+def page_problems(text: str, public: dict[str, list[object]], pieces: list[str] | None = None) -> list[str]:
+    """The problems of the calls in a page's :func:`code_pieces` (or in ``pieces``)."""
     problems = []
-    for piece in code_pieces(text):
+    for piece in code_pieces(text) if pieces is None else pieces:
         try:
             tree = ast.parse(piece.strip())
         except SyntaxError:
@@ -158,8 +172,21 @@ def test_a_wrong_keyword_and_too_many_arguments_are_found():
         "metrics.mig(ds, model, 1, 2, 3): 5 positional arguments, it takes 2",
         "from_arrays(images, labels=None): no parameter 'labels'",
     ]
+    source = '"""Use ``from_arrays(x, labels=y)``::\n\n    fit(config, datset=mine)\n"""\n'
+    assert page_problems("", public, docstring_pieces(source)) == [
+        "from_arrays(x, labels=y): no parameter 'labels'", "fit(config, datset=mine): no parameter 'datset'"]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
 def test_the_calls_a_page_shows_match_the_signatures(page):
     assert page_problems(page.read_text(), public_callables()) == []
+
+
+def test_the_calls_the_docstrings_show_match_the_signatures():
+    """The API reference is rendered from the docstrings: their examples are read the same way."""
+    public = public_callables()
+    problems = []
+    for path in sorted((REPO / "disentangle").rglob("*.py")):
+        found = page_problems("", public, docstring_pieces(path.read_text()))
+        problems += [f"{path.relative_to(REPO)}: {p}" for p in found]
+    assert problems == []

@@ -4,7 +4,8 @@ Each ``python -m disentangle.<command> ...`` line of a ```bash block is parsed b
 argument parser (a renamed or removed flag fails here, not in a user's terminal); a training
 command's config, when the repository ships it, is loaded with the line's overrides (a key that
 does not exist for its dataset or objective, or a bad value, fails here); a sweep command's shipped
-sweep file is expanded into its runs."""
+sweep file is expanded into its runs. Each ```yaml block that is a config, a fragment of one or a
+sweep file loads as one."""
 from __future__ import annotations
 
 import contextlib
@@ -84,3 +85,44 @@ def test_each_command_line_of_the_docs_is_valid(page, command, words):
             assert load_sweep(ROOT / sweep if (ROOT / sweep).is_file() else shipped).runs
         else:
             assert sweep.endswith(".yaml"), f"{page}: '{sweep}' is no shipped sweep or YAML file"
+
+
+def yaml_blocks() -> list[tuple[str, dict]]:
+    """``[(page, mapping)]`` of every ```yaml block of the pages that is a config (or a fragment of
+    one: its sections) or a sweep file."""
+    import yaml
+
+    found = []
+    for page in PAGES:
+        for block in re.findall(r"^```yaml\n(.*?)^```", page.read_text(), flags=re.MULTILINE | re.DOTALL):
+            data = yaml.safe_load(block)
+            if isinstance(data, dict) and (set(data) <= CONFIG_SECTIONS or "grid" in data):
+                found.append((page.relative_to(ROOT).as_posix(), data))
+    return found
+
+
+CONFIG_SECTIONS = {"seed", "data", "model", "objective", "train"}
+YAML_BLOCKS = yaml_blocks()
+
+
+def test_the_docs_have_yaml_blocks_to_check():
+    kinds = ["sweep" if "grid" in data else "config" for _, data in YAML_BLOCKS]
+    assert kinds.count("config") >= 5 and kinds.count("sweep") >= 1
+
+
+@pytest.mark.parametrize("page, data", YAML_BLOCKS, ids=[f"{p}:{','.join(d)[:40]}" for p, d in YAML_BLOCKS])
+def test_each_yaml_block_of_the_docs_loads(page, data, tmp_path):
+    """A config block (or a fragment: the defaults fill the rest) passes every check of
+    ``load_config``; a sweep block expands into its runs (its ``imports``, a user's modules, left out)."""
+    import yaml
+
+    from disentangle.config import load_config
+    from disentangle.sweep.grid import load_sweep
+
+    path = tmp_path / "block.yaml"
+    if "grid" in data:
+        path.write_text(yaml.safe_dump({k: v for k, v in data.items() if k != "imports"}))
+        assert load_sweep(str(path)).runs
+    else:
+        path.write_text(yaml.safe_dump(data))
+        load_config(path)

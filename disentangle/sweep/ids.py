@@ -20,7 +20,9 @@ state), ``train.traversals``, ``train.tensorboard``, ``train.image_every`` and `
 model, continued by a rerun),
 ``data.download`` (whether a missing file may be fetched), ``data.cache_dir`` (which folder the
 downloaded dataset file is kept in: the same file, verified against the same checksum, wherever it
-lies) and ``data.placement`` (the images held on the training device or streamed from the host: the
+lies), ``data.cache`` (which folder an image folder's or CelebA's decoded images are cached in: the
+cache is keyed by the files and the settings, so it holds the same images wherever it lies) and
+``data.placement`` (the images held on the training device or streamed from the host: the
 same batches either way). The excluded ``train`` keys are exactly the trainer's resumable keys (``RESUMABLE_KEYS``) but
 ``steps``, so a rerun that changes one of them resumes the same run folder.
 
@@ -74,6 +76,7 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "train.callbacks",
     "data.download",
     "data.cache_dir",
+    "data.cache",
     "data.placement",
 )
 

@@ -29,8 +29,13 @@ RESUMABLE_KEYS = (
 )
 
 
-#: data keys that may differ too: execution strategies of the dataset (the same images either way)
-RESUMABLE_DATA_KEYS = ("materialize",)
+#: data keys that may differ too: execution strategies of the dataset and where its files are (the
+#: same images either way): rendered once or per batch, held on the device or streamed from the host,
+#: the folder of a downloaded file (checked against its checksum) or of a decoded cache (keyed by the
+#: files and the settings), and whether a missing file may be fetched. The data keys left out of a
+#: sweep's run id (``disentangle.sweep.ids.EXCLUDED_KEYS``) are among them, so a sweep rerun that
+#: changes one resumes its runs.
+RESUMABLE_DATA_KEYS = ("materialize", "placement", "cache_dir", "cache", "download")
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -68,7 +73,8 @@ def check_resume_config(saved: dict[str, Any], config: Config, out_dir: str | Pa
     if diffs:
         raise ConfigError(
             f"Cannot resume '{out_dir}': the config differs from the checkpoint's in "
-            f"{'; '.join(diffs)}. Only train.{{{', '.join(RESUMABLE_KEYS)}}} may change on resume; "
+            f"{'; '.join(diffs)}. Only train.{{{', '.join(RESUMABLE_KEYS)}}} and "
+            f"data.{{{', '.join(RESUMABLE_DATA_KEYS)}}} may change on resume; "
             f"resume without --config to use the run's own config.yaml."
         )
     saved_steps = (saved.get("train") or {}).get("steps")

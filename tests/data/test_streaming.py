@@ -85,6 +85,34 @@ def test_streaming_trains_the_same_model_and_resumes_bit_exactly(folder, tmp_pat
     assert json.loads((held / "execution.jsonl").read_text().splitlines()[0])["placement"] == "device"
 
 
+def test_a_run_begun_on_the_device_resumes_streamed_from_another_cache_bit_exactly(folder, tmp_path, tiny_overrides):
+    """How and where the images are kept may change on resume (a machine with less memory, a cache
+    moved to a scratch disk), as they may change in a sweep's rerun without changing the run id."""
+    def data(placement, cache):
+        return {"data.name": "image_folder", "data.path": str(folder), "data.image_size": 16,
+                "data.placement": placement, "data.cache": str(tmp_path / cache)}
+
+    whole = fit(load_config(None, tiny_overrides(tmp_path / "whole", steps=8, **data("device", "a")))).out_dir
+    fit(load_config(None, tiny_overrides(tmp_path / "moved", steps=4, **data("device", "a"))))
+    moved = fit(load_config(None, tiny_overrides(tmp_path / "moved", steps=8, **data("stream", "b"))), resume=True).out_dir
+    a = torch.load(whole / "checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(moved / "checkpoint.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert (tmp_path / "b").is_dir()  # the second session decoded into its own cache
+    execution = [json.loads(line) for line in (moved / "execution.jsonl").read_text().splitlines()]
+    assert [e["placement"] for e in execution] == ["device", "stream"]
+    with pytest.raises(ConfigError, match=r"data.image_size: checkpoint 16, now 8.*data.\{materialize, placement"):
+        fit(load_config(None, tiny_overrides(tmp_path / "moved", steps=12,
+                                             **{**data("stream", "b"), "data.image_size": 8})), resume=True)
+
+
+def test_the_data_keys_left_out_of_a_run_id_may_change_on_resume():
+    from disentangle.sweep.ids import EXCLUDED_KEYS
+    from disentangle.training.resume import RESUMABLE_DATA_KEYS
+
+    assert {k.split(".", 1)[1] for k in EXCLUDED_KEYS if k.startswith("data.")} <= set(RESUMABLE_DATA_KEYS)
+
+
 def test_celeba_streams_with_its_labels(tmp_path):
     from tests.data.test_celeba import write_celeba
 

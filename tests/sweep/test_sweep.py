@@ -230,7 +230,8 @@ def test_excluded_keys_are_the_resumable_ones_but_steps():
 
     excluded = {k.split(".", 1)[1] for k in EXCLUDED_KEYS if k.startswith("train.")}
     assert excluded == set(RESUMABLE_KEYS) - {"steps"}  # a rerun changing one of them resumes the run
-    assert [k for k in EXCLUDED_KEYS if not k.startswith("train.")] == ["data.download", "data.cache_dir", "data.placement"]
+    assert [k for k in EXCLUDED_KEYS if not k.startswith("train.")] == ["data.download", "data.cache_dir", "data.cache",
+                                                                          "data.placement"]
 
 
 def test_data_cache_dir_does_not_change_the_run_id():
@@ -246,6 +247,29 @@ def test_data_cache_dir_does_not_change_the_run_id():
     other = json.loads(json.dumps(config))
     other["data"]["path"] = "/my/own/copy.npz"  # another file may hold other data: it counts
     assert run_id(other) != run_id(config)
+
+
+def test_the_sweeps_guide_names_every_key_left_out_of_the_run_id():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "sweeps.md").read_text()
+    paragraph = text[text.index("Each run's id is a hash"):].split("\n\n")[0]
+    named = {k if k.startswith("data.") else k.split(".", 1)[1] for k in EXCLUDED_KEYS}
+    assert {k for k in named if f"`{k}`" not in paragraph} == set()
+
+
+def test_the_decoded_cache_folder_of_an_image_folder_does_not_change_the_run_id():
+    """``data.cache`` says where the decoded images are kept (the cache is keyed by the files and the
+    settings): a rerun that moves it to a scratch disk resumes the same runs."""
+    from disentangle.config import Config
+
+    for name in ("image_folder", "celeba"):
+        config = Config.from_dict({"data": {"name": name, "path": "/my/images"}}).to_dict()
+        assert "cache" in config["data"]
+        moved = json.loads(json.dumps(config))
+        moved["data"]["cache"] = "/scratch/decoded"
+        assert run_id(moved) == run_id(config)
+        other = json.loads(json.dumps(config))
+        other["data"]["path"] = "/my/other/images"
+        assert run_id(other) != run_id(config)
 
 
 #: the ids of the shipped zoo campaign's runs; a training campaign keyed by them is under way, so no

@@ -24,6 +24,15 @@ elsewhere with ``--output``. An unknown metric name or setting is reported on st
 valid names) and exits with status 2 before anything is loaded; such a seed, before anything is
 computed.
 
+``--data KEY=VALUE`` changes the run's ``data`` section for the evaluation: ``path=...`` where the
+data are now (a run folder copied from another machine, a folder of images moved), ``placement``,
+``cache`` and the other keys of how the images are kept, or what the data are (``split=test`` for
+CelebA's held-out images). The record keeps them (``data_overrides``); scores on other data than a
+file's (a change of anything but where and how the images are kept) are neither merged into it nor
+overwrite it: write them elsewhere with ``--output``::
+
+    python -m disentangle.evaluate runs/celeba --metrics elbo --data split=test --output test.json
+
 For a model trained by a class/content objective (``mathieu2016``, ``drnet``, ``lord``,
 ``f_statistic``), ``class_leakage`` and ``swap_accuracy`` take ``class_factors`` and ``class_dim``
 from the run's ``objective`` section unless ``--set`` gives them (:func:`~disentangle.objectives.class_content.class_content_settings`).
@@ -67,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
                         "or a weight file)")
     p.add_argument("--seed", type=int, default=None, help="metric seed (default: the run's config seed, else 0)")
     p.add_argument("--device", default="cpu", help="device for the model and the dataset (default: cpu)")
+    p.add_argument("--data", dest="data", action="append", default=[], metavar="KEY=VALUE",
+                   help="change the run's data section for this evaluation, e.g. path=/new/place/of/images "
+                        "(the data moved) or split=test (CelebA's held-out images); repeatable, VALUE parsed as "
+                        "YAML, checked as data.KEY of the config")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="METRIC.KEY=VALUE",
                    help="a metric setting, e.g. dci.num_train=2000 or downstream_task.predictors=[logistic_regression]"
                    " (repeatable; VALUE is parsed as YAML)")
@@ -131,13 +144,55 @@ def parse_settings(items: list[str], metric_names: list[str]) -> dict[str, dict[
     return settings
 
 
-def existing_record(output: Path, seed: int, step: int | None = None) -> dict[str, Any] | None:
+def parse_data_overrides(items: list[str]) -> dict[str, Any]:
+    """``["path=/x", "split=test"]`` -> ``{"path": "/x", "split": "test"}`` (values parsed as YAML);
+    their keys and values are checked with the run's data section (:func:`data_section`)."""
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip().removeprefix("data.")
+        if not sep or not key or "." in key:
+            raise ConfigError(f"--data expects KEY=VALUE, a key of the run's data section (e.g. path=/data/images "
+                              f"or split=test), got '{item}'.")
+        try:
+            overrides[key] = yaml.safe_load(raw)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"--data {key}: cannot parse the value '{raw}' ({err}).") from None
+    return overrides
+
+
+def data_section(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The run's ``data`` section with ``overrides``, validated as a config's (its dataset's keys,
+    types and values; one paragraph naming ``data.KEY`` for a wrong one)."""
+    if not overrides:
+        return dict(data)
+    from .config import Config
+
+    if "name" in overrides:
+        raise ConfigError("--data name=...: the run's dataset is what it was trained on; evaluate another "
+                          "dataset from Python (disentangle.metrics.evaluate_metrics with your dataset).")
+    return Config.from_dict({"data": {**data, **overrides}}).to_dict()["data"]
+
+
+def changes_the_data(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The overrides that change which images are scored: every key but where and how they are
+    kept (``path`` and the keys a resume may change, ``RESUMABLE_DATA_KEYS``)."""
+    from .training.resume import RESUMABLE_DATA_KEYS
+
+    return {k: v for k, v in (overrides or {}).items() if k != "path" and k not in RESUMABLE_DATA_KEYS}
+
+
+def existing_record(output: Path, seed: int, step: int | None = None,
+                    data_overrides: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The scores record already in ``output`` (None when there is none), checked to share ``seed``
     and, where both are known, the training ``step``.
 
-    Raises ``ConfigError`` when the file holds scores computed with another seed or of another
-    step, or is not a scores record, before anything is computed: merging would mix seeds or
-    models in one record, and overwriting would lose the scores already there."""
+    Raises ``ConfigError`` when the file holds scores computed with another seed, of another step
+    or on other data (:func:`changes_the_data` of ``data_overrides`` and of the record's), or is not
+    a scores record, before anything is computed: merging would mix seeds, models or data in one
+    record, and overwriting would lose the scores already there."""
     from .metrics.results import read_json
 
     if not output.exists():
@@ -161,6 +216,17 @@ def existing_record(output: Path, seed: int, step: int | None = None) -> dict[st
             f"{output} holds scores of the model at step {recorded_step} ({record.get('checkpoint', 'checkpoint')}), "
             f"and the model loaded now is at step {step}; one file's scores are of one model, so they are "
             f"neither mixed nor overwritten. Write these scores elsewhere with --output FILE, or move {output} away."
+        )
+    recorded_data = changes_the_data(record.get("data_overrides"))
+    if record.get("metrics") and recorded_data != changes_the_data(data_overrides):
+        def described(changes: dict[str, Any]) -> str:
+            return "the run's own data" if not changes else "its data with " + ", ".join(
+                f"{k}={v!r}" for k, v in sorted(changes.items()))
+
+        raise ConfigError(
+            f"{output} holds scores on {described(recorded_data)}, and this evaluation scores "
+            f"{described(changes_the_data(data_overrides))}; one file's scores are of one dataset, so they are "
+            f"neither mixed nor overwritten. Write these scores elsewhere with --output FILE."
         )
     return record
 
@@ -215,7 +281,7 @@ def _file_safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "model"
 
 
-def _load_run(source: str, device: str):
+def _load_run(source: str, device: str, data_overrides: dict[str, Any] | None = None):
     import torch
 
     import disentangle
@@ -229,7 +295,7 @@ def _load_run(source: str, device: str):
     config = getattr(model, "config", None)
     if not isinstance(config, dict) or "data" not in config:
         raise ConfigError(f"the model loaded from '{source}' has no config with a 'data' section.")
-    dataset = build_dataset(dict(config["data"]), device=device)
+    dataset = build_dataset(data_section(dict(config["data"]), data_overrides or {}), device=device)
     return model, dataset, config
 
 
@@ -242,9 +308,10 @@ def main(argv: list[str] | None = None) -> int:
 
         names = resolve_metric_names(args.metrics)  # fails fast on a typo, before loading anything
         settings = parse_settings(args.settings, names)
+        data_overrides = parse_data_overrides(args.data)
         threads = apply_threads_option(args.threads)
         source = args.run_dir  # a str: zoo:NAME is a name, not a path
-        model, dataset, config = _load_run(source, args.device)
+        model, dataset, config = _load_run(source, args.device, data_overrides)
         # "all" now knows whether there is an encoder, and what the data allows (a grid, labels)
         names = resolve_metric_names(args.metrics, model, dataset)
         from .objectives.class_content import class_content_settings
@@ -264,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         output = Path(args.output) if args.output else default_output(source)
         checkpoint = str(getattr(model, "source", source))
         step = int(getattr(model, "trained_steps", 0))
-        previous = existing_record(output, seed, step)
+        previous = existing_record(output, seed, step, data_overrides)
         logger.info(f"scoring {checkpoint} (step {step:,}) with {threads}")
 
         seconds: dict[str, float] = {}
@@ -317,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             "metric_settings": {m: settings_identity(m, settings.get(m)) for m in results},
             "seconds": seconds,
             "total_seconds": round(time.perf_counter() - start, 3),
+            **({"data_overrides": data_overrides} if data_overrides else {}),
         })
         atomic_write_text(output, json.dumps(record, indent=2) + "\n")
     except (*REPORTED, ValueError, KeyboardInterrupt) as err:

@@ -193,3 +193,51 @@ def test_a_metric_the_data_cannot_give_is_refused_before_the_progress_bar(tmp_pa
     assert "'mig' cannot run on" in err and "Metrics that apply to it: elbo, unsupervised_scores" in err
     assert "metrics:" not in err and "%|" not in err  # no bar was drawn
     assert not (run / "metrics.json").exists()
+
+
+def _image_folder_run(tmp_path, size=16):
+    import numpy as np
+    from PIL import Image
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        Image.fromarray((rng.random((20, 24, 3)) * 255).astype(np.uint8)).save(folder / f"{i}.png")
+    run = tmp_path / "run"
+    fit(load_config(None, ["data.name=image_folder", f"data.path={folder}", f"data.image_size={size}",
+                           f"data.cache={tmp_path / 'cache'}", "model.backbone=mlp", "model.hidden_sizes=[32]",
+                           "model.latent_dim=4", "train.steps=2", "train.batch_size=4", "train.device=cpu",
+                           "train.progress=false", "train.traversals=false", f"train.out_dir={run}"]))
+    return folder, run
+
+
+def test_data_overrides_score_a_run_whose_images_moved_and_keep_other_data_apart(tmp_path, capsys, one_thread):
+    """``--data path=...`` finds images that moved (the same data: merged into the run's record);
+    ``--data`` of what the images are (here ``channels``) is other data: refused for the run's
+    record, written with ``--output``; a wrong key is one paragraph with a did-you-mean, exit 2."""
+    folder, run = _image_folder_run(tmp_path)
+    elbo = ["--metrics", "elbo", "--set", "elbo.num_samples=16", "--no-progress"]
+    assert main([str(run), *elbo]) == 0
+    own = json.loads((run / "metrics.json").read_text())["metrics"]["elbo"]
+    moved = folder.rename(tmp_path / "moved")
+    capsys.readouterr()
+    assert main([str(run), *elbo]) == 2  # the run's data.path is gone
+    assert "does not exist" in capsys.readouterr().err
+    assert main([str(run), *elbo, "--data", f"path={moved}", "--data", f"cache={tmp_path / 'other_cache'}"]) == 0
+    record = json.loads((run / "metrics.json").read_text())
+    assert record["metrics"]["elbo"] == own  # the same images, the same scores
+    assert record["data_overrides"] == {"path": str(moved), "cache": str(tmp_path / "other_cache")}
+    capsys.readouterr()
+    assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "channels=1"]) == 2
+    assert "holds scores on the run's own data, and this evaluation scores its data with channels=1" in (
+        capsys.readouterr().err)
+    strict = tmp_path / "strict.json"  # other data (a file that cannot be read would stop it), its own file
+    assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "skip_unreadable=false",
+                 "--output", str(strict)]) == 0
+    assert json.loads(strict.read_text())["data_overrides"] == {"path": str(moved), "skip_unreadable": False}
+    assert main([str(run), *elbo, "--data", f"pth={moved}"]) == 2
+    err = capsys.readouterr().err
+    assert "Unknown key 'data.pth'" in err and "Did you mean 'path'?" in err
+    assert main([str(run), *elbo, "--data", "path"]) == 2
+    assert "--data expects KEY=VALUE" in capsys.readouterr().err

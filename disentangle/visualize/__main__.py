@@ -8,6 +8,7 @@ config, and writes the pictures of :mod:`disentangle.visualize.pictures` (by def
     python -m disentangle.visualize runs/quickstart                        # into runs/quickstart/
     python -m disentangle.visualize runs/quickstart --what gif,latent_responses --out pictures/
     python -m disentangle.visualize runs/quickstart --what gif --limit 3 --frames 60
+    python -m disentangle.visualize runs/faces --data path=/scratch/faces  # the run's images moved
 
 Bad input (an unknown picture name, a folder without a model, missing scores or matplotlib) is
 reported as one paragraph on stderr with exit status 2, before any file is written.
@@ -48,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, default=40, help="frames of one loop of traversals.gif (default: 40)")
     p.add_argument("--fps", type=float, default=20.0, help="frames per second of traversals.gif (default: 20)")
     p.add_argument("--images", type=int, default=3, help="input images in traversals.png (default: 3)")
+    p.add_argument("--data", dest="data", action="append", default=[], metavar="KEY=VALUE",
+                   help="change the run's data section for the pictures, e.g. path=/new/place/of/images "
+                        "(repeatable; VALUE parsed as YAML, checked as data.KEY of the config)")
     add_logging_options(p)
     return p
 
@@ -96,7 +100,7 @@ def _find_metrics(source: str, given: str | None) -> dict[str, dict[str, float]]
     return read_metrics(path) if path.exists() else None
 
 
-def _load(source: str, device: str):
+def _load(source: str, device: str, data_overrides: dict | None = None):
     import disentangle
 
     try:
@@ -110,8 +114,9 @@ def _load(source: str, device: str):
             f"unknown; use the Python API (disentangle.visualize.write_pictures) with your dataset."
         )
     from ..data import build_dataset
+    from ..evaluate import data_section
 
-    return model, build_dataset(dict(config["data"]), device=device)
+    return model, build_dataset(data_section(dict(config["data"]), data_overrides or {}), device=device)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         positive("--fps", args.fps)
         positive_int("--images", args.images)
         apply_threads_option(args.threads)
+        from ..evaluate import parse_data_overrides
+
+        data_overrides = parse_data_overrides(args.data)
         skipped_metrics = False
         metrics = _find_metrics(args.source, args.metrics) if "metrics" in names else None
         if "metrics" in names and metrics is None:
@@ -144,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out) if args.out is not None else _default_out(args.source)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out '{out}' is a file, not a folder; choose a folder to write the pictures into.")
-        model, dataset = _load(args.source, device)
+        model, dataset = _load(args.source, device, data_overrides)
         if not explicit:
             from .pictures import pictures_for
 

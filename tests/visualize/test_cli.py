@@ -78,6 +78,7 @@ def test_all_leaves_out_metrics_without_scores_and_rerun_rewrites(run_dir, tmp_p
         (["--what", "metrics"], "metrics.json"),
         (["--frames", "1"], "--frames"),
         (["--limit", "0"], "--limit"),
+        (["--data", "sise=16"], "Unknown key 'data.sise' (given 16) for data name '_tiny_test'. Did you mean 'size'?"),
     ],
 )
 def test_bad_options_exit_2_before_writing(run_dir, tmp_path, capsys, argv_tail, message):
@@ -144,3 +145,12 @@ def test_zoo_name_without_scores_and_explicit_metrics_exits_2(tmp_path, monkeypa
     monkeypatch.setattr(zoo, "info", lambda name: {"metrics": None})
     assert main(["zoo:demo", "--what", "metrics", "--out", str(tmp_path / "o")]) == 2
     assert "metrics.png needs scores" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_data_overrides_change_the_images_the_pictures_are_drawn_from(run_dir, tmp_path, capsys):
+    """``--data KEY=VALUE`` builds the run's dataset with the change (here: another image size,
+    which the tiny MLP cannot encode, so the command fails naming the shapes; the same size works)."""
+    assert main([str(run_dir), "--out", str(tmp_path / "same"), "--what", "reconstructions", "--data", "size=16"]) == 0
+    assert (tmp_path / "same" / "reconstructions.png").exists()
+    assert main([str(run_dir), "--out", str(tmp_path / "other"), "--what", "reconstructions", "--data", "size=8"]) == 2
+    assert "The model takes a batch (B, 1, 16, 16); got shape (256, 1, 8, 8)." in capsys.readouterr().err

@@ -57,7 +57,7 @@ from ._core.cli import (
     setup_logging,
     show_progress,
 )
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +176,25 @@ def data_section(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
     return Config.from_dict({"data": {**data, **overrides}}).to_dict()["data"]
 
 
+def build_run_dataset(data: dict[str, Any], overrides: dict[str, Any], device: str) -> Any:
+    """The dataset of a run's ``data`` section with ``overrides`` (:func:`data_section`); when it
+    cannot be built because ``data.path`` is not there, the error says how to point at the data."""
+    from .data import build_dataset
+
+    section = data_section(data, overrides)
+    try:
+        return build_dataset(section, device=device)
+    except (ConfigError, InputError, FileNotFoundError) as err:
+        path = section.get("path")
+        if not isinstance(path, str) or not path or Path(path).expanduser().exists():
+            raise
+        where = "" if Path(path).expanduser().is_absolute() else f" (read from the current folder, {Path.cwd()})"
+        raise (ConfigError if isinstance(err, ConfigError) else InputError)(
+            f"{err} The run's data.path is '{path}'{where}: if the data are elsewhere now, give their place "
+            f"with --data path=NEW_PLACE."
+        ) from None
+
+
 def changes_the_data(overrides: dict[str, Any] | None) -> dict[str, Any]:
     """The overrides that change which images are scored: every key but where and how they are
     kept (``path`` and the keys a resume may change, ``RESUMABLE_DATA_KEYS``)."""
@@ -287,15 +306,13 @@ def _load_run(source: str, device: str, data_overrides: dict[str, Any] | None = 
     import disentangle
 
     from ._core.hardware import keep_freed_memory
-    from .data import build_dataset
-
     if torch.device(device).type == "cpu":
         keep_freed_memory()  # a metric after another one would otherwise fault its memory in again
     model = disentangle.load(source, map_location=device)
     config = getattr(model, "config", None)
     if not isinstance(config, dict) or "data" not in config:
         raise ConfigError(f"the model loaded from '{source}' has no config with a 'data' section.")
-    dataset = build_dataset(data_section(dict(config["data"]), data_overrides or {}), device=device)
+    dataset = build_run_dataset(dict(config["data"]), data_overrides or {}, device)
     return model, dataset, config
 
 

@@ -113,10 +113,9 @@ def _load(source: str, device: str, data_overrides: dict | None = None):
             f"The model loaded from '{source}' has no config with a 'data' section, so its dataset is "
             f"unknown; use the Python API (disentangle.visualize.write_pictures) with your dataset."
         )
-    from ..data import build_dataset
-    from ..evaluate import data_section
+    from ..evaluate import build_run_dataset
 
-    return model, build_dataset(data_section(dict(config["data"]), data_overrides or {}), device=device)
+    return model, build_run_dataset(dict(config["data"]), data_overrides or {}, device)
 
 
 def main(argv: list[str] | None = None) -> int:

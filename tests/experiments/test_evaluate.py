@@ -223,7 +223,8 @@ def test_data_overrides_score_a_run_whose_images_moved_and_keep_other_data_apart
     moved = folder.rename(tmp_path / "moved")
     capsys.readouterr()
     assert main([str(run), *elbo]) == 2  # the run's data.path is gone
-    assert "does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "if the data are elsewhere now, give their place with --data path=NEW_PLACE" in err
     assert main([str(run), *elbo, "--data", f"path={moved}", "--data", f"cache={tmp_path / 'other_cache'}"]) == 0
     record = json.loads((run / "metrics.json").read_text())
     assert record["metrics"]["elbo"] == own  # the same images, the same scores

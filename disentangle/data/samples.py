@@ -262,7 +262,8 @@ def from_torch(
     """A :class:`SampleDataset` from any map-style ``torch.utils.data.Dataset``.
 
     Each item is an image or an ``(image, labels)`` pair (further elements are ignored). An image is
-    a tensor or array ``(C, H, W)`` (or ``(H, W)``): ``uint8``, ``bool``, or float in [0, 1] (as
+    a tensor or array ``(C, H, W)``, ``(H, W, C)`` (when its last axis has 1, 3 or 4 entries and its
+    first has not) or ``(H, W)``: ``uint8``, ``bool``, or float in [0, 1] (as
     torchvision's ``ToTensor`` gives; rounded to ``uint8``), or a ``PIL.Image`` (converted to
     ``(C, H, W)`` ``uint8``). Every image must have the same shape: resize them in the dataset's own
     transform. Labels are an integer (one attribute) or a sequence/tensor of ``K`` integers. Items are
@@ -341,14 +342,19 @@ def _is_image(value: Any) -> bool:
     return isinstance(value, (torch.Tensor, np.ndarray)) or type(value).__module__.startswith("PIL")
 
 
+#: the channel counts that tell an image's channel axis: gray, RGB, RGBA
+CHANNELS = (1, 3, 4)
+
+
 def _image_to_uint8(image: Any, index: int, what: str) -> torch.Tensor:
-    """An item's image as a ``(C, H, W)`` uint8 tensor."""
+    """An item's image as a ``(C, H, W)`` uint8 tensor: ``(H, W, C)`` (numpy's and PIL's layout) when
+    its last axis has 1, 3 or 4 entries and its first has not, else ``(C, H, W)``."""
     if type(image).__module__.startswith("PIL"):
         array = np.asarray(image.convert("RGB") if image.mode not in ("L", "RGB") else image)
         array = array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
-        return torch.from_numpy(np.ascontiguousarray(array))
+        return torch.from_numpy(np.array(array, order="C"))  # a copy: PIL's buffer is read-only
     if isinstance(image, np.ndarray):
-        image = torch.from_numpy(image)
+        image = torch.from_numpy(np.array(image, order="C"))
     if not isinstance(image, torch.Tensor):
         raise TypeError(
             f"{what}: item {index} is a {type(image).__name__}; expected an image (a tensor or array (C, H, W), "
@@ -358,6 +364,8 @@ def _image_to_uint8(image: Any, index: int, what: str) -> torch.Tensor:
         image = image[None]
     if image.ndim != 3:
         raise ValueError(f"{what}: item {index} is an image of shape {tuple(image.shape)}; expected (C, H, W).")
+    if image.shape[0] not in CHANNELS and image.shape[-1] in CHANNELS:
+        image = image.permute(2, 0, 1)  # (H, W, C), as numpy and PIL lay images out
     if image.dtype == torch.bool:
         return image.to(torch.uint8) * 255
     if image.dtype == torch.uint8:

@@ -97,6 +97,22 @@ def test_from_torch_reads_float_uint8_and_pil_images_with_labels():
     assert gray.image_shape == (1, 6, 6) and not gray.labelled and int(gray.images.max()) == 9
 
 
+def test_from_torch_reads_numpy_s_height_width_channels_layout():
+    """An array (H, W, C), as numpy and PIL lay images out, is stored (C, H, W), not as 64 channels."""
+    rng = np.random.default_rng(2)
+    arrays = [rng.integers(0, 256, (8, 10, 3), dtype=np.uint8) for _ in range(3)]
+    ds = from_torch(_Items([(a, i) for i, a in enumerate(arrays)]))
+    assert ds.image_shape == (3, 8, 10)
+    for i, a in enumerate(arrays):
+        assert torch.equal(ds.images[i], torch.from_numpy(a.transpose(2, 0, 1).copy()))
+    gray = from_torch(_Items([np.zeros((8, 10, 1), dtype=np.uint8)]))
+    assert gray.image_shape == (1, 8, 10)
+    chw = from_torch(_Items([np.zeros((3, 8, 10), dtype=np.uint8)]))
+    assert chw.image_shape == (3, 8, 10)
+    assert from_torch(_Items([np.zeros((8, 10, 4), dtype=np.uint8)])).image_shape == (4, 8, 10)  # RGBA
+    assert from_torch(_Items([torch.zeros(5, 6, 7)])).image_shape == (5, 6, 7)  # 5 channels, as before
+
+
 @pytest.mark.parametrize("items, match", [
     (["not an image"], "item 0 is a str; expected an image"),
     ([torch.zeros(3, 6, 6), torch.zeros(3, 7, 7)], "item 1 is an image of shape \\(3, 7, 7\\).*same shape"),

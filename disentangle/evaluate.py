@@ -176,10 +176,25 @@ def data_section(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
     return Config.from_dict({"data": {**data, **overrides}}).to_dict()["data"]
 
 
-def build_run_dataset(data: dict[str, Any], overrides: dict[str, Any], device: str) -> Any:
+def build_run_dataset(data: dict[str, Any], overrides: dict[str, Any], device: str, model: Any = None,
+                      command: str = "evaluate") -> Any:
     """The dataset of a run's ``data`` section with ``overrides`` (:func:`data_section`); when it
-    cannot be built because ``data.path`` is not there, the error says how to point at the data."""
+    cannot be built because ``data.path`` is not there, the error says how to point at the data.
+
+    A ``model`` trained on a dataset given to ``fit`` (``model.data_given``: the config's data
+    section is not what it learned from) is refused unless ``overrides`` say which data to use."""
     from .data import build_dataset
+
+    given = getattr(model, "data_given", None)
+    if given is not None and not overrides:
+        labels = f", labels {', '.join(given['labels'])}" if given.get("labels") else ", no labels"
+        raise InputError(
+            f"This run trained on a dataset given to fit() in Python ({given['description']}; {given['size']:,} "
+            f"images of shape {tuple(given['image_shape'])}{labels}), not on its config's data section "
+            f"({data.get('name')}), which is what {command} would build. Score it in Python with that dataset "
+            f"(disentangle.metrics.evaluate_metrics(dataset, disentangle.load(RUN), ...)), or, when a data "
+            f"section of the config gives the same images, name it with --data KEY=VALUE."
+        )
 
     section = data_section(data, overrides)
     try:
@@ -312,7 +327,7 @@ def _load_run(source: str, device: str, data_overrides: dict[str, Any] | None = 
     config = getattr(model, "config", None)
     if not isinstance(config, dict) or "data" not in config:
         raise ConfigError(f"the model loaded from '{source}' has no config with a 'data' section.")
-    dataset = build_run_dataset(dict(config["data"]), data_overrides or {}, device)
+    dataset = build_run_dataset(dict(config["data"]), data_overrides or {}, device, model)
     return model, dataset, config
 
 

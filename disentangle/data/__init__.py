@@ -28,6 +28,22 @@ DATASETS: Registry = Registry("dataset")
 keys of the ``data`` section (see :func:`build_dataset`)."""
 
 
+#: data keys that say how and where the images are kept, not which images they are: rendered once or
+#: per batch, on the device or streamed, the folder of a downloaded file or of a decoded cache, and
+#: whether a missing file may be fetched. Two data sections that differ only in them hold the same data.
+STORAGE_KEYS = ("materialize", "placement", "cache_dir", "cache", "download")
+
+
+def data_identity(data: Any) -> dict[str, Any]:
+    """Which images a ``data`` section (a :class:`~disentangle.config.DataConfig` or its dict) gives:
+    its name and parameters without :data:`STORAGE_KEYS`, ``labels`` (a subset drawn from the data,
+    not the data) and ``device``; ``subgrid`` when set."""
+    if not isinstance(data, dict):
+        data = {"name": data.name, **dict(data.params), "subgrid": data.subgrid}
+    return {k: v for k, v in data.items()
+            if k not in STORAGE_KEYS and k not in ("labels", "device") and not (k == "subgrid" and v is None)}
+
+
 def build_dataset(data: Any, device: str | torch.device = "cpu"):
     """Build a registered dataset from a config's ``data`` section.
 
@@ -52,6 +68,10 @@ def build_dataset(data: Any, device: str | torch.device = "cpu"):
         dataset = dataset.to(device) or dataset
     if subgrid is not None:
         dataset = _subgrid(dataset, name, subgrid)
+    try:  # which data section built it: a trainer given this dataset tells it from a user's own
+        dataset.built_from = data_identity(data)
+    except AttributeError:  # a class with __slots__: it counts as a dataset of the user's
+        pass
     return dataset
 
 
@@ -67,7 +87,9 @@ def _subgrid(dataset: Any, name: str, spec: Any):
 
 __all__ = [
     "DATASETS",
+    "STORAGE_KEYS",
     "build_dataset",
+    "data_identity",
     "GridDataset",
     "GroundTruthDataset",
     "IndexedImageDataset",

@@ -19,6 +19,7 @@ from typing import Any
 from .._core.choices import PRECISIONS
 from .._core.hardware import auto_precision
 from ..config import Config
+from ..data import STORAGE_KEYS
 from ..errors import ConfigError
 
 #: train keys that may differ between a checkpoint's config and the config used to resume it
@@ -29,13 +30,13 @@ RESUMABLE_KEYS = (
 )
 
 
-#: data keys that may differ too: execution strategies of the dataset and where its files are (the
-#: same images either way): rendered once or per batch, held on the device or streamed from the host,
-#: the folder of a downloaded file (checked against its checksum) or of a decoded cache (keyed by the
-#: files and the settings), and whether a missing file may be fetched. The data keys left out of a
-#: sweep's run id (``disentangle.sweep.ids.EXCLUDED_KEYS``) are among them, so a sweep rerun that
-#: changes one resumes its runs.
-RESUMABLE_DATA_KEYS = ("materialize", "placement", "cache_dir", "cache", "download")
+#: data keys that may differ too: how and where the images are kept, not which they are
+#: (:data:`disentangle.data.STORAGE_KEYS`: rendered once or per batch, held on the device or streamed
+#: from the host, the folder of a downloaded file, checked against its checksum, or of a decoded
+#: cache, keyed by the files and the settings, and whether a missing file may be fetched). The data
+#: keys left out of a sweep's run id (``disentangle.sweep.ids.EXCLUDED_KEYS``) are among them, so a
+#: sweep rerun that changes one resumes its runs.
+RESUMABLE_DATA_KEYS = STORAGE_KEYS
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:

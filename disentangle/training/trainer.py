@@ -68,7 +68,7 @@ from .._core import distributed
 from .._core.schedules import Schedule, parse_schedules
 from ..backbones.init import initialize
 from ..config import Config
-from ..data import build_dataset
+from ..data import build_dataset, data_identity
 from ..data.base import BatchShard, sampling_shard
 from ..data.labels import LabelsSpec, make_labelled_set
 from ..errors import ConfigError, NonFiniteLossError, RunExistsError
@@ -146,6 +146,36 @@ def bind_schedules(config: Config, objective: Any) -> dict[str, Schedule]:
     return schedules
 
 
+def given_data(dataset: Any, data: Any) -> dict[str, Any] | None:
+    """None when ``dataset`` is what the config's ``data`` section builds (``build_dataset`` of a section
+    with the same :func:`~disentangle.data.data_identity`: a sweep worker's cached dataset); else what
+    the checkpoint records of a dataset of the user's (``from_torch``, ``from_arrays``, their own class):
+    its description, size, image shape and label names."""
+    built_from = getattr(dataset, "built_from", None)
+    if built_from is not None and built_from == data_identity(data):
+        return None
+    names = getattr(dataset, "factor_names", None)
+    labelled = getattr(dataset, "labelled", True) and bool(names)
+    return {"description": str(getattr(dataset, "name", None) or type(dataset).__name__), "size": len(dataset),
+            "image_shape": [int(d) for d in dataset.image_shape], "labels": list(names) if labelled else None}
+
+
+def check_resume_data(saved: dict[str, Any] | None, now: dict[str, Any] | None, config: Config, out_dir: Any) -> None:
+    """Refuse a resume that would switch a run between its config's data and a dataset given to fit."""
+    if saved is None and now is not None:
+        raise ConfigError(
+            f"Cannot resume '{out_dir}' on the dataset given to fit ({now['description']}): the run trained on its "
+            f"config's data section ({config.data.name}). Resume it without dataset=, or train the given data in "
+            f"a new run folder."
+        )
+    if saved is not None and now is None:
+        raise ConfigError(
+            f"Cannot resume '{out_dir}' on its config's data section ({config.data.name}): the run trained on a "
+            f"dataset given to fit ({saved['description']}; {saved['size']:,} images of shape "
+            f"{tuple(saved['image_shape'])}). Resume it in Python with fit(config, resume=True, dataset=the same data)."
+        )
+
+
 def check_training_data(config: Config, objective: Any, dataset: Any) -> None:
     """Before training: a sample of images without a factor grid (:class:`disentangle.data.SampleDataset`)
     cannot feed an objective that draws pairs or groups sharing factors, or few labels from a grid,
@@ -215,11 +245,13 @@ class Trainer:
 
     def __init__(self, config: Config, dataset: Any = None, callbacks: Sequence[Any] = ()) -> None:
         """``dataset``: an already built dataset for ``config.data`` (e.g. one a sweep worker reuses
-        across runs); by default it is built from the config. ``callbacks``: objects with any of the
+        across runs), or one of the user's, recorded in the checkpoint (:func:`given_data`); by
+        default it is built from the config. ``callbacks``: objects with any of the
         hooks of :class:`~disentangle.training.callbacks.Callback`, called after the built-in ones and
         those of ``train.callbacks``."""
         self.config = config
         self._given_dataset = dataset
+        self.data_given: dict[str, Any] | None = None  # set by _build: a dataset of the user's, not config.data
         self._user_callbacks = list(callbacks)
         self.callbacks: list[Any] = []
         self.resumed = False
@@ -237,12 +269,14 @@ class Trainer:
         cfg = self.config
         if self._given_dataset is not None:
             dataset = self._given_dataset
+            self.data_given = given_data(dataset, cfg.data)  # before a move, which may make a new object
             if getattr(dataset, "device", self.device) != self.device and hasattr(dataset, "to"):
                 dataset = dataset.to(self.device) or dataset
             self.dataset = dataset
         else:
             seed_everything(cfg.seed)
             self.dataset = build_dataset(cfg.data, device=self.device)
+            self.data_given = None
         # seeded after the dataset, so a prebuilt dataset gives the same weights
         seed_everything(cfg.seed)
         self.model = VAE.from_backbone(
@@ -301,7 +335,8 @@ class Trainer:
         return self._paused_before + self._pauses.seconds
 
     def _state(self) -> dict[str, Any]:
-        return {
+        given = {"data_given": self.data_given} if self.data_given is not None else {}
+        return {**given,
             "format": FORMAT_VERSION,
             "step": self.step,
             "wall_time_s": self.wall_time_s,
@@ -524,7 +559,14 @@ class Trainer:
         self.callbacks = self._builtin_callbacks() + configured + self._user_callbacks
         self.resumed = ckpt is not None
         self.stop_reason = None
+        if self.data_given is not None and self.rank_info.is_main:
+            logger.info(
+                f"training on a dataset given to fit ({self.data_given['description']}), not on the config's data "
+                f"section ({self.config.data.name}); the checkpoint records it, and evaluate and visualize will not "
+                f"score the run on the config's data"
+            )
         if ckpt is not None:
+            check_resume_data(ckpt.get("data_given"), self.data_given, self.config, self.out_dir)
             self._restore(ckpt)
             self._restore_callbacks(ckpt.get("callbacks", {}))
             self._checkpoint_step = self.step
@@ -793,7 +835,10 @@ def fit(
     run folder and last step; ``resume`` continues the run in ``train.out_dir`` from its checkpoint.
     (``python -m disentangle.train`` is its command line.)
 
-    ``dataset`` optionally supplies the already built dataset of ``config.data``; ``callbacks`` are
+    ``dataset`` optionally supplies the dataset: the already built one of ``config.data`` (as a sweep
+    worker passes it), or one of the user's (``from_torch``, ``from_arrays``, their own), which the
+    checkpoint then records as ``data_given`` (:func:`given_data`; a resume must be given it again,
+    and the evaluate and visualize commands do not score such a run on ``config.data``); ``callbacks`` are
     objects with any of the hooks of :class:`~disentangle.training.callbacks.Callback` (after the
     built-in ones and those of ``train.callbacks``); ``precision`` trains a resumed session in another
     precision than the run's (:meth:`Trainer.fit`).

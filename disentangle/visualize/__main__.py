@@ -115,7 +115,7 @@ def _load(source: str, device: str, data_overrides: dict | None = None):
         )
     from ..evaluate import build_run_dataset
 
-    return model, build_run_dataset(dict(config["data"]), data_overrides or {}, device)
+    return model, build_run_dataset(dict(config["data"]), data_overrides or {}, device, model, "visualize")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -180,6 +180,13 @@ def publish(
     except CheckpointError as err:
         raise DisentangleError(f"Cannot publish '{run_dir}': {err}") from None
     config = model.config
+    given = getattr(model, "data_given", None)
+    if given is not None:
+        raise ConfigError(
+            f"Cannot publish '{run_dir}': it trained on a dataset given to fit ({given['description']}), not on "
+            f"its config's data section ({config['data'].get('name')}), so its recipe would not train it and the "
+            f"zoo's scores would be computed on other data. Publish runs trained from a config's data."
+        )
     from ..objectives.class_content import class_content_settings
 
     settings = class_content_settings(config, metric_names, settings)  # a class/content model's split

@@ -112,6 +112,18 @@ class _Problems:
             raise ConfigError.all_of(self.errors) from None
 
 
+#: the largest seed: a run's streams are seeded with ``seed + stream`` (``runtime.stream_seed``), and a
+#: torch generator takes seeds below 2**64; NumPy's take any integer >= 0
+MAX_SEED = 2**63 - 1
+
+
+def _check_seed(value: Any) -> int:
+    seed = _check_value("seed", value, int)
+    if not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"seed must be an integer from 0 to 2**63 - 1, got {seed}. Pick another seed, e.g. seed=0.")
+    return seed
+
+
 def _from_dict(raw: dict[str, Any], *, resolve: bool) -> Config:
     """Check every section of ``raw`` and report every problem at once (:class:`_Problems`)."""
     if not isinstance(raw, dict):
@@ -122,7 +134,7 @@ def _from_dict(raw: dict[str, Any], *, resolve: bool) -> Config:
             problems.add(ConfigError(
                 f"Unknown config section '{key}'.{did_you_mean(key, _SECTIONS)} Valid sections: {', '.join(_SECTIONS)}."
             ))
-    seed = problems.value(_check_value, "seed", raw.get("seed", 0), int, default=0)
+    seed = problems.value(_check_seed, raw.get("seed", 0), default=0)
     sections = {name: problems.value(_section, raw, name, default={}) for name in ("data", "model", "objective", "train")}
     config = Config(
         seed=seed, data=_data_config(sections["data"], problems), model=_model_config(sections["model"], problems),

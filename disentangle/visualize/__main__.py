@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         positive_int("--frames", args.frames, minimum=2)
         positive("--fps", args.fps)
         positive_int("--images", args.images)
+        positive_int("--seed", args.seed, minimum=0)
         apply_threads_option(args.threads)
         from ..evaluate import parse_data_overrides
 

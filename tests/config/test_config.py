@@ -46,6 +46,9 @@ def test_yaml_1_1_exponent_strings_are_accepted_as_floats(tiny_dataset_name):
         ("model.hidden_sizes=[4]", ["model.hidden_sizes", "for model backbone 'conv64'"]),
         ("traing.steps=3", ["Unknown config section 'traing'", "Did you mean 'train'"]),
         ("train.steps", ["not of the form key=value"]),
+        ("seed=-1", ["seed must be an integer from 0 to 2**63 - 1, got -1"]),
+        (f"seed={2**63}", [f"got {2**63}"]),
+        ("seed=1.5", ["seed", "expected int"]),
     ],
 )
 def test_config_errors_are_one_clear_paragraph(override, fragments, tiny_dataset_name):

@@ -78,6 +78,7 @@ def test_all_leaves_out_metrics_without_scores_and_rerun_rewrites(run_dir, tmp_p
         (["--what", "metrics"], "metrics.json"),
         (["--frames", "1"], "--frames"),
         (["--limit", "0"], "--limit"),
+        (["--seed", "-1"], "--seed"),
         (["--data", "sise=16"], "Unknown key 'data.sise' (given 16) for data name '_tiny_test'. Did you mean 'size'?"),
     ],
 )

@@ -59,14 +59,15 @@ def in_range(
     high_open: bool = False,
     hint: str = "",
 ) -> float:
-    """``low <= value <= high`` (``<`` where ``*_open``), either bound optional; as a float."""
+    """``low <= value <= high`` (``<`` where ``*_open``), either bound optional (an absent bound is an
+    open infinity: ``(0, inf)`` refuses ``inf``); as a float."""
     lo = "-inf" if low is None else f"{low:g}"
     hi = "inf" if high is None else f"{high:g}"
     interval = f"{'(' if low_open or low is None else '['}{lo}, {hi}{')' if high_open or high is None else ']'}"
     v = _number(name, value, f"a number in {interval}")
     bad = (low is not None and (v < low or (low_open and v == low))) or (
         high is not None and (v > high or (high_open and v == high))
-    )
+    ) or math.isinf(v)  # an infinite bound is never reached
     if bad:
         extra = f" {hint}" if hint else ""
         raise ParameterError(name, f"{name} must be in {interval}, got {value!r}.{extra}")

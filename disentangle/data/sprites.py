@@ -324,9 +324,9 @@ def _inside_heart(hx: torch.Tensor, hy: torch.Tensor, tables: _Tables) -> torch.
 
 
 def _check_image_size(image_size: int) -> int:
-    if int(image_size) != image_size or image_size < 1:
-        raise ValueError(f"image_size must be a positive integer, got {image_size!r}.")
-    return int(image_size)
+    from .._core.checks import positive_int
+
+    return positive_int("image_size", image_size)
 
 
 def render_sprites(

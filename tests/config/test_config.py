@@ -47,6 +47,8 @@ def test_yaml_1_1_exponent_strings_are_accepted_as_floats(tiny_dataset_name):
         ("traing.steps=3", ["Unknown config section 'traing'", "Did you mean 'train'"]),
         ("train.steps", ["not of the form key=value"]),
         ("seed=-1", ["seed must be an integer from 0 to 2**63 - 1, got -1"]),
+        ("train.lr=.inf", ["train.lr must be in (0, inf), got inf"]),
+        ("train.weight_decay=.inf", ["train.weight_decay must be in [0, inf), got inf"]),
         (f"seed={2**63}", [f"got {2**63}"]),
         ("seed=1.5", ["seed", "expected int"]),
     ],

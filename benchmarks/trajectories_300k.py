@@ -67,7 +67,7 @@ COLUMNS = ["run_id", "objective", "seed", "precision", "step", "mig", "dci_disen
            "dci_informativeness", "factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents",
            "active_latents"]
 #: the columns that hold counts: read back as ``int``, so that a rewrite keeps ``76``, not ``76.0``
-INTEGER_COLUMNS = ("seed", "step", "position_latents", "active_latents")
+INTEGER_COLUMNS = ("seed", "step", "rotation_degrees", "position_latents", "active_latents")
 #: the columns computed on a kept checkpoint (milestone_scores)
 MILESTONE_COLUMNS = ("factor_vae_score", "mig_rotated", "rotation_degrees", "position_latents", "active_latents")
 #: the cheap ones (code_scores: seconds), computed on every kept checkpoint

@@ -50,8 +50,10 @@ from typing import Any
 from ._core.atomic import atomic_write_text
 from ._core.cli import (
     REPORTED,
+    add_import_option,
     add_logging_options,
     add_threads_option,
+    apply_import_option,
     apply_threads_option,
     report,
     setup_logging,
@@ -88,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
                         "as train.channels_last (on for an AVX512/AMX CPU; scores change only by rounding)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_threads_option(p)
+    add_import_option(p)
     p.add_argument("--no-code-table", action="store_true",
                    help="encode every drawn observation (by default, where the dataset's observations are a "
                         "function of the factors alone, each grid point is encoded once: the model's "
@@ -335,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup_logging(args)
     try:
+        apply_import_option(args.imports)  # the user's metrics, backbones, datasets
         from .metrics import evaluate_metrics, resolve_metric_names
         from .metrics.results import settings_identity
 

@@ -18,7 +18,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ._core.cli import REPORTED, add_logging_options, report, setup_logging
+from ._core.cli import REPORTED, add_import_option, add_logging_options, apply_import_option, report, setup_logging
 from .errors import ConfigError
 
 
@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --resume: train this session in another precision than the run's train.precision "
                         "(which stays the run's; execution.jsonl records the change), e.g. fp32 for a bf16 run "
                         "moved to a CPU that emulates bf16")
+    add_import_option(p)
     p.add_argument("overrides", nargs="*", help="dotted key=value overrides")
     add_logging_options(p)
     return p
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from .training.trainer import fit
 
     try:
+        apply_import_option(args.imports)  # the user's registrations, before the config names them
         config_path = args.config
         overrides = list(args.overrides)
         if args.threads is not None:

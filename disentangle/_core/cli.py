@@ -107,6 +107,22 @@ def apply_threads_option(value: str) -> str:
     return f"{choice.threads} CPU threads ({choice.reason}), OpenMP wait policy {policy} ({reason})"
 
 
+IMPORT_HELP = ("a module of yours that registers backbones, objectives, datasets or metrics: a dotted module "
+               "name or a .py file (repeatable), imported before the config or the model is read")
+
+
+def add_import_option(parser: argparse.ArgumentParser) -> None:
+    """``--import MODULE`` (repeatable) on a command line (:func:`apply_import_option` imports them)."""
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
+
+
+def apply_import_option(imports: list[str]) -> None:
+    """Import the modules of ``--import`` (:func:`disentangle._core.plugins.import_plugins`)."""
+    from .plugins import import_plugins
+
+    import_plugins(list(imports), where="--import")
+
+
 # ---------------------------------------------------------------------------- logging
 class _StderrHandler(logging.StreamHandler):
     """A handler that writes to whatever ``sys.stderr`` is when a record is emitted (a test's

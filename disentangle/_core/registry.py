@@ -58,7 +58,8 @@ class Registry(Generic[T]):
             valid = ", ".join(sorted(self._entries)) or "(none registered)"
             raise UnknownNameError(
                 f"Unknown {self.kind} '{name}'.{did_you_mean(name, self.names())} "
-                f"Valid {self.kind} names: {valid}."
+                f"Valid {self.kind} names: {valid}. A {self.kind} of your own is registered by importing its "
+                f"module first: --import MODULE_OR_FILE.py on a command line, imports: in a sweep file."
             )
         return self._entries[name]
 

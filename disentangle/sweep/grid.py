@@ -220,33 +220,11 @@ def _parse_imports(value: Any, where: str, folder: Path) -> list[str]:
 
 
 def import_plugins(imports: list[str]) -> None:
-    """Import modules (dotted names or ``.py`` paths) once per process, for their registrations."""
-    import importlib
-    import importlib.util
-    import sys
+    """Import a sweep file's ``imports`` (dotted names or ``.py`` paths) once per process, for their
+    registrations (:func:`disentangle._core.plugins.import_plugins`)."""
+    from .._core.plugins import import_plugins as import_modules
 
-    for item in imports:
-        if item.endswith(".py"):
-            module_name = "_disentangle_sweep_plugin_" + Path(item).stem + "_" + run_id({"path": item})[:8]
-            if module_name in sys.modules:
-                continue
-            spec = importlib.util.spec_from_file_location(module_name, item)
-            if spec is None or spec.loader is None:
-                raise ConfigError(f"Cannot import '{item}': it is not a Python module.")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[module_name] = module
-            try:
-                spec.loader.exec_module(module)
-            except Exception:
-                del sys.modules[module_name]
-                raise
-        else:
-            try:
-                importlib.import_module(item)
-            except ImportError as err:
-                raise ConfigError(
-                    f"The sweep file's import '{item}' cannot be imported ({err}). Install it or give a .py path."
-                ) from None
+    import_modules(imports, where="The sweep file's import")
 
 
 def _parse_overrides(value: Any, where: str, what: str) -> dict[str, Any]:

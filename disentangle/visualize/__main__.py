@@ -21,7 +21,16 @@ import sys
 from pathlib import Path
 
 from .._core.checks import positive, positive_int
-from .._core.cli import REPORTED, add_logging_options, add_threads_option, apply_threads_option, report, setup_logging
+from .._core.cli import (
+    REPORTED,
+    add_import_option,
+    add_logging_options,
+    add_threads_option,
+    apply_import_option,
+    apply_threads_option,
+    report,
+    setup_logging,
+)
 from ..config import ZOO_PREFIX
 from ..errors import ConfigError, InputError
 from .pictures import PICTURES, PLOTTED, resolve_pictures
@@ -49,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, default=40, help="frames of one loop of traversals.gif (default: 40)")
     p.add_argument("--fps", type=float, default=20.0, help="frames per second of traversals.gif (default: 20)")
     p.add_argument("--images", type=int, default=3, help="input images in traversals.png (default: 3)")
+    add_import_option(p)
     p.add_argument("--data", dest="data", action="append", default=[], metavar="KEY=VALUE",
                    help="change the run's data section for the pictures, e.g. path=/new/place/of/images "
                         "(repeatable; VALUE parsed as YAML, checked as data.KEY of the config)")
@@ -122,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup_logging(args)
     try:
+        apply_import_option(args.imports)  # the user's backbones and datasets
         from .plots import require_matplotlib
 
         explicit = args.what != "all"

@@ -1,0 +1,81 @@
+"""The user's own components on the command lines: ``--import MODULE`` (a dotted name or a ``.py``
+file) registers them before the config or the model is read, in ``train``, ``evaluate`` and
+``visualize`` as in a sweep file's ``imports:``."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from disentangle._core.plugins import import_plugins, plugin_module_name
+from disentangle.errors import ConfigError
+
+PLUGIN = '''
+from disentangle.objectives import OBJECTIVES
+from disentangle.objectives.beta_vae import BetaVAE
+
+IMPORTED = globals().get("IMPORTED", 0) + 1
+
+
+@OBJECTIVES.register("{name}")
+class Mine(BetaVAE):
+    """β-VAE under a name of the user's, with a parameter of its own."""
+
+    def __init__(self, beta: float = 1.0, extra: float = 0.5, reconstruction: str = "bernoulli") -> None:
+        super().__init__(beta=beta, reconstruction=reconstruction)
+        self.extra = float(extra)
+'''
+
+
+def _plugin(folder: Path, name: str) -> Path:
+    path = folder / f"{name}.py"
+    path.write_text(PLUGIN.format(name=name))
+    return path
+
+
+def test_a_file_is_imported_once_and_registers_its_names(tmp_path):
+    from disentangle.objectives import OBJECTIVES
+
+    path = _plugin(tmp_path, "plugin_once_objective")
+    import_plugins([str(path)])
+    import_plugins([str(path)])  # a second import would register the name twice
+    assert "plugin_once_objective" in OBJECTIVES
+    assert sys.modules[plugin_module_name(path)].IMPORTED == 1
+    assert set(OBJECTIVES.parameters("plugin_once_objective")) >= {"beta", "extra"}
+
+
+def test_a_module_that_cannot_be_found_is_one_paragraph(tmp_path):
+    with pytest.raises(ConfigError, match=r"--import 'no_such_module_here' cannot be imported .*PYTHONPATH"):
+        import_plugins(["no_such_module_here"])
+    with pytest.raises(ConfigError, match=r"--import '.*missing.py' is not a file"):
+        import_plugins([str(tmp_path / "missing.py")])
+
+
+def test_the_commands_train_resume_and_evaluate_a_run_of_the_user_s_objective(tmp_path, tiny_overrides):
+    """In fresh interpreters (the registrations of one process are not another's): a run of a
+    registered objective trains with --import, its resume without --import names the fix, with it
+    resumes; evaluate loads it with --import."""
+    from disentangle.evaluate import main as evaluate
+
+    path = _plugin(tmp_path, "plugin_cli_objective")
+    run = tmp_path / "run"
+    overrides = tiny_overrides(run, steps=4, **{"objective.name": "plugin_cli_objective", "objective.extra": 0.25})
+    # the tiny dataset is the test suite's: its conftest registers it, and so imports it here too
+    conftest = str(Path(__file__).resolve().parents[1] / "conftest.py")
+    train = [sys.executable, "-m", "disentangle.train", "--import", conftest]
+    config = ["--config", "quickstart"]
+    done = subprocess.run([*train, "--import", str(path), *config, *overrides], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    resume = [*train, "--resume", str(run), "train.steps=6", "train.progress=false"]
+    refused = subprocess.run(resume, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2
+    assert "Unknown objective 'plugin_cli_objective'" in refused.stderr
+    assert "--import MODULE_OR_FILE.py on a command line" in refused.stderr and "Traceback" not in refused.stderr
+    resumed = subprocess.run([*resume[:3], "--import", str(path), *resume[3:]], capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert evaluate([str(run), "--import", str(path), "--metrics", "mig", "--set", "mig.num_train=100",
+                     "--no-progress"]) == 0
+    assert (run / "metrics.json").exists()

@@ -12,8 +12,10 @@ import sys
 
 from .._core.cli import (
     REPORTED,
+    add_import_option,
     add_logging_options,
     add_threads_option,
+    apply_import_option,
     apply_threads_option,
     report,
     setup_logging,
@@ -58,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-figures", action="store_true", help="write only the CSVs and report.md")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_threads_option(p)
+    add_import_option(p)  # UDR and ModelCentrality load the runs' models
     add_logging_options(p)
     return p
 
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scores = args.scores if args.scores in ("headline", "all") else [s.strip() for s in args.scores.split(",") if s.strip()]
     try:
+        apply_import_option(args.imports)
         apply_threads_option(args.threads)
         result = analyze(
             args.input,

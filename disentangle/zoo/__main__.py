@@ -22,8 +22,10 @@ from typing import Any
 
 from .._core.cli import (
     REPORTED,
+    add_import_option,
     add_logging_options,
     add_threads_option,
+    apply_import_option,
     apply_threads_option,
     report,
     setup_logging,
@@ -79,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--force", action="store_true", help="replace an entry or file with other weights")
     pu.add_argument("--no-progress", action="store_true", help="no progress bar while the metrics are computed")
     add_threads_option(pu)
+    add_import_option(pu)
     add_logging_options(p)
     return p
 
@@ -257,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup_logging(args)
     try:
+        apply_import_option(getattr(args, "imports", []))  # publish: the user's backbone, objective, metrics
         return COMMANDS[args.command](args)
     except (*REPORTED, KeyboardInterrupt) as err:
         return report(err)

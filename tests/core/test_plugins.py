@@ -38,12 +38,12 @@ def _plugin(folder: Path, name: str) -> Path:
 def test_a_file_is_imported_once_and_registers_its_names(tmp_path):
     from disentangle.objectives import OBJECTIVES
 
-    path = _plugin(tmp_path, "plugin_once_objective")
+    path = _plugin(tmp_path, "_plugin_once_objective")
     import_plugins([str(path)])
     import_plugins([str(path)])  # a second import would register the name twice
-    assert "plugin_once_objective" in OBJECTIVES
+    assert "_plugin_once_objective" in OBJECTIVES
     assert sys.modules[plugin_module_name(path)].IMPORTED == 1
-    assert set(OBJECTIVES.parameters("plugin_once_objective")) >= {"beta", "extra"}
+    assert set(OBJECTIVES.parameters("_plugin_once_objective")) >= {"beta", "extra"}
 
 
 def test_a_module_that_cannot_be_found_is_one_paragraph(tmp_path):
@@ -59,9 +59,9 @@ def test_the_commands_train_resume_and_evaluate_a_run_of_the_user_s_objective(tm
     resumes; evaluate loads it with --import."""
     from disentangle.evaluate import main as evaluate
 
-    path = _plugin(tmp_path, "plugin_cli_objective")
+    path = _plugin(tmp_path, "_plugin_cli_objective")
     run = tmp_path / "run"
-    overrides = tiny_overrides(run, steps=4, **{"objective.name": "plugin_cli_objective", "objective.extra": 0.25})
+    overrides = tiny_overrides(run, steps=4, **{"objective.name": "_plugin_cli_objective", "objective.extra": 0.25})
     # the tiny dataset is the test suite's: its conftest registers it, and so imports it here too
     conftest = str(Path(__file__).resolve().parents[1] / "conftest.py")
     train = [sys.executable, "-m", "disentangle.train", "--import", conftest]
@@ -71,7 +71,7 @@ def test_the_commands_train_resume_and_evaluate_a_run_of_the_user_s_objective(tm
     resume = [*train, "--resume", str(run), "train.steps=6", "train.progress=false"]
     refused = subprocess.run(resume, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2
-    assert "Unknown objective 'plugin_cli_objective'" in refused.stderr
+    assert "Unknown objective '_plugin_cli_objective'" in refused.stderr
     assert "--import MODULE_OR_FILE.py on a command line" in refused.stderr and "Traceback" not in refused.stderr
     resumed = subprocess.run([*resume[:3], "--import", str(path), *resume[3:]], capture_output=True, text=True,
                              timeout=300)

@@ -36,12 +36,20 @@ STORAGE_KEYS = ("materialize", "placement", "cache_dir", "cache", "download")
 
 def data_identity(data: Any) -> dict[str, Any]:
     """Which images a ``data`` section (a :class:`~disentangle.config.DataConfig` or its dict) gives:
-    its name and parameters without :data:`STORAGE_KEYS`, ``labels`` (a subset drawn from the data,
-    not the data) and ``device``; ``subgrid`` when set."""
+    its name and parameters, the dataset's defaults filled in, without :data:`STORAGE_KEYS`,
+    ``labels`` (a subset drawn from the data, not the data) and ``device``; ``subgrid`` when set.
+    Values as JSON reads them back (tuples as lists), so two spellings of one section compare equal."""
+    import json
+
     if not isinstance(data, dict):
         data = {"name": data.name, **dict(data.params), "subgrid": data.subgrid}
-    return {k: v for k, v in data.items()
+    filled: dict[str, Any] = {}
+    if data.get("name") in DATASETS:
+        filled = {key: p.default for key, p in DATASETS.parameters(data["name"]).items() if p.default is not p.empty}
+    filled.update(data)
+    kept = {k: v for k, v in filled.items()
             if k not in STORAGE_KEYS and k not in ("labels", "device") and not (k == "subgrid" and v is None)}
+    return json.loads(json.dumps(kept, sort_keys=True, default=str))
 
 
 def build_dataset(data: Any, device: str | torch.device = "cpu"):

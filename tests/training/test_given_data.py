@@ -60,8 +60,11 @@ def test_a_dataset_built_from_the_config_s_data_section_is_not_a_given_one(tmp_p
     fit(config, dataset=dataset)
     assert disentangle.load(tmp_path / "run").data_given is None
     other = load_config(None, tiny_overrides(tmp_path / "other", steps=2))
-    fit(other, dataset=build_dataset({"name": "_tiny_test", "size": 16, "channels": 1, "labels": None}))
-    assert disentangle.load(tmp_path / "other").data_given is None  # labels are drawn from the data, not data
+    fit(other, dataset=build_dataset({"name": "_tiny_test", "labels": None}))
+    assert disentangle.load(tmp_path / "other").data_given is None  # defaults filled; labels are not the data
+    larger = load_config(None, tiny_overrides(tmp_path / "larger", steps=2))
+    fit(larger, dataset=build_dataset({"name": "_tiny_test", "channels": 3}))
+    assert disentangle.load(tmp_path / "larger").data_given["image_shape"] == [3, 16, 16]  # other images
 
 
 def test_the_commands_refuse_to_score_a_given_data_run_on_the_config_s_data(tmp_path, tiny_overrides, capsys):

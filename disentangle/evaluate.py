@@ -215,10 +215,10 @@ def build_run_dataset(data: dict[str, Any], overrides: dict[str, Any], device: s
 
 def changes_the_data(overrides: dict[str, Any] | None) -> dict[str, Any]:
     """The overrides that change which images are scored: every key but where and how they are
-    kept (``path`` and the keys a resume may change, ``RESUMABLE_DATA_KEYS``)."""
-    from .training.resume import RESUMABLE_DATA_KEYS
+    kept (``path`` and :data:`disentangle.data.STORAGE_KEYS`)."""
+    from .data import STORAGE_KEYS
 
-    return {k: v for k, v in (overrides or {}).items() if k != "path" and k not in RESUMABLE_DATA_KEYS}
+    return {k: v for k, v in (overrides or {}).items() if k != "path" and k not in STORAGE_KEYS}
 
 
 def existing_record(output: Path, seed: int, step: int | None = None,
@@ -324,6 +324,7 @@ def _load_run(source: str, device: str, data_overrides: dict[str, Any] | None = 
     import disentangle
 
     from ._core.hardware import keep_freed_memory
+
     if torch.device(device).type == "cpu":
         keep_freed_memory()  # a metric after another one would otherwise fault its memory in again
     model = disentangle.load(source, map_location=device)

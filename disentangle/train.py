@@ -51,6 +51,19 @@ def _print(message: str, file=None) -> None:
         print(message, file=file)
 
 
+def _with_data_path_hint(err: Exception, config, resuming: bool) -> Exception:
+    """``err``, with a hint when the config's ``data.path`` is not there: where a relative path is read
+    from, and, on resume, that the path is part of the run (it cannot change; the data can be linked)."""
+    path = config.data.params.get("path")
+    if not isinstance(path, str) or not path or Path(path).expanduser().exists():
+        return err
+    where = "" if Path(path).expanduser().is_absolute() else f" (read from the current folder, {Path.cwd()})"
+    fix = (f"data.path is part of the run and cannot change on resume: run from the folder the run was started "
+           f"in, or link the old path to the data's new place (ln -s NEW_PLACE {path})") if resuming else (
+           "give the data's place with data.path=...")
+    return ConfigError(f"{err} The config's data.path is '{path}'{where}; {fix}.")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup_logging(args)
@@ -78,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             config = Config.from_dict(apply_overrides(raw, overrides))
         else:
             config = load_config(config_path, overrides)
-        result = fit(config, resume=bool(args.resume), precision=args.precision)
+        try:
+            result = fit(config, resume=bool(args.resume), precision=args.precision)
+        except (ConfigError, FileNotFoundError) as err:
+            raise _with_data_path_hint(err, config, bool(args.resume)) from None
     except (*REPORTED, KeyboardInterrupt) as err:
         return report(err, interrupted="interrupted: the last completed step was checkpointed; continue with --resume.")
     _print(f"done: {result.step} steps, run folder {result.out_dir}")

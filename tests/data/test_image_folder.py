@@ -408,3 +408,27 @@ def test_trains_five_steps_from_a_config(tmp_path):
     assert (run.out_dir / "checkpoint.pt").is_file()
     state = torch.load(run.out_dir / "checkpoint.pt", weights_only=True)
     assert state["step"] == 5
+
+
+def test_a_resume_whose_folder_moved_says_the_path_is_part_of_the_run(tmp_path, monkeypatch, capsys):
+    """``data.path`` cannot change on resume (it is part of the run): the command says where a relative
+    path is read from and how to point the old path at the data."""
+    from disentangle.train import main
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "imgs").mkdir()
+    for i in range(6):
+        Image.fromarray(rng.integers(0, 256, (20, 20), dtype=np.uint8)).save(tmp_path / "imgs" / f"{i}.png")
+    monkeypatch.chdir(tmp_path)
+    args = ["--quiet", "--config", "image_folder", "data.path=imgs", "data.image_size=16", f"data.cache={tmp_path / 'cache'}",
+            "model.backbone=mlp", "model.hidden_sizes=[16]", "model.latent_dim=2", "train.batch_size=4",
+            "train.device=cpu", "train.progress=false", "train.traversals=false", "train.out_dir=run"]
+    assert main([*args, "train.steps=2"]) == 0
+    (tmp_path / "imgs").rename(tmp_path / "moved")
+    capsys.readouterr()
+    assert main(["--quiet", "--resume", "run", "train.steps=4"]) == 2
+    err = capsys.readouterr().err
+    assert f"The config's data.path is 'imgs' (read from the current folder, {tmp_path})" in err
+    assert "cannot change on resume" in err and "ln -s NEW_PLACE imgs" in err
+    (tmp_path / "imgs").symlink_to(tmp_path / "moved")
+    assert main(["--quiet", "--resume", "run", "train.steps=4"]) == 0  # the old path, linked

@@ -386,6 +386,13 @@ def run(
     return report
 
 
+def asks_for_all(metrics: Any) -> bool:
+    """Whether a sweep file's ``metrics`` (a list, or a comma-separated string) names ``all``."""
+    if isinstance(metrics, str):
+        metrics = [m.strip() for m in metrics.split(",")]
+    return isinstance(metrics, list) and "all" in metrics
+
+
 def _task(
     spec: RunSpec, out_dir: Path, plan: SweepPlan, threads: int, retry_failed: bool, resume_precision: str | None = None,
 ) -> RunTask:
@@ -396,6 +403,7 @@ def _task(
         seed=spec.seed,
         values=spec.values,
         metrics=list(plan.metrics),
+        metrics_all=asks_for_all(plan.raw.get("metrics")),
         metric_settings=plan.metric_settings,
         imports=list(plan.imports),
         threads=threads,

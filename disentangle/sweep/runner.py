@@ -73,6 +73,9 @@ class RunTask:
     seed: int
     values: dict[str, Any] = field(default_factory=dict)
     metrics: list[str] = field(default_factory=list)
+    #: the sweep file asked for ``all``: the metrics that do not apply to the run's data (a grid's on
+    #: unlabelled images) are left out, and metrics.json says so; named ones must apply
+    metrics_all: bool = False
     metric_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     imports: list[str] = field(default_factory=list)
     threads: int | None = None
@@ -145,7 +148,27 @@ def missing_metrics(
     record = read_json(run_dir / METRICS_NAME)
     if not isinstance(record, dict):
         return None
-    return stale_metrics(record, metrics, settings)
+    left_out = set(record.get(NOT_APPLICABLE) or [])  # 'all' on data they do not apply to
+    return stale_metrics(record, [m for m in metrics if m not in left_out], settings)
+
+
+#: the key of metrics.json that lists the metrics 'all' left out, as not applying to the run's data
+NOT_APPLICABLE = "not_applicable"
+
+
+def metrics_for_data(task: RunTask, dataset: Any) -> tuple[list[str], list[str]]:
+    """``(applicable, left_out)`` of the sweep's metrics on the run's dataset, before training: with
+    ``all`` the metrics the data cannot give are left out; a metric named explicitly that the data
+    cannot give stops the run with the metric's own paragraph (:func:`~disentangle.metrics.check_metric_applies`)
+    before hours of training end in a failed evaluation."""
+    from ..metrics import check_metric_applies, metric_applies
+
+    if task.metrics_all:
+        applicable = [m for m in task.metrics if metric_applies(m, dataset, task.metric_settings.get(m))]
+        return applicable, [m for m in task.metrics if m not in applicable]
+    for name in task.metrics:
+        check_metric_applies(name, dataset, task.metric_settings.get(name))
+    return list(task.metrics), []
 
 
 def run_one(task: RunTask) -> RunOutcome:
@@ -200,6 +223,7 @@ def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None)
     config = Config.from_dict(raw)
     device = resolve_device(config.train.device)
     dataset = cached_dataset(raw["data"], device)
+    applicable, left_out = metrics_for_data(task, dataset)
     train_seconds = None
     if missing is None:  # not trained to the end yet, or trained but not evaluated
         resume = has_checkpoint(run_dir)
@@ -209,7 +233,7 @@ def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None)
         Trainer(config, dataset=dataset).fit(resume=resume, precision=task.resume_precision if resume else None)
         train_seconds = round(time.perf_counter() - t0, 3)
     previous = read_json(run_dir / METRICS_NAME) if missing is not None else None
-    names = missing if missing is not None else list(task.metrics)
+    names = [m for m in (missing if missing is not None else applicable) if m not in left_out]
     scores, seconds, steps = evaluate_run(run_dir, dataset, device, names, config.seed, task.metric_settings, task.threads)
     kept = {m: v for m, v in ((previous or {}).get("metrics") or {}).items() if m not in scores}
     record = {
@@ -228,6 +252,7 @@ def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None)
         },
         "config": config.to_dict(),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **({NOT_APPLICABLE: left_out} if left_out else {}),
     }
     from .. import __version__
 

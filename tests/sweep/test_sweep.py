@@ -587,3 +587,50 @@ def test_the_cli_passes_resume_precision_on(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         sweep_cli(["run", str(path), "--out", str(tmp_path / "out"), "--resume-precision", "fp8"])
     assert exit_.value.code == 2
+
+
+def _image_folder_sweep(tmp_path: Path, metrics) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    folder = tmp_path / "images"
+    folder.mkdir(exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        Image.fromarray(rng.integers(0, 256, (20, 20), dtype=np.uint8)).save(folder / f"{i}.png")
+    path = tmp_path / "images.yaml"
+    path.write_text(yaml.safe_dump({
+        "base": "image_folder",
+        "set": {"data.path": str(folder), "data.image_size": 16, "data.cache": str(tmp_path / "cache"),
+                "model.backbone": "mlp", "model.hidden_sizes": [16], "model.latent_dim": 2, "train.steps": 2,
+                "train.batch_size": 4, "train.device": "cpu", "train.progress": False, "train.traversals": False},
+        "grid": {"objective.beta": [1.0]}, "seeds": 1, "metrics": metrics,
+        "metric_settings": {m: v for m, v in {"unsupervised_scores": {"num_train": 16}, "elbo": {"num_samples": 16}}.items()
+                            if metrics == "all" or m in metrics},
+    }))
+    return path
+
+
+def test_all_leaves_out_what_unlabelled_images_cannot_give_and_a_rerun_skips_the_run(tmp_path, one_thread):
+    from disentangle.sweep.files import RunState
+    from disentangle.sweep.runner import NOT_APPLICABLE
+
+    out = tmp_path / "out"
+    report = api.run(str(_image_folder_sweep(tmp_path, "all")), out, workers=1, log=None)
+    (run,) = report.plan.runs
+    record = json.loads((out / "runs" / run.run_id / "metrics.json").read_text())
+    assert set(record["metrics"]) == {"elbo", "unsupervised_scores"}
+    assert "mig" in record[NOT_APPLICABLE] and "factor_vae_score" in record[NOT_APPLICABLE]
+    again = api.run(str(_image_folder_sweep(tmp_path, "all")), out, workers=1, log=None)
+    assert again.outcomes == []  # finished: nothing left to compute, nothing run
+    assert api.run_state(out / "runs" / run.run_id, again.plan.metrics, again.plan.metric_settings)[0] == RunState.FINISHED
+
+
+def test_a_named_metric_the_data_cannot_give_stops_the_run_before_training(tmp_path, one_thread):
+    from disentangle.sweep.files import RunState
+    out = tmp_path / "out"
+    report = api.run(str(_image_folder_sweep(tmp_path, ["mig", "elbo"])), out, workers=1, log=None)
+    (outcome,) = report.outcomes
+    assert outcome.status == RunState.FAILED and "The metric 'mig' cannot run on image folder" in outcome.message
+    run_dir = out / "runs" / outcome.run_id
+    assert not (run_dir / "checkpoint.pt").exists()  # refused before a step was trained

@@ -174,19 +174,7 @@ def test_channels_last_changes_the_scores_by_rounding_only(tmp_path, capsys, one
 def test_a_metric_the_data_cannot_give_is_refused_before_the_progress_bar(tmp_path, capsys, one_thread):
     """A run on unlabelled images (an image folder): factor_vae_score needs a factor grid, and the
     command says so in one paragraph before it draws a bar or encodes an image."""
-    import numpy as np
-    from PIL import Image
-
-    folder = tmp_path / "images"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(6):
-        Image.fromarray((rng.random((20, 24, 3)) * 255).astype(np.uint8)).save(folder / f"{i}.png")
-    run = tmp_path / "run"
-    fit(load_config(None, ["data.name=image_folder", f"data.path={folder}", "data.image_size=16",
-                           f"data.cache={tmp_path / 'cache'}", "model.backbone=mlp", "model.hidden_sizes=[32]",
-                           "model.latent_dim=4", "train.steps=2", "train.batch_size=4", "train.device=cpu",
-                           "train.progress=false", "train.traversals=false", f"train.out_dir={run}"]))
+    _, run = _image_folder_run(tmp_path)
     capsys.readouterr()
     assert main([str(run), "--metrics", "mig,factor_vae_score"]) == 2
     err = capsys.readouterr().err

@@ -28,18 +28,19 @@ done
 pkill -f "disentangle.sweep run .*zoo_sprites_ref300k" || true
 pkill -f "campaign_milestones.py" || true
 # Would committing these checkpoints push this session's submission past its size limits
-# (submission_size.py)? A FactorVAE checkpoint is ~68 MB; a session that saved two of them twice was
-# refused whole (November 2026). Measured after the stop, as a run checkpoints its step when it stops;
-# a checkpoint equal to its saved copy adds nothing. The runs stay checkpointed here either way
-# (resume.sh goes on from them). SAVE_FORCE=1 saves anyway.
-adding=0
+# (submission_size.py)? A replaced checkpoint counts twice in a diff, its old and its new version
+# (about 2.3 times its size in all): a FactorVAE pair (~68 MB each) is over the limit by itself, and the
+# session that saved one was refused whole (December 2026). Measured after the stop, as a run checkpoints
+# its step when it stops; a checkpoint equal to its saved copy adds nothing. The runs stay checkpointed
+# here either way (resume.sh goes on from them). SAVE_FORCE=1 saves anyway.
+replacing=()
 for run in "$CAMPAIGN"/zoo_sprites_ref300k*/runs/*/; do
     [ -f "$run/checkpoint.pt" ] && [ ! -f "$run/metrics.json" ] || continue
     saved="$SAVED/$(basename "$(dirname "$(dirname "$run")")")/$(basename "$run")/checkpoint.pt"
     cmp -s "$run/checkpoint.pt" "$saved" && continue
-    adding=$((adding + $(stat -c %s "$run/checkpoint.pt")))
+    replacing+=(--replacing "$saved" "$run/checkpoint.pt")
 done
-if ! python benchmarks/campaign300k/submission_size.py --adding "$adding" && [ "${SAVE_FORCE:-0}" != 1 ]; then
+if ! python benchmarks/campaign300k/submission_size.py "${replacing[@]}" && [ "${SAVE_FORCE:-0}" != 1 ]; then
     echo "save.sh: the lanes are stopped and every run is checkpointed in $CAMPAIGN, but nothing was" \
          "copied to $SAVED. Save fewer runs (move a run folder aside), or" \
          "SAVE_FORCE=1 bash benchmarks/campaign300k/save.sh if the budget is known to hold." >&2

@@ -682,9 +682,10 @@ def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those(
 
 
 def test_the_submission_size_counts_binary_files_added_changed_and_removed(tmp_path, monkeypatch):
-    """save.sh asks submission_size.py before it saves: a binary checkpoint counts at its full size
-    each time a commit adds, replaces or removes it (the session that saved two FactorVAE pairs was
-    refused for it), text at its diff's size; over the budget it exits 1."""
+    """save.sh asks submission_size.py before it saves. A diff counts as git prints it with --binary:
+    a binary file deflated and in base85 (5 characters for 4 bytes, and a length byte and a newline a
+    line) each time a commit adds or removes it, and a *replaced* one twice, old and new (the session
+    that saved one FactorVAE pair over the committed one was refused for it); over the budget it exits 1."""
     import importlib.util
     import os
     import subprocess
@@ -717,10 +718,24 @@ def test_the_submission_size_counts_binary_files_added_changed_and_removed(tmp_p
     ckpt.unlink()
     commit("published")
     diffs = module.diff_bytes(base)
-    assert 700_002 <= diffs < 700_002 + 3_000  # 300,001 + 200,001 + 200,001 and the diffs' headers
-    assert module.pack_bytes(base) > 500_000  # random bytes do not compress
-    assert module.main(["--budget", "1"]) == 0
-    assert module.main(["--budget", "1", "--adding", str(400_000)]) == 1
+    # added 300,001; replaced: 300,001 old + 200,001 new; removed 200,001; random bytes do not deflate
+    written = 300_001 + 300_001 + 200_001 + 200_001
+    assert written * 67 / 52 <= diffs < written * 67 / 52 + 5_000
+    assert module.pack_bytes(base) > 500_000
+    assert module.main(["--budget", "1.5"]) == 0  # 1.23 MiB
+    assert module.main(["--budget", "1.5", "--adding", str(400_000)]) == 1
+    # a save about to replace a committed checkpoint: both versions count, as in the commit it makes
+    old, new = tmp_path / "old.pt", tmp_path / "new.pt"
+    old.write_bytes(rng.bytes(150_000) + b"\0")
+    new.write_bytes(rng.bytes(100_000) + b"\0")
+    assert 250_002 * 67 / 52 <= module.replacing_bytes(str(old), str(new)) < 250_002 * 67 / 52 + 2_000
+    assert 100_001 * 67 / 52 <= module.replacing_bytes(str(tmp_path / "not saved yet.pt"), str(new)) \
+        < 100_001 * 67 / 52 + 2_000
+    assert module.main(["--budget", "1.6", "--replacing", str(old), str(new)]) == 0  # 1.23 MiB + 0.31
+    assert module.main(["--budget", "1.6", "--replacing", str(old), str(new),
+                        "--replacing", str(tmp_path / "gone.pt"), str(new)]) == 1  # and 0.12 more
+    old.unlink()
+    new.unlink()
     assert module.session_base() == base and os.path.exists(".git")
     # a machine kept from an earlier session: main's reflog goes back to it; the base is where main
     # stood when this session began (the marker's time), not the oldest entry

@@ -127,7 +127,21 @@ def is_bookkeeping(column: str) -> bool:
 
 
 def is_unsupervised(score: str) -> bool:
-    return score.partition(".")[0] in UNSUPERVISED_METRICS
+    """Whether the score column ``<metric>.<score>`` reads no factor labels: a score of
+    :data:`~disentangle.metrics.names.UNSUPERVISED_METRICS` (``udr``, ``elbo_decomposition``, ...) or of
+    a registered metric that needs images alone (its :meth:`~disentangle.metrics.MetricSpec.data` at its
+    default settings is ``"images"``: ``elbo``, ``unsupervised_scores``, a metric of ``--import`` registered
+    with ``data="images"``). Every other score, an unregistered metric's too, is a supervised one."""
+    from ..errors import UnknownNameError
+    from ..metrics.registration import metric_spec
+
+    metric = score.partition(".")[0]
+    if metric in UNSUPERVISED_METRICS:
+        return True
+    try:
+        return metric_spec(metric).data({}) == "images"
+    except UnknownNameError:  # disentanglement_lib's and other tools' metrics that we do not register
+        return False
 
 
 def is_headline(score: str) -> bool:

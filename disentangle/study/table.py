@@ -279,7 +279,9 @@ def infer_design(
     * seed: ``seed_column``;
     * scores: every ``<metric>.<score>`` column with at least one number; ``scores="headline"``
       keeps those of :data:`HEADLINE_SCORES` (the Locatello et al. scores), ``"all"`` keeps every
-      one, a list names them. Scores of :data:`UNSUPERVISED_METRICS` are the unsupervised ones.
+      one, a list names them. Scores that read no factor labels are the unsupervised ones
+      (:func:`~disentangle.study.columns.is_unsupervised`: those of :data:`UNSUPERVISED_METRICS` and of
+      the metrics that need images alone, such as ``elbo``).
 
     Raises :class:`~disentangle.DisentangleError` for an empty table, a missing method or seed
     column, or a table without scores, and :class:`~disentangle.ConfigError` for unknown score names.

@@ -2,11 +2,13 @@
 
     python benchmarks/bench_trainer_options.py                          # plain vs channels_last, 2 threads
     python benchmarks/bench_trainer_options.py --options default,channels_last,compile,bf16 --threads 1
+    python benchmarks/bench_trainer_options.py --config sprites/factor_vae --options fp32,bf16-defaults --threads 1
 
-Trains the quickstart's conv64 β-VAE (sprites, batch 64, lr 1e-4) for ``--steps`` steps with each
+Trains the quickstart's conv64 β-VAE (sprites, batch 64, lr 1e-4; ``--config`` another recipe) for
+``--steps`` steps on ``--threads`` threads (``train.threads``: the trainer sets its own count) with each
 option set in turn (alternating rounds, each in a fresh process and run folder) and prints the
 median steps/s of each over the rounds and its ratio to ``plain`` (the defaults before the
-``auto`` execution choices) or, without it, ``default``: ratios from one run, since the
+``auto`` execution choices) or, without it, ``default``, or ``fp32``: ratios from one run, since the
 machine's speed drifts between runs. The rate is read from ``log.jsonl`` as in
 ``benchmarks/train_vs_plain.py``: the steps after the first logged record (the warm-up left out).
 Prints the CPU first (model, torch capability, bf16 flags).
@@ -38,6 +40,9 @@ OPTIONS = {
     "materialize": (["train.channels_last=false", "data.materialize=true"], _UNTUNED),
     "channels_last+materialize+malloc": (["train.channels_last=true", "data.materialize=true"], {}),
     "compile": (["train.compile=true"], {}),
+    # today's defaults in a named precision (train.precision: auto picks one of them by the CPU)
+    "fp32": (["train.precision=fp32"], {}),
+    "bf16-defaults": (["train.precision=bf16"], {}),
     "bf16": (["train.precision=bf16", "train.channels_last=false", "data.materialize=false"], _UNTUNED),
     "bf16+channels_last+materialize+malloc": (
         ["train.precision=bf16", "train.channels_last=true", "data.materialize=true"], {}
@@ -56,10 +61,11 @@ def rate_after_first_record(rows: list[dict]) -> float:
     return (timed[-1]["step"] - timed[0]["step"]) / seconds
 
 
-def steps_per_s(overrides: list[str], steps: int, threads: int, env: dict[str, str] | None = None) -> float:
+def steps_per_s(overrides: list[str], steps: int, threads: int, env: dict[str, str] | None = None,
+                config: str = "quickstart") -> float:
     folder = Path(tempfile.mkdtemp())
     try:
-        args = ["--config", "quickstart", f"train.steps={steps + 20}", f"train.out_dir={folder / 'run'}",
+        args = ["--config", config, f"train.steps={steps + 20}", f"train.threads={threads}", f"train.out_dir={folder / 'run'}",
                 "train.progress=false", "train.traversals=false", "train.log_every=20", "train.lr=1e-4",
                 "train.checkpoint_every=100000", *overrides]
         code = (f"import torch, runpy, sys; torch.set_num_threads({threads}); sys.argv = ['train', *{args!r}]; "
@@ -78,11 +84,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--config", default="quickstart", help="the recipe trained (default: quickstart)")
     args = parser.parse_args()
     names = [n.strip() for n in args.options.split(",") if n.strip()]
     unknown = [n for n in names if n not in OPTIONS]
-    if unknown or not {"default", "plain"} & set(names):
-        parser.error(f"--options must include plain or default and name only {', '.join(OPTIONS)}; got {args.options!r}")
+    if unknown or not {"default", "plain", "fp32"} & set(names):
+        parser.error(f"--options must include plain, default or fp32 and name only {', '.join(OPTIONS)}; got {args.options!r}")
 
     from disentangle.training.bench import cpu_capabilities
 
@@ -91,11 +98,11 @@ def main() -> None:
     for r in range(args.rounds):
         for name in names:
             overrides, env = OPTIONS[name]
-            rates[name].append(steps_per_s(overrides, args.steps, args.threads, env))
+            rates[name].append(steps_per_s(overrides, args.steps, args.threads, env, args.config))
         print(f"round {r}: " + ", ".join(f"{n} {rates[n][-1]:.2f}" for n in names), flush=True)
-    base_name = "plain" if "plain" in names else "default"
+    base_name = next(n for n in ("plain", "default", "fp32") if n in names)
     base = statistics.median(rates[base_name])
-    print(f"median steps/s over {args.rounds} rounds, {args.threads} thread(s), {args.steps} steps:")
+    print(f"{args.config}: median steps/s over {args.rounds} rounds, {args.threads} thread(s), {args.steps} steps:")
     for name in names:
         median = statistics.median(rates[name])
         print(f"  {name:32s} {median:6.2f} steps/s  {median / base:.2f}x {base_name}")

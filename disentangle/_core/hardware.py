@@ -82,6 +82,43 @@ def native_cpu_bf16() -> bool:
     return bool({"avx512_bf16", "amx_bf16"} & _cpu_flags())
 
 
+def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The CPU's vendor (``/proc/cpuinfo``'s ``vendor_id``: ``GenuineIntel``, ``AuthenticAMD``), or None
+    where it cannot be read."""
+    return _cpuinfo(cpuinfo).get("vendor_id") or None
+
+
+def amx_cpu() -> bool:
+    """Whether the CPU has AMX tiles (``amx_tile``/``amx_bf16``), on which oneDNN's bf16 kernels run."""
+    try:
+        if getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+            return True
+    except Exception:  # a build without the probe: read the flags
+        pass
+    return bool({"amx_tile", "amx_bf16"} & _cpu_flags())
+
+
+def fast_cpu_bf16() -> bool:
+    """Whether bf16 autocast trains faster than fp32 on this CPU, as ``train.precision: auto`` needs to
+    know. Native bf16 (:func:`native_cpu_bf16`) is not enough:
+
+    - AMX: yes (oneDNN's bf16 convolutions and matrix products are built for its tiles);
+    - AVX512-BF16 on an AMD CPU: yes, a conv64 training step measured 1.6-1.9 times faster than fp32
+      (the AMD EPYCs of ``benchmarks/RESULTS-train-cpu.md``);
+    - AVX512-BF16 without AMX on an Intel CPU: no, a training run measured 0.63-0.75 times as fast as
+      in fp32 (an Intel Xeon of family/model 6/207 in a VM without AMX, ``benchmarks/RESULTS-train-cpu.md``);
+    - no native bf16: no (emulated, several times slower).
+
+    :data:`CPU_BF16_ENV` overrides the answer as it does :func:`native_cpu_bf16`'s.
+    """
+    forced = os.environ.get(CPU_BF16_ENV, "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    if not native_cpu_bf16():
+        return False
+    return amx_cpu() or cpu_vendor() != "GenuineIntel"
+
+
 def accelerator_available() -> bool:
     """Whether ``train.device: auto`` would pick an accelerator (CUDA or MPS) over the CPU."""
     mps = getattr(torch.backends, "mps", None)
@@ -154,9 +191,10 @@ def autocast_enabled(device_type: str) -> bool:
 
 def auto_precision(device: str) -> str:
     """``train.precision: auto`` for a run on ``device`` (``train.device``): ``bf16`` when it trains on
-    a CPU with native bf16, ``fp32`` otherwise (GPUs and other CPUs: not measured)."""
+    a CPU where bf16 was measured faster than fp32 (:func:`fast_cpu_bf16`: AMX, or AVX512-BF16 on an
+    AMD CPU), ``fp32`` otherwise (other CPUs: slower in bf16; GPUs: not measured)."""
     on_cpu = device == "cpu" or (device == "auto" and not accelerator_available())
-    return "bf16" if on_cpu and native_cpu_bf16() else "fp32"
+    return "bf16" if on_cpu and fast_cpu_bf16() else "fp32"
 
 
 # ---------------------------------------------------------------------------- the memory allocator

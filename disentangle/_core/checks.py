@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import numpy as np
@@ -74,8 +76,36 @@ def in_range(
     return v
 
 
+#: a number in exponent form (``3e5``, ``2.5E+4``), which YAML 1.1 reads as text unless it has a dot
+#: and a signed exponent (``3.0e+5``)
+_EXPONENT_FORM = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d{1,3}")
+
+
+def exponent_number(text: Any) -> int | float | None:
+    """``text`` written in exponent form (``"3e5"``, ``"2.5e4"``: what YAML 1.1 leaves as a string) as
+    the number it writes: an int when it is a whole number (exactly: ``"1e23"`` is ``10**23``), else
+    a float (``"3.5e0"``); None for anything else (other text, a number that is not text)."""
+    if not isinstance(text, str) or not _EXPONENT_FORM.fullmatch(text.strip()):
+        return None
+    exact = Decimal(text.strip())
+    return int(exact) if exact == exact.to_integral_value() else float(exact)
+
+
+def whole_number_hint(text: str) -> str:
+    """The fix for a number in exponent form that is not whole (``"3.5e0"``): the integers around it."""
+    exact = Decimal(text.strip())
+    return f"give an integer (e.g. {math.floor(exact)} or {math.ceil(exact)}; 3e5 is read as 300000)."
+
+
 def integer(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
-    """An integer (bools refused) within the optional bounds."""
+    """An integer (bools refused) within the optional bounds; a whole number in exponent form, as
+    text (``"3e5"``, which YAML 1.1 reads as a string) or as a float (``3.0e+5``), is taken as the
+    integer it writes."""
+    if isinstance(value, str) and exponent_number(value) is not None:
+        number = exponent_number(value)
+        if not isinstance(number, int):
+            raise ParameterError(name, f"{name} is {value!r}, which is not a whole number; {whole_number_hint(value)}")
+        value = number
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, float) and value.is_integer():
             value = int(value)

@@ -1,5 +1,5 @@
-"""Config values against type hints: coercion (``'1e-4'`` to a float, lists to tuples), the type
-names in messages, and plain (YAML-safe) copies.
+"""Config values against type hints: coercion (``'1e-4'`` to a float, ``'3e5'`` to an int where
+it is a whole number, lists to tuples), the type names in messages, and plain (YAML-safe) copies.
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def _type_name(hint: Any) -> str:
 
 
 class _Mismatch(Exception):
-    pass
+    """``value`` does not fit ``hint``; its message, when it has one, says why better than the types
+    do (``'3.5e0'`` for an int: not a whole number)."""
 
 
 def _coerce(value: Any, hint: Any) -> Any:
@@ -39,12 +40,13 @@ def _coerce(value: Any, hint: Any) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (Union, types.UnionType):
+        explained = None
         for arg in args:
             try:
                 return _coerce(value, arg)
-            except _Mismatch:
-                continue
-        raise _Mismatch
+            except _Mismatch as err:
+                explained = explained or (err if err.args else None)
+        raise explained or _Mismatch()
     if origin is Literal:
         if value in args:
             return value
@@ -62,6 +64,11 @@ def _coerce(value: Any, hint: Any) -> Any:
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
+        number = checks.exponent_number(value)  # YAML 1.1 reads "3e5" as a string
+        if isinstance(number, int):
+            return number
+        if number is not None:
+            raise _Mismatch(f"{value!r} is not a whole number; {checks.whole_number_hint(value)}")
         raise _Mismatch
     if hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -117,7 +124,9 @@ def _literal_choices(hint: Any) -> tuple[Any, ...] | None:
 def _check_value(key: str, value: Any, hint: Any) -> Any:
     try:
         return _coerce(value, hint)
-    except _Mismatch:
+    except _Mismatch as err:
+        if err.args:
+            raise ConfigError(f"Config key '{key}': {err.args[0]}") from None
         choices = _literal_choices(hint)
         if choices is not None:
             checks.choice(key, value, choices)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import torch
 
+from ._core.devices import check_device
 from .config import ZOO_PREFIX, upgrade_saved_config
 from .errors import CheckpointNotFoundError
 from .models.vae import VAE
@@ -24,13 +25,17 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> VAE:
     objective's tensors the model is used with (QLAE's ``codebook``; ``{}`` for most objectives:
     :attr:`~disentangle.objectives.base.Objective.published_state`). A missing or unreadable file
     raises :class:`~disentangle.training.checkpoint.CheckpointError` (a
-    :class:`~disentangle.DisentangleError`) naming it.
+    :class:`~disentangle.DisentangleError`) naming it. A ``map_location`` that is not a device of
+    this machine (``"cuda"`` without CUDA, ``"gpu"``) raises :class:`~disentangle.ConfigError`
+    naming the devices there are (:func:`disentangle._core.devices.check_device`) before any file
+    is read.
 
     >>> model = disentangle.load("runs/quickstart")      # doctest: +SKIP
     >>> mu, logvar = model.encode(x)                      # posterior q(z|x)
     >>> images = model.decode_mean(mu)                    # decode() returns logits
     >>> codes = model.representation(x)                   # posterior means, as metrics use
     """
+    map_location = check_device(map_location, "map_location")
     if is_zoo_name(path):
         from . import zoo
 

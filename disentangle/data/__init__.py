@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .._core.devices import check_device
 from .._core.registry import Registry
 from ..errors import ConfigError
 from .base import (
@@ -60,7 +61,11 @@ def build_dataset(data: Any, device: str | torch.device = "cpu"):
     there with ``.to(device)`` when it has that method. ``data.subgrid`` wraps the dataset in a
     :class:`~disentangle.data.subgrid.SubGrid` (some classes of some factors). ``data.labels`` (the few labelled
     observations, :mod:`disentangle.data.labels`) is not a dataset parameter and is ignored here.
+    A ``device`` that is not a device of this machine (``"cuda"`` without CUDA, ``"gpu"``) is a
+    :class:`~disentangle.ConfigError` naming the devices there are, before anything is built
+    (:func:`disentangle._core.devices.check_device`).
     """
+    device = check_device(device, "device")
     if isinstance(data, dict):
         params = dict(data)
         name = params.pop("name")

@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from .._core.devices import check_device
 from ..errors import CorruptDataFileError
 from . import DATASETS
 from .base import IndexedImageDataset, factor_strides, to_nchw_uint8
@@ -125,7 +126,9 @@ def from_arrays(
     factor_values:
         Optional physical value of each class, one array per factor.
     device:
-        Where the images are stored and batches drawn.
+        Where the images are stored and batches drawn; one that is not a device of this machine
+        (``"cuda"`` without CUDA, ``"gpu"``) is a :class:`~disentangle.ConfigError` naming the devices
+        there are, before the images are read (:func:`disentangle._core.devices.check_device`).
     grid:
         ``"auto"`` (default): an :class:`~disentangle.data.IndexedImageDataset` when the classes
         cover the full factor grid exactly once (every metric applies), else a
@@ -140,6 +143,7 @@ def from_arrays(
     The stored images share memory with ``images`` when these are already a contiguous uint8
     array in grid order (no copy); otherwise they are a copy.
     """
+    device = check_device(device, "device")
     if isinstance(images, torch.Tensor):
         images = images.detach().cpu().numpy()
     images = np.asarray(images)

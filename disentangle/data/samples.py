@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._core.devices import check_device
 from ..errors import NotAGridError
 from .base import BatchShard, current_sampling_shard, gather_rows, rendering_shard
 
@@ -268,9 +269,14 @@ def from_torch(
     ``(C, H, W)`` ``uint8``). Every image must have the same shape: resize them in the dataset's own
     transform. Labels are an integer (one attribute) or a sequence/tensor of ``K`` integers. Items are
     read once, ``batch_size`` at a time through a ``DataLoader`` with ``num_workers`` workers, and
-    stored as ``uint8`` on ``device``; the trainer then samples them by index.
+    stored as ``uint8`` on ``device``; the trainer then samples them by index. A ``device`` that is
+    not a device of this machine (``"cuda"`` without CUDA, ``"gpu"``) is a
+    :class:`~disentangle.ConfigError` naming the devices there are, before any item is read
+    (:func:`disentangle._core.devices.check_device`).
     """
     from torch.utils.data import DataLoader
+
+    device = check_device(device, "device")
 
     what = name or f"the torch dataset {type(dataset).__name__}"
     try:

@@ -28,6 +28,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from .._core.devices import check_device
 from .._core.registry import did_you_mean
 from ..errors import (
     ConfigError,
@@ -181,9 +184,13 @@ def fetch(name: str, *, progress: bool = True) -> Path:
     return fetch_entry(_pretrained_entry(name), progress=progress)
 
 
-def load(name: str, map_location: str = "cpu"):
+def load(name: str, map_location: str | torch.device = "cpu"):
     """A pretrained model, in eval mode: a :class:`~disentangle.models.vae.VAE` with ``config`` (the
-    resolved training config), ``trained_steps`` and ``zoo_metadata`` (the file's provenance)."""
+    resolved training config), ``trained_steps`` and ``zoo_metadata`` (the file's provenance). A
+    ``map_location`` that is not a device of this machine (``"cuda"`` without CUDA, ``"gpu"``) is a
+    :class:`~disentangle.ConfigError` naming the devices there are, before anything is downloaded
+    (:func:`disentangle._core.devices.check_device`)."""
+    map_location = check_device(map_location, "map_location")
     entry = _pretrained_entry(name)
     path = fetch_entry(entry)
     tensors, metadata = read_verified(path, entry.sha256)

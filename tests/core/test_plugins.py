@@ -79,3 +79,45 @@ def test_the_commands_train_resume_and_evaluate_a_run_of_the_user_s_objective(tm
     assert evaluate([str(run), "--import", str(path), "--metrics", "mig", "--set", "mig.num_train=100",
                      "--no-progress"]) == 0
     assert (run / "metrics.json").exists()
+
+
+def test_a_folder_without_init_is_refused_naming_the_module_to_give(tmp_path, monkeypatch, capsys):
+    """--import FOLDER (no __init__.py) used to import an empty namespace package: none of its files
+    ran, nothing was registered, and nothing said so. Given as a path or as a module name, it is one
+    paragraph naming the .py file to give (or the __init__.py to add), exit 2 before any work."""
+    from disentangle.objectives import OBJECTIVES
+    from disentangle.train import main as train
+
+    folder = tmp_path / "_plugin_lab"
+    folder.mkdir()
+    _plugin(folder, "_plugin_in_a_folder")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the folder's name is importable, as from the current folder
+    for given in (str(folder), "_plugin_lab/", "./_plugin_lab", "_plugin_lab"):
+        with pytest.raises(ConfigError) as info:
+            import_plugins([given])
+        message = str(info.value)
+        assert f"--import '{given}' is a folder without an __init__.py" in message, message
+        assert "--import _plugin_lab/_plugin_in_a_folder.py" in message and "add an __init__.py" in message
+        assert "_plugin_lab" not in sys.modules  # nothing left behind
+    assert "_plugin_in_a_folder" not in OBJECTIVES
+    (folder / "second.py").write_text("")
+    with pytest.raises(ConfigError, match=r"each listed \(_plugin_lab/_plugin_in_a_folder.py, _plugin_lab/second.py\)"):
+        import_plugins(["_plugin_lab"], where="The sweep file's import")
+    # a command line: exit 2, one paragraph, before the config is read or anything written
+    assert train(["--import", "_plugin_lab", "--config", "quickstart", f"train.out_dir={tmp_path / 'run'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --import '_plugin_lab' is a folder without an __init__.py") and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()
+    # the file it names registers the objective
+    import_plugins(["_plugin_lab/_plugin_in_a_folder.py"])
+    assert "_plugin_in_a_folder" in OBJECTIVES
+
+
+def test_a_package_folder_given_as_a_path_names_its_package(tmp_path):
+    package = tmp_path / "_plugin_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    with pytest.raises(ConfigError, match=r"is a folder .*Give the package's name, --import _plugin_pkg, with the folder "
+                                          r"above it on PYTHONPATH"):
+        import_plugins([str(package)])

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from .._core import distributed
+from .._core.hardware import autocast_enabled
 from ..backbones import BACKBONES
 from ..backbones.init import DEFAULT_INIT, initialize
 from ..errors import InputError
@@ -94,10 +95,42 @@ class VAE(nn.Module):
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Posterior mean and log-variance, each ``(B, latent_dim)``, of a float batch
-        ``(B, C, H, W)`` in [0, 1] of the model's image shape (checked from the shape and dtype
-        alone, so training reads nothing back from the device)."""
+        ``(B, C, H, W)`` in [0, 1] of the model's image shape and of its weights' dtype (float32
+        unless the model was converted; any float dtype under ``torch.autocast``, float64 excepted).
+
+        Checked from the shape and dtype alone, so training reads nothing back from the device: a
+        batch of another dtype (numpy's float64, which ``torch.from_numpy`` keeps), a channels-last
+        batch ``(B, H, W, C)``, a single image or another channel count raises one
+        :class:`~disentangle.errors.InputError` paragraph that names what was given, what the model
+        takes and the fix (``x.float()``, ``x.permute(0, 3, 1, 2)``, ``x.unsqueeze(0)``).
+        """
         self._check_batch(x)
         return self.encoder(x)
+
+    def _weights_dtype(self) -> torch.dtype | None:
+        """The dtype of the model's floating-point weights (float32 unless converted); None without any."""
+        for parameter in self.parameters():
+            if parameter.is_floating_point():
+                return parameter.dtype
+        return None
+
+    def _dtype_problem(self, x: torch.Tensor, what: str) -> tuple[str, str]:
+        """``(sentence, fix)`` where the float tensor ``x`` cannot meet the model's weights: a dtype
+        other than theirs, outside ``torch.autocast`` (which casts float32, float16 and bfloat16
+        inputs to its own dtype, but never float64); ``("", "")`` where it can."""
+        expected = self._weights_dtype()
+        if expected is None or x.dtype == expected:
+            return "", ""
+        if x.dtype != torch.float64 and autocast_enabled(x.device.type):
+            return "", ""
+        given, wanted = _dtype_name(x.dtype), _dtype_name(expected)
+        if x.dtype == torch.float64:
+            given += " (numpy's default dtype, which torch.from_numpy keeps)"
+        elif x.dtype in (torch.float16, torch.bfloat16):
+            given += " outside torch.autocast"
+        fix = {torch.float32: ".float()", torch.float64: ".double()", torch.float16: ".half()",
+               torch.bfloat16: ".bfloat16()"}.get(expected, f".to(torch.{wanted})")
+        return f"The model takes {wanted} {what}, the dtype of its weights; got {given}.", fix
 
     def _check_batch(self, x: Any) -> None:
         c, h, w = self.image_shape if len(self.image_shape) == 3 else (None, None, None)
@@ -113,17 +146,68 @@ class VAE(nn.Module):
                 "model.representation(x), which converts uint8 images."
             )
         if not x.is_floating_point():
-            raise InputError(f"The model takes float images in [0, 1]; got dtype {x.dtype}.")
-        if tuple(x.shape[1:]) != self.image_shape or x.dim() != len(self.image_shape) + 1:
-            hint = ""
-            if x.dim() == len(self.image_shape) and tuple(x.shape) == self.image_shape:
-                hint = " For one image, pass x.unsqueeze(0)."
-            elif c is not None and x.dim() == 4 and x.shape[1] != c and tuple(x.shape[2:]) == (h, w):
-                hint = f" This model was trained on {c}-channel images; the batch has {x.shape[1]} channels."
-            raise InputError(f"The model takes a batch {expected}; got shape {tuple(x.shape)}.{hint}")
+            raise InputError(
+                f"The model takes float images in [0, 1]; got dtype {_dtype_name(x.dtype)}. Pass x.float() "
+                f"(divided by the largest possible value if the images are not in [0, 1])."
+            )
+        sentences: list[str] = []
+        lead, shape_fix = "Pass", ""
+        shape = tuple(x.shape)
+        if shape[1:] != self.image_shape or x.dim() != len(self.image_shape) + 1:
+            sentences.append(f"The model takes a batch {expected}; got shape {shape}.")
+            if x.dim() == len(self.image_shape) and shape == self.image_shape:
+                lead, shape_fix = "For one image, pass", ".unsqueeze(0)"
+            elif c is not None and x.dim() == 4 and shape[1:3] == (h, w) and shape[1] != c:
+                sentences.append("It looks channels-last (B, H, W, C), the layout of numpy and PIL images; "
+                                 "the model takes channels first (B, C, H, W).")
+                if shape[3] == c:
+                    shape_fix = ".permute(0, 3, 1, 2)"
+                else:
+                    sentences.append(f"This model was trained on {c}-channel images; the batch has {shape[3]} channels.")
+            elif c is not None and x.dim() == 3 and shape == (h, w, c) and c != h:
+                sentences.append("It looks like one channels-last image (H, W, C), the layout of numpy and PIL "
+                                 "images; the model takes a batch, channels first (B, C, H, W).")
+                lead, shape_fix = "For this image, pass", ".permute(2, 0, 1).unsqueeze(0)"
+            elif c is not None and x.dim() == 4 and x.shape[1] != c and shape[2:] == (h, w):
+                sentences.append(f"This model was trained on {c}-channel images; the batch has {x.shape[1]} channels.")
+        dtype_sentence, dtype_fix = self._dtype_problem(x, "images")
+        if dtype_sentence:
+            sentences.append(dtype_sentence)
+        if sentences:
+            if shape_fix or dtype_fix:
+                sentences.append(f"{lead} x{shape_fix}{dtype_fix}.")
+            raise InputError(" ".join(sentences))
+
+    def _check_codes(self, z: Any) -> None:
+        expected = f"(B, {self.latent_dim})"
+        if not isinstance(z, torch.Tensor):
+            raise InputError(f"model.decode takes a tensor {expected} of latent codes; got {type(z).__name__}. "
+                             f"Pass torch.as_tensor(z, dtype=torch.float32).")
+        if not z.is_floating_point():
+            raise InputError(f"model.decode takes float latent codes {expected}; got dtype {_dtype_name(z.dtype)}. "
+                             f"Pass z.float().")
+        sentences: list[str] = []
+        lead, shape_fix = "Pass", ""
+        if z.dim() != 2 or z.shape[1] != self.latent_dim:
+            sentences.append(f"model.decode takes latent codes {expected}; got shape {tuple(z.shape)}.")
+            if z.dim() == 1 and z.shape[0] == self.latent_dim:
+                lead, shape_fix = "For one code, pass", ".unsqueeze(0)"
+            elif z.dim() == 2:
+                sentences.append(f"This model has {self.latent_dim} latent dimensions (model.latent_dim).")
+        dtype_sentence, dtype_fix = self._dtype_problem(z, "codes")
+        if dtype_sentence:
+            sentences.append(dtype_sentence)
+        if sentences:
+            if shape_fix or dtype_fix:
+                sentences.append(f"{lead} z{shape_fix}{dtype_fix}.")
+            raise InputError(" ".join(sentences))
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
-        """Decoder logits ``(B, C, H, W)``; apply ``sigmoid`` (or :meth:`decode_mean`) for images."""
+        """Decoder logits ``(B, C, H, W)`` of latent codes ``(B, latent_dim)`` of the weights'
+        dtype; apply ``sigmoid`` (or :meth:`decode_mean`) for images. Codes of another shape or
+        dtype raise one :class:`~disentangle.errors.InputError` paragraph with the fix (checked
+        from the shape and dtype alone)."""
+        self._check_codes(z)
         return self.decoder(z)
 
     def decode_mean(self, z: torch.Tensor) -> torch.Tensor:
@@ -161,10 +245,16 @@ class VAE(nn.Module):
             x = x.unsqueeze(0)
         device = self.device
         batch_size = batch_size or (64 if device.type == "cpu" else 1024)
-        outs = [self.encode(x[i : i + batch_size].to(device, torch.float32))[0] for i in range(0, len(x), batch_size)]
+        dtype = self._weights_dtype() or torch.float32  # float32 unless the model was converted
+        outs = [self.encode(x[i : i + batch_size].to(device, dtype))[0] for i in range(0, len(x), batch_size)]
         return torch.cat(outs) if outs else torch.empty(0, self.latent_dim, device=device)
 
     @torch.no_grad()
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
         """Mean reconstruction ``sigmoid(decode(mu))`` of a batch."""
         return self.decode_mean(self.encode(x.to(self.device))[0])
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    """``float64`` for ``torch.float64``: the name a user writes after ``torch.``."""
+    return str(dtype).removeprefix("torch.")

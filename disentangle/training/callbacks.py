@@ -349,6 +349,11 @@ class EarlyStopping(Callback):
     ``min`` (default) or ``max``; an improvement is a change beyond ``min_delta`` in that direction.
     After ``patience`` checks without one the run stops (checkpointed; resumable). The best value and
     the count are kept in the checkpoint, so a resumed run goes on counting.
+
+    A metric score is checked before anything is created (:meth:`check_config`): the metric must be
+    in ``train.eval_metrics``, named as its scores are recorded (``sap_score``, not its alias
+    ``sap``), with ``train.eval_every`` > 0; otherwise no check would ever come and the run would
+    train to its last step.
     """
 
     def __init__(self, monitor: str = "loss", patience: int = 10, mode: str = "min", min_delta: float = 0.0) -> None:
@@ -361,6 +366,11 @@ class EarlyStopping(Callback):
         self.monitor, self.patience, self.mode, self.min_delta = str(monitor), patience, mode, float(min_delta)
         self.best: float | None = None
         self.bad_checks = 0
+
+    def check_config(self, config: Any) -> None:
+        """Refuse a monitored metric score that this run never records (see the class docstring)."""
+        if self.monitor.startswith("metrics/"):
+            check_monitored_metric(self.monitor, config.train)
 
     def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
         if not self.monitor.startswith("metrics/"):
@@ -395,6 +405,53 @@ class EarlyStopping(Callback):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.best, self.bad_checks = state.get("best"), int(state.get("bad_checks", 0))
+
+
+def check_monitored_metric(monitor: str, train: Any) -> None:
+    """Raise a :class:`~disentangle.ConfigError` unless ``monitor``, a metric score
+    ``metrics/<metric>/<score>``, is recorded by a run with the ``train`` section ``train``: the metric
+    named by its name (scores are recorded under it, never under an alias), in ``train.eval_metrics``,
+    evaluated every ``train.eval_every`` > 0 steps. The score itself is known only once the metric has
+    run (early stopping names the logged ones at the first evaluation)."""
+    from ..metrics import METRICS, resolve_metric_names
+
+    parts = monitor.split("/", 2)
+    if len(parts) < 3 or not parts[1] or not parts[2]:
+        raise ConfigError(
+            f"early_stopping monitors '{monitor}', which is not a metric score: a score is monitored as "
+            "metrics/<metric>/<score>, e.g. metrics/mig/mig with mig in train.eval_metrics. Write it in that form, "
+            "or monitor a logged term such as loss."
+        )
+    metric, score = parts[1], parts[2]
+    try:
+        evaluated = resolve_metric_names(train.eval_metrics) if train.eval_metrics else []
+    except ConfigError:  # an unknown name: the config's own check reports it
+        evaluated = [m for m in train.eval_metrics if m in METRICS]
+    listed = f"[{', '.join(train.eval_metrics)}]" if train.eval_metrics else "[]"
+    if metric not in METRICS:
+        known = [*evaluated, *METRICS.names()]
+        raise ConfigError(
+            f"early_stopping monitors '{monitor}', but '{metric}' is not a metric.{did_you_mean(metric, known)} "
+            f"train.eval_metrics is {listed}; monitor one of its metrics as metrics/<metric>/<score> "
+            f"(valid metrics: {', '.join(METRICS.names())})."
+        )
+    name = METRICS.canonical(metric)
+    reasons, fixes = [], []
+    if name != metric:
+        reasons.append(f"scores are recorded under the metric's name, '{name}' ('{metric}' is its alias)")
+        fixes.append(f"monitor metrics/{name}/{score}")
+    if name not in evaluated:
+        reasons.append(f"{name} is not in train.eval_metrics {listed}" if train.eval_metrics else "train.eval_metrics is empty")
+        fixes.append(f"set train.eval_metrics=[{', '.join([*evaluated, name])}]")
+    if not train.eval_every:
+        reasons.append("train.eval_every is 0 (no evaluation during training)")
+        fixes.append("set train.eval_every=N (an evaluation every N steps and at the last)")
+    if reasons:
+        raise ConfigError(
+            f"early_stopping monitors '{monitor}', which this run does not log: {'; '.join(reasons)}. Early "
+            f"stopping could never stop the run on it. To stop on {name}, "
+            f"{' and '.join(fixes)}; or monitor a logged term such as loss."
+        )
 
 
 @CALLBACKS.register("keep_checkpoints")

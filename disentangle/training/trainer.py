@@ -74,7 +74,7 @@ from ..data.labels import LabelsSpec, make_labelled_set
 from ..errors import ConfigError, NonFiniteLossError, RunExistsError
 from ..models.vae import VAE
 from ..objectives import OBJECTIVES
-from .cadence import Cadence
+from .cadence import Cadence, idle_settings
 from .callbacks import (
     CLOSED_ON_EXIT,
     Callback,
@@ -180,11 +180,10 @@ def check_training_data(config: Config, objective: Any, dataset: Any) -> None:
     """Before training: a sample of images without a factor grid (:class:`disentangle.data.SampleDataset`)
     cannot feed an objective that draws pairs or groups sharing factors, or few labels from a grid,
     nor a metric of ``train.eval_metrics`` that needs a grid or labels it lacks
-    (:func:`disentangle.metrics.check_metric_applies`): each is one paragraph, raised at once."""
+    (:func:`check_eval_metrics_apply`): each is one paragraph, raised at once."""
     if getattr(dataset, "is_grid", True) is not False:
         return
     from ..errors import NotAGridError
-    from ..metrics import check_metric_applies, resolve_metric_names
 
     if getattr(objective, "training_data", None) == "labels":  # groups of one class: a labelled sample will do
         pass  # its check_dataset says what is missing (labels, class_factors)
@@ -197,8 +196,54 @@ def check_training_data(config: Config, objective: Any, dataset: Any) -> None:
             "(beta_vae, beta_tcvae, factor_vae, dip_vae_i, ...) on this data."
         )
     if config.train.eval_metrics:
-        for metric in resolve_metric_names(config.train.eval_metrics, dataset=dataset):
-            check_metric_applies(metric, dataset)
+        check_eval_metrics_apply(config.train, dataset)
+
+
+#: why a metric cannot run on data that offers less than it needs, and what data would do, by its need
+#: (:meth:`disentangle.metrics.registration.MetricSpec.data`)
+_METRIC_NEEDS: dict[str, tuple[str, str]] = {
+    "grid": ("it fixes factors and draws the others, or encodes every point of the factor grid, and needs a "
+             "complete grid", "a grid dataset would do (dsprites, shapes3d, ...; an npz dataset whose "
+             "factor_classes cover every combination once)"),
+    "labels": ("it compares codes with factor labels", "labelled images would do (an npz dataset with "
+               "factor_classes beside its images, or disentangle.data.from_arrays(images, labels)), as would a "
+               "grid dataset"),
+}
+
+
+def check_eval_metrics_apply(train: Any, dataset: Any) -> None:
+    """Raise :class:`~disentangle.errors.NotAGridError` (one paragraph) when a metric of
+    ``train.eval_metrics`` cannot run on ``dataset`` (:func:`disentangle.metrics.metric_applies`):
+    for each such metric, why and which data would do; that it comes from ``train.eval_metrics``
+    (a shipped config or zoo recipe may set it); and the list without it, with the metrics that apply."""
+    from ..errors import NotAGridError
+    from ..metrics import available_metrics, data_of, metric_applies, metric_spec, resolve_metric_names
+
+    names = resolve_metric_names(train.eval_metrics, dataset=dataset)
+    unfit = [name for name in names if not metric_applies(name, dataset)]
+    if not unfit:
+        return
+    what = getattr(dataset, "name", None) or type(dataset).__name__
+    has = "labelled images without a factor grid" if data_of(dataset) == "labels" else "images without labels"
+    reasons = {name: _METRIC_NEEDS[metric_spec(name).data({})] for name in unfit}
+    if len(unfit) == 1:
+        (name,) = unfit
+        why, would_do = reasons[name]
+        problem = f"The metric '{name}' cannot run on {what}: {why}, and this dataset holds {has}; {would_do}."
+    else:
+        quoted = ", ".join(f"'{n}'" for n in unfit[:-1]) + f" and '{unfit[-1]}'"
+        problem = (f"The metrics {quoted} cannot run on {what}, which holds {has}: "
+                   + "; ".join(f"'{n}': {why} ({would_do})" for n, (why, would_do) in reasons.items()) + ".")
+    kept = [name for name in names if name not in unfit]
+    fitting = ", ".join(available_metrics(dataset=dataset)) or "none"
+    when = f" every {train.eval_every:,} steps" if train.eval_every else ""
+    them = "it" if len(unfit) == 1 else "them"
+    raise NotAGridError(
+        f"{problem} {'It comes' if len(unfit) == 1 else 'They come'} from train.eval_metrics "
+        f"([{', '.join(train.eval_metrics)}]; shipped configs and zoo recipes name metrics there), which the run "
+        f"would evaluate{when} on its training data. To train on this data, leave {them} out: "
+        f"train.eval_metrics=[{', '.join(kept)}] (metrics that apply to this data: {fitting})."
+    )
 
 
 def _to_loggable(value: Any) -> Any:
@@ -541,6 +586,9 @@ class Trainer:
         for callback in configured + self._user_callbacks:
             if hasattr(callback, "check_config"):  # a callback of the user's need not subclass Callback
                 callback.check_config(self.config)
+        if self.rank_info.is_main:
+            for message in idle_settings(cfg):
+                logger.warning(message)
         exists = self._on_main(lambda: has_checkpoint(self.out_dir))
         if exists and not resume:
             raise RunExistsError(

@@ -243,7 +243,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     settings = parse_settings(args.settings, metrics)
     apply_threads_option(args.threads)
     record = zoo.publish(
-        args.run_dir, args.name, manifest=args.manifest, weights_dir=args.weights_dir, metrics=metrics,
+        args.run_dir, args.name, manifest=args.manifest, weights_dir=args.weights_dir,
+        metrics=metrics if args.metrics else None,  # None: the defaults, which its messages say
         metric_settings=settings, urls=args.urls, recipe=args.recipe, notes=args.notes,
         wall_time_s=args.wall_time, force=args.force, progress=show_progress(args),
     )
@@ -263,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         apply_import_option(getattr(args, "imports", []))  # publish: the user's backbone, objective, metrics
         return COMMANDS[args.command](args)
     except (*REPORTED, KeyboardInterrupt) as err:
-        return report(err)
+        # publish's Ctrl-C says which metrics are recorded and which are left
+        return report(err, interrupted=f"interrupted: {err}" if isinstance(err, KeyboardInterrupt) and str(err)
+                      else "interrupted.")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,12 @@
 Locatello et al. 2019 and the unsupervised scores, at their defaults, with the run's seed)
 unless the run folder's ``metrics.json`` (written by ``python -m disentangle.evaluate`` or a sweep)
 already holds them with the same settings (a score recorded with other settings is computed again), writes ``WEIGHTS_DIR/NAME.safetensors`` and adds ``NAME`` to the manifest. Every
-check runs before anything is written; the weight file and the manifest are each written
-atomically, and publishing the same run again under the same name rewrites identical bytes.
+check runs before anything is written or computed (the name, the run, where the manifest and the
+weight file go, a manifest entry or file with other weights, and whether each metric can run on
+the run's data: an image folder has no factors for the supervised metrics); the weight file and
+the manifest are each written atomically, and publishing the same run again under the same name
+rewrites identical bytes. Each metric computed is added to ``metrics.json`` as soon as it is done:
+an interrupted publish (Ctrl-C) keeps the finished ones, and a rerun computes only the rest.
 """
 from __future__ import annotations
 
@@ -153,8 +157,12 @@ def publish(
     folder next to the manifest. ``metrics`` (default :data:`DEFAULT_METRICS`) are taken from the
     run's ``metrics.json`` where present there with the settings asked for (the defaults, or
     ``metric_settings``; a score recorded with other settings is computed again), the rest computed with ``metric_settings`` and the
-    seed of ``metrics.json`` (else the run's config seed) and added to ``metrics.json``. An existing
-    entry ``name`` with other weights is replaced only with ``force``.
+    seed of ``metrics.json`` (else the run's config seed) and added to ``metrics.json``, each as soon
+    as it is computed (a ``KeyboardInterrupt`` then says which are recorded and which are left; the
+    weight file and the manifest entry are written after the last). An existing entry ``name`` with
+    other weights is replaced only with ``force``. A metric that cannot run on the run's data (a
+    supervised metric on an image folder), a manifest that is a folder or a weights folder that is a
+    file raise :class:`~disentangle.ConfigError` before anything is computed or written.
     """
     import disentangle
 
@@ -174,6 +182,7 @@ def publish(
         raise ConfigError(f"Metric settings given for {', '.join(unused)}, which is not among the metrics to compute ({', '.join(metric_names)}).")
     if not run_dir.is_dir():
         raise ConfigError(f"'{run_dir}' is not a run folder (it does not exist or is a file); pass the train.out_dir of a finished run.")
+    check_output_paths(manifest_path, weights_folder)
     existing = _manifest.read_manifest(manifest_path)["models"].get(name)
     try:
         model = disentangle.load(run_dir)
@@ -239,11 +248,20 @@ def publish(
         from ..data import build_dataset
 
         dataset = build_dataset(dict(config["data"]), device="cpu")
-        computed = _evaluate(evaluate_metrics, dataset, model, missing, seed, settings, progress)
-        recorded.update(computed)
-        metric_settings = {m: recorded_settings(record, m) for m in recorded if m not in computed}
-        metric_settings.update({m: settings_identity(m, settings.get(m)) for m in computed})
-        _write_metrics_json(run_dir, recorded, seed, metric_settings)
+        _check_metrics_apply(run_dir, model, dataset, metric_names, missing, settings, defaults=metrics is None)
+        computed: dict[str, dict[str, float]] = {}
+
+        def finished(metric: str, scores: dict[str, float]) -> None:
+            """Record a metric in ``metrics.json`` as soon as it is computed: Ctrl-C loses only the one running."""
+            computed[metric] = recorded[metric] = scores
+            metric_settings = {m: recorded_settings(record, m) for m in recorded if m not in computed}
+            metric_settings.update({m: settings_identity(m, settings.get(m)) for m in computed})
+            _write_metrics_json(run_dir, recorded, seed, metric_settings)
+
+        try:
+            _evaluate(evaluate_metrics, dataset, model, missing, seed, settings, progress, finished)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(_interrupted_message(run_dir, missing, computed)) from None
     scores = {m: recorded[m] for m in metric_names}
 
     atomic_write_bytes(weight_path, data)
@@ -271,8 +289,9 @@ def publish(
     return record
 
 
-def _evaluate(evaluate_metrics, dataset, model, names, seed, settings, progress):
-    """``evaluate_metrics`` with a tqdm bar over the metrics (on stderr) when ``progress``."""
+def _evaluate(evaluate_metrics, dataset, model, names, seed, settings, progress, finished=None):
+    """``evaluate_metrics`` with a tqdm bar over the metrics (on stderr) when ``progress``;
+    ``finished(name, scores)`` is called as each metric is computed."""
     import sys
 
     from tqdm.auto import tqdm
@@ -281,11 +300,97 @@ def _evaluate(evaluate_metrics, dataset, model, names, seed, settings, progress)
         bar.set_postfix_str(names[0])
 
         def done(name, scores, seconds):
+            if finished is not None:
+                finished(name, scores)
             bar.update(1)
             following = names.index(name) + 1
             bar.set_postfix_str(names[following] if following < len(names) else "")
 
         return evaluate_metrics(dataset, model, names, seed=seed, settings=settings, callback=done)
+
+
+def _interrupted_message(run_dir: Path, missing: list[str], computed: dict[str, Any]) -> str:
+    """What an interrupted publish kept and what a rerun computes (the weights and the manifest entry
+    are written after the last metric, so neither was)."""
+    left = [m for m in missing if m not in computed]
+    kept = (f"{', '.join(computed)} {'is' if len(computed) == 1 else 'are'} recorded in {run_dir / 'metrics.json'}"
+            if computed else "no metric had finished")
+    return (f"publish stopped before the weight file and the manifest entry were written: {kept}; left to compute: "
+            f"{', '.join(left)}. Run the same command again to compute only {'that one' if len(left) == 1 else 'those'} "
+            f"and publish.")
+
+
+def _check_metrics_apply(
+    run_dir: Path, model: Any, dataset: Any, metric_names: list[str], missing: list[str],
+    settings: dict[str, dict[str, Any]], *, defaults: bool,
+) -> None:
+    """Raise :class:`~disentangle.errors.NotAGridError` (one paragraph) when a metric to compute
+    cannot run on the run's data (a factor grid or labels it lacks: an image folder), naming those
+    metrics and the ``--metrics`` value that can run, before any metric is computed or file written."""
+    from ..errors import NotAGridError
+    from ..metrics import available_metrics, data_of, metric_applies, metric_spec
+
+    cannot = [m for m in missing if not metric_applies(m, dataset, settings.get(m))]
+    if not cannot:
+        return
+    needs = {
+        "grid": "a complete factor grid (they fix factors and draw the others)",
+        "labels": "factor labels (they compare codes with the labels)",
+    }
+    why = "; ".join(
+        f"{', '.join(group)} need{'s' if len(group) == 1 else ''} {text}"
+        for need, text in needs.items()
+        if (group := [m for m in cannot if metric_spec(m).data(settings.get(m) or {}) == need])
+    )
+    has = "labelled images without a factor grid" if data_of(dataset) == "labels" else "images without factor labels"
+    what = getattr(dataset, "name", type(dataset).__name__)
+    can = [m for m in metric_names if m not in cannot]
+    fitting = list(available_metrics(model, dataset))
+    asked = "the default metrics" if defaults else "the metrics asked for"
+    if can:
+        fix = f"Publish it with {asked} that can run on it: --metrics {','.join(can)}"
+    else:
+        fix = f"None of {asked} can run on it; publish it with metrics that do: --metrics {','.join(fitting)}"
+    raise NotAGridError(
+        f"Cannot publish '{run_dir}' with {asked}: {', '.join(cannot)} cannot run on its data ({what}, "
+        f"{has}): {why}. {fix} (metrics that apply to this data: {', '.join(fitting) or 'none'}); nothing was "
+        f"computed or written."
+    )
+
+
+def _first_file_on_the_way(folder: Path) -> Path | None:
+    """``folder`` itself or the nearest of its parents that exists, when that is not a folder (then
+    ``folder`` cannot be created); None when ``folder`` is, or can be made, a folder."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            return None if path.is_dir() else path
+    return None
+
+
+def check_output_paths(manifest: Path, weights_folder: Path) -> None:
+    """Raise :class:`~disentangle.ConfigError` (one paragraph) before any work when the manifest is a
+    folder, or the weights folder a file, or either lies under a file: where publish would write
+    its two files cannot hold them."""
+    if manifest.is_dir():
+        raise ConfigError(
+            f"--manifest '{manifest}' is a folder, not a manifest file. Give the path of the manifest (a JSON file, "
+            f"created when it does not exist), e.g. --manifest {manifest / 'manifest.json'}; its weight files go to "
+            f"a weights/ folder beside it unless --weights-dir says otherwise."
+        )
+    blocker = _first_file_on_the_way(manifest.parent)
+    if blocker is not None:
+        raise ConfigError(
+            f"--manifest '{manifest}' cannot be written: '{blocker}' is a file, not a folder. Give a manifest path "
+            f"in a folder (created when missing), e.g. --manifest ~/myzoo/manifest.json."
+        )
+    blocker = _first_file_on_the_way(weights_folder)
+    if blocker is not None:
+        which = "is a file" if blocker == weights_folder else f"lies under '{blocker}', which is a file"
+        raise ConfigError(
+            f"The weights folder '{weights_folder}' (--weights-dir; default: weights/ beside the manifest) {which}, "
+            f"not a folder. Give a folder for the .safetensors file with --weights-dir (created when missing), or "
+            f"move the file out of the way."
+        )
 
 
 def _same_content(a: bytes, b: bytes) -> bool:

@@ -1,0 +1,143 @@
+"""``python -m disentangle.zoo publish``: what it checks before any work (metrics the run's data
+cannot give, where its files go) and what an interrupted publish keeps."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import disentangle.metrics
+from disentangle.config import load_config
+from disentangle.training.trainer import fit
+from disentangle.zoo.__main__ import main as zoo_main
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+#: small settings of the metrics the tests publish with (the tiny grid has 24 images)
+FAST = ["--set", "mig.num_train=200", "--set", "sap_score.num_train=200", "--set", "sap_score.num_test=100",
+        "--set", "unsupervised_scores.num_train=200"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, tiny_overrides):
+    """A finished run on the tiny grid (4 steps), never written to by the tests: copy it first."""
+    run = tmp_path_factory.mktemp("publish") / "run"
+    fit(load_config(None, tiny_overrides(run, steps=4)))
+    return run
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """The metric lists ``evaluate_metrics`` is called with (it still computes them)."""
+    real, calls = disentangle.metrics.evaluate_metrics, []
+
+    def spying(dataset, representation, names, **kwargs):
+        calls.append(list(names))
+        return real(dataset, representation, names, **kwargs)
+
+    monkeypatch.setattr(disentangle.metrics, "evaluate_metrics", spying)
+    return calls
+
+
+def _image_folder_run(tmp_path):
+    """A run on a folder of 8 unlabelled images (no factors: only the unsupervised metrics apply)."""
+    import numpy as np
+    from PIL import Image
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        Image.fromarray((rng.random((20, 24, 3)) * 255).astype(np.uint8)).save(folder / f"{i}.png")
+    run = tmp_path / "run"
+    fit(load_config(None, ["data.name=image_folder", f"data.path={folder}", "data.image_size=16",
+                           f"data.cache={tmp_path / 'cache'}", "model.backbone=mlp", "model.hidden_sizes=[32]",
+                           "model.latent_dim=4", "train.steps=2", "train.batch_size=4", "train.device=cpu",
+                           "train.progress=false", "train.traversals=false", f"train.out_dir={run}"]))
+    return run
+
+
+def test_an_image_folder_run_names_the_default_metrics_it_cannot_give_and_the_metrics_value_that_can(
+    tmp_path, capsys, spy
+):
+    """The default metrics on a run without factor labels: one paragraph naming the six that cannot
+    run and ``--metrics unsupervised_scores``, exit 2, nothing computed or written; that value publishes."""
+    run = _image_folder_run(tmp_path)
+    manifest = tmp_path / "zoo" / "manifest.json"
+    capsys.readouterr()
+    assert zoo_main(["publish", str(run), "--name", "images-s0", "--manifest", str(manifest), "--no-progress"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]  # after the dataset's "Loaded ... from the cache" line
+    assert err.startswith(f"error: Cannot publish '{run}' with the default metrics: beta_vae_score, factor_vae_score, "
+                          "mig, modularity_explicitness, dci, sap_score cannot run on its data")
+    assert "images without factor labels" in err
+    assert "Publish it with the default metrics that can run on it: --metrics unsupervised_scores" in err
+    assert spy == [] and not manifest.parent.exists() and not (run / "metrics.json").exists()
+    # named explicitly, none of them can: the metrics that apply to the data
+    assert zoo_main(["publish", str(run), "--name", "images-s0", "--manifest", str(manifest), "--metrics", "mig"]) == 2
+    err = capsys.readouterr().err
+    assert "with the metrics asked for: mig cannot run" in err and "--metrics elbo,unsupervised_scores" in err
+    assert zoo_main(["publish", str(run), "--name", "images-s0", "--manifest", str(manifest), "--no-progress",
+                     "--metrics", "unsupervised_scores", "--set", "unsupervised_scores.num_train=200"]) == 0
+    assert list(json.loads(manifest.read_text())["models"]["images-s0"]["metrics"]) == ["unsupervised_scores"]
+
+
+def test_ctrl_c_keeps_the_finished_metrics_and_a_rerun_computes_only_the_rest(tmp_path, tiny_run, monkeypatch, capsys):
+    """Each metric is written to metrics.json as it finishes; Ctrl-C says which are left (exit 130,
+    no weight file, no manifest entry); the same command again computes only those and publishes."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    manifest = tmp_path / "zoo" / "manifest.json"
+    argv = ["publish", str(run), "--name", "tiny-s0", "--manifest", str(manifest), "--no-progress",
+            "--metrics", "mig,sap_score,unsupervised_scores", *FAST]
+    real, calls = disentangle.metrics.evaluate_metrics, []
+
+    def ctrl_c_after_the_first(dataset, representation, names, *, callback, **kwargs):
+        def then_ctrl_c(name, scores, seconds):
+            callback(name, scores, seconds)
+            raise KeyboardInterrupt
+
+        return real(dataset, representation, names, callback=then_ctrl_c, **kwargs)
+
+    monkeypatch.setattr(disentangle.metrics, "evaluate_metrics", ctrl_c_after_the_first)
+    assert zoo_main(argv) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted: publish stopped before the weight file and the manifest entry were written: mig is recorded " \
+           f"in {run / 'metrics.json'}; left to compute: sap_score, unsupervised_scores. Run the same command again" in err
+    assert "Traceback" not in err and not manifest.parent.exists()
+    kept = json.loads((run / "metrics.json").read_text())
+    assert list(kept["metrics"]) == ["mig"] and kept["metric_settings"]["mig"]["num_train"] == 200
+
+    def spying(dataset, representation, names, **kwargs):
+        calls.append(list(names))
+        return real(dataset, representation, names, **kwargs)
+
+    monkeypatch.setattr(disentangle.metrics, "evaluate_metrics", spying)
+    assert zoo_main(argv) == 0, capsys.readouterr().err
+    assert calls == [["sap_score", "unsupervised_scores"]]
+    record = json.loads(manifest.read_text())["models"]["tiny-s0"]
+    assert record["metrics"]["mig"] == kept["metrics"]["mig"] and set(record["metrics"]) == {
+        "mig", "sap_score", "unsupervised_scores"}
+
+
+@pytest.mark.parametrize("where, fragment", [
+    ("manifest folder", "is a folder, not a manifest file"),
+    ("manifest under a file", "cannot be written: '{file}' is a file, not a folder"),
+    ("weights file", "The weights folder '{file}' (--weights-dir; default: weights/ beside the manifest) is a file"),
+    ("weights under a file", "lies under '{file}', which is a file"),
+])
+def test_where_publish_writes_is_checked_before_any_work(where, fragment, tmp_path, tiny_run, capsys, spy):
+    """--manifest FOLDER (read as bad JSON, exit 3) and --weights-dir FILE (a FileExistsError traceback
+    after the metrics were computed): one paragraph, exit 2, before any metric or file."""
+    file = tmp_path / "a_file"
+    file.write_text("not a folder")
+    options = {
+        "manifest folder": ["--manifest", str(tmp_path)],
+        "manifest under a file": ["--manifest", str(file / "manifest.json")],
+        "weights file": ["--manifest", str(tmp_path / "zoo" / "manifest.json"), "--weights-dir", str(file)],
+        "weights under a file": ["--manifest", str(tmp_path / "zoo" / "manifest.json"), "--weights-dir", str(file / "w")],
+    }[where]
+    assert zoo_main(["publish", str(tiny_run), "--name", "tiny-s0", "--metrics", "mig", *options, *FAST[:2]]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and fragment.format(file=file) in err
+    assert spy == [] and not (tiny_run / "metrics.json").exists() and not (tmp_path / "zoo").exists()

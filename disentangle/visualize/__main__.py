@@ -10,8 +10,10 @@ config, and writes the pictures of :mod:`disentangle.visualize.pictures` (by def
     python -m disentangle.visualize runs/quickstart --what gif --limit 3 --frames 60
     python -m disentangle.visualize runs/faces --data path=/scratch/faces  # the run's images moved
 
-Bad input (an unknown picture name, a folder without a model, missing scores or matplotlib) is
-reported as one paragraph on stderr with exit status 2, before any file is written.
+On images without factor labels (an image folder), ``all`` leaves out the pictures that read them
+(``latent_responses``; a logged note says so). Bad input (an unknown picture name, such a picture
+named in ``--what``, a folder without a model, missing scores or matplotlib) is reported as one
+paragraph on stderr with exit status 2, before any file is written.
 """
 from __future__ import annotations
 
@@ -164,10 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         if out.exists() and not out.is_dir():
             raise InputError(f"--out '{out}' is a file, not a folder; choose a folder to write the pictures into.")
         model, dataset = _load(args.source, device, data_overrides)
-        if not explicit:
-            from .pictures import pictures_for
+        from .pictures import pictures_for, pictures_for_data
 
+        if not explicit:
             names = pictures_for(model, names)  # swaps.png for a class/content model
+        # images without factor labels: 'all' leaves latent_responses out (logged), naming it is refused
+        names = pictures_for_data(names, dataset, explicit=explicit, option="--what")
         if skipped_metrics:
             print(
                 f"note: metrics.png skipped: {args.source} has no scores ({METRICS_FILE}); compute them with "

@@ -16,6 +16,9 @@
 ``latent_responses``, ``kl_per_dim`` and ``metrics`` need matplotlib (the ``plots`` extra).
 ``swaps`` is drawn for models of a class/content objective only (:data:`CLASS_CONTENT_PICTURES`):
 ``all`` adds it for them (:func:`pictures_for`), and naming it for another model is an error.
+``latent_responses`` and ``swaps`` read the factor labels (:data:`FACTOR_PICTURES`): on images without
+labels (an image folder) ``all`` leaves them out with a logged note, and naming one is an error
+(:func:`pictures_for_data`).
 Every input is checked, and matplotlib imported, before the folder or any file is made; each file
 is written atomically, so a rerun rewrites the same files.
 """
@@ -51,6 +54,12 @@ PICTURES: dict[str, str] = {
 CLASS_CONTENT_PICTURES: dict[str, str] = {"swaps": "swaps.png"}
 #: the pictures drawn with matplotlib
 PLOTTED = ("latent_responses", "kl_per_dim", "metrics")
+#: the pictures that read the dataset's factor labels (a factor grid or a labelled sample), and what
+#: they read them for
+FACTOR_PICTURES: dict[str, str] = {
+    "latent_responses": "plots each latent's mean code against each factor's value",
+    "swaps": "takes its class images from the labels of the class factors",
+}
 #: what the trainer writes at the end of training
 TRAINING_PICTURES = ("traversals", "reconstructions")
 #: images whose mean KL orders the latents
@@ -82,6 +91,39 @@ def pictures_for(model: Any, names: Sequence[str]) -> list[str]:
     if class_content_objective(model) is not None:
         names += [n for n in CLASS_CONTENT_PICTURES if n not in names]
     return names
+
+
+def has_factors(dataset: Any) -> bool:
+    """Whether ``dataset`` has factor labels: a factor grid, or a sample of images with labels (not
+    an image folder's images alone)."""
+    return getattr(dataset, "is_grid", True) is not False or bool(getattr(dataset, "labelled", False))
+
+
+def pictures_for_data(names: Sequence[str], dataset: Any, *, explicit: bool, option: str = "what") -> list[str]:
+    """``names`` that ``dataset`` can give. On images without factor labels (:func:`has_factors`) the
+    pictures of :data:`FACTOR_PICTURES` are left out, with a logged note, when ``explicit`` is False
+    (the pictures of ``all``); named explicitly, they raise :class:`~disentangle.errors.NotAGridError`
+    (one paragraph naming them and ``option``, the argument that named them), before anything is drawn."""
+    names = list(names)
+    needing = [n for n in names if n in FACTOR_PICTURES]
+    if not needing or has_factors(dataset):
+        return names
+    what = getattr(dataset, "name", type(dataset).__name__)
+    files = ", ".join({**PICTURES, **CLASS_CONTENT_PICTURES}[n] for n in needing)
+    if not explicit:
+        logger.info("left out %s: %s factor labels, and %s has none", files,
+                    "it reads" if len(needing) == 1 else "they read", what)
+        return [n for n in names if n not in FACTOR_PICTURES]
+    from ..errors import NotAGridError
+
+    reasons = "; ".join(f"{n} {FACTOR_PICTURES[n]}" for n in needing)
+    raise NotAGridError(
+        f"{files} {'needs' if len(needing) == 1 else 'need'} labelled images ({reasons}), and {what} has no "
+        f"labels. Leave "
+        f"{', '.join(repr(n) for n in needing)} out of {option} ('all' leaves out what needs labels by itself), "
+        f"or draw it from labelled images (a dataset with factor labels, e.g. disentangle.data.from_arrays(images, "
+        f"labels), with disentangle.visualize.write_pictures)."
+    )
 
 
 def sample_images(dataset: Any, n: int, seed: int) -> torch.Tensor:
@@ -125,15 +167,16 @@ def write_pictures(
     encodes ``num_per_value`` observations per factor value; ``swaps.png`` (added to ``all`` for a
     model of a class/content objective) is :func:`~disentangle.visualize.swaps.swap_grid` with
     ``seed`` and the run's ``objective.class_factors`` and ``objective.class_dim``. ``metrics``
-    (``{metric: {score: value}}``) is required for ``metrics.png``. The model is evaluated in eval mode and its mode
-    restored.
+    (``{metric: {score: value}}``) is required for ``metrics.png``. On images without factor labels,
+    ``all`` leaves out ``latent_responses`` and ``swaps`` (logged) and naming one raises
+    :class:`~disentangle.errors.NotAGridError` (:func:`pictures_for_data`). Every check runs before the
+    folder is made. The model is evaluated in eval mode and its mode restored.
     """
     names = resolve_pictures(what)
-    if what is None or what == "all":
+    explicit = not (what is None or what == "all")
+    if not explicit:
         names = pictures_for(model, names)
-    if (what is None or what == "all") and getattr(dataset, "is_grid", True) is False and not dataset.labelled:
-        names = [n for n in names if n != "latent_responses"]  # it plots codes against labels
-        logger.info("latent_responses.png left out: %s has no labels", dataset.name)
+    names = pictures_for_data(names, dataset, explicit=explicit)
     if "swaps" in names:
         from .swaps import CLASS_CONTENT_OBJECTIVES, class_content_objective
 

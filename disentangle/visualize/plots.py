@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 PLOTS_INSTALL = 'pip install "disentangle-torch[plots]"'
+#: above this many bars, :func:`metrics_figure` draws each metric's headline score only
+MAX_METRIC_BARS = 40
+#: metrics whose scores are nats of a whole image (thousands): on the axis they share with the
+#: scores in [0, 1] they would squash every other bar, so :func:`metrics_figure` leaves them out
+#: unless they are the only scores
+ELBO_METRICS: tuple[str, ...] = ("elbo",)
 
 
 def require_matplotlib() -> Any:
@@ -136,38 +142,79 @@ def check_metrics(metrics: Any, source: str = "metrics") -> dict[str, dict[str, 
     return {str(m): {str(s): float(v) for s, v in scores.items()} for m, scores in metrics.items()}
 
 
-def metrics_figure(metrics: Mapping[str, Mapping[str, float]], title: str | None = None) -> Figure:
-    """Horizontal bars of every score, grouped and coloured by metric, each bar labelled with its value.
+def headline_score(metric: str, scores: Sequence[str]) -> str:
+    """The one score of ``metric`` that stands for it among ``scores`` (its score names, in order):
+    the first of the study's headline scores of the metric
+    (:data:`~disentangle.study.columns.HEADLINE_SCORES`: ``dci`` → ``disentanglement``) that is
+    there, else the score named as the metric (``mig`` → ``mig``), else the first score."""
+    from ..study.columns import HEADLINE_SCORES
 
-    ``metrics`` is ``{metric: {score: value}}`` (the ``"metrics"`` entry of ``metrics.json``).
-    Non-finite scores are listed with the label ``n/a`` and no bar. Counts that metrics report
-    alongside their scores (``num_*``, e.g. FactorVAE's ``num_active_dims``) are left out: they are
-    not scores, and a count of 10 would squash every bar on a shared axis.
+    for name in HEADLINE_SCORES.get(metric, ()):
+        if name in scores:
+            return name
+    return metric if metric in scores else scores[0]
+
+
+def shown_scores(metrics: Mapping[str, Mapping[str, float]]) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """The scores :func:`metrics_figure` draws, and a note on each rule that left some out.
+
+    Counts that metrics report alongside their scores (``num_*``, e.g. FactorVAE's
+    ``num_active_dims``) are never drawn: they are not scores. The scores of :data:`ELBO_METRICS`
+    (nats of a whole image, thousands) are left out unless they are the only scores. When more
+    than :data:`MAX_METRIC_BARS` scores remain (``python -m disentangle.evaluate``'s default, every
+    metric, gives over 200), only each metric's :func:`headline_score` is kept.
     """
     metrics = check_metrics(metrics)
+    shown = {m: {s: v for s, v in scores.items() if not s.startswith("num_")} for m, scores in metrics.items()}
+    shown = {m: scores for m, scores in shown.items() if scores}
+    notes: list[str] = []
+    others = {m: scores for m, scores in shown.items() if m not in ELBO_METRICS}
+    if others and len(others) < len(shown):
+        left_out = [m for m in shown if m not in others]
+        notes.append(f"the scores of {', '.join(left_out)} (nats of a whole image, another scale)")
+        shown = others
+    total = sum(len(scores) for scores in shown.values())
+    if total > MAX_METRIC_BARS:
+        headlines = {m: headline_score(m, list(scores)) for m, scores in shown.items()}
+        shown = {m: {headlines[m]: scores[headlines[m]]} for m, scores in shown.items()}
+        notes.append(f"all but each metric's headline score ({len(shown)} of {total} scores drawn)")
+    return shown, notes
+
+
+def metrics_figure(metrics: Mapping[str, Mapping[str, float]], title: str | None = None) -> Figure:
+    """Horizontal bars of the scores, grouped and coloured by metric, each bar labelled with its value.
+
+    ``metrics`` is ``{metric: {score: value}}`` (the ``"metrics"`` entry of ``metrics.json``).
+    Non-finite scores are listed with the label ``n/a`` and no bar. What is drawn is
+    :func:`shown_scores`: no counts (``num_*``); no ELBO scores (thousands of nats would squash
+    every other bar) unless they are the only ones; each metric's headline score alone above
+    :data:`MAX_METRIC_BARS` bars. A note under the bars says what was left out.
+    """
+    shown, notes = shown_scores(metrics)
     labels, values, colours = [], [], []
-    for i, (metric, scores) in enumerate(metrics.items()):
+    for i, (metric, scores) in enumerate(shown.items()):
         for score, value in scores.items():
-            if score.startswith("num_"):
-                continue
             labels.append(score if score.startswith(metric) else f"{metric}: {score}")
             values.append(value)
             colours.append(f"C{i % 10}")
-    fig = _figure(6.5, 0.24 * len(labels) + 1.0)
+    fig = _figure(6.5, 0.24 * len(labels) + 1.0 + (0.3 if notes else 0.0))
     ax = fig.subplots()
     y = np.arange(len(labels))[::-1]
     finite = np.isfinite(values)
-    shown = np.where(finite, values, 0.0)
-    ax.barh(y, shown, color=colours, height=0.75)
+    shown_values = np.where(finite, values, 0.0)
+    ax.barh(y, shown_values, color=colours, height=0.75)
     for yi, value, ok in zip(y, values, finite):
         ax.text(value if ok else 0.0, yi, f" {value:.3f}" if ok else " n/a", va="center", fontsize=7)
     ax.set_yticks(y, labels, fontsize=7)
-    lo = min(0.0, float(np.min(shown)))
-    hi = max(1.0, float(np.max(shown)))
+    lo = min(0.0, float(np.min(shown_values)))
+    hi = max(1.0, float(np.max(shown_values)))
     ax.set_xlim(lo, hi * 1.12 if math.isfinite(hi) else 1.0)
     ax.axvline(0.0, color="0.3", linewidth=0.8)
     ax.set_xlabel("score", fontsize=8)
     ax.set_title(title or "Disentanglement scores", fontsize=9)
+    if notes:  # under the figure, centred on its width: the bars' axes can be narrow beside long labels
+        note = "Not drawn: " + "; ".join(notes) + ". Every score is in the metrics file."
+        fig.supxlabel(textwrap.fill(note, width=120), fontsize=7, color="0.3")
     return fig
 
 

@@ -317,7 +317,10 @@ def run(
     fields of :class:`~disentangle.sweep.backends.BackendOptions` (``workers``,
     ``threads_per_run``, ``address``, ``gpus_per_run``, ``partition``, ``time_min``, ...).
     ``results.csv`` is rewritten after every finished run and at the end. ``dry_run`` only plans:
-    nothing is created.
+    nothing is created. An ``out`` that is a file (or lies under one) is a
+    :class:`~disentangle.ConfigError` before the sweep file is read; runs that leave
+    ``train.precision`` at ``auto`` get a warning (:func:`warn_auto_precision`): their ids are this
+    machine's.
     """
     unknown = set(options) - {f for f in BackendOptions.__dataclass_fields__}
     if unknown:
@@ -329,8 +332,10 @@ def run(
         raise ConfigError(f"resume_precision={resume_precision!r} is not a precision. Choose one of "
                           f"{', '.join(PRECISIONS)} or auto (the device's choice), or leave it unset "
                           f"(each run resumes in its train.precision).")
-    plan = sweep_file if isinstance(sweep_file, SweepPlan) else load_sweep(sweep_file)
     out_dir = Path(out)
+    check_out_dir(out_dir)
+    plan = sweep_file if isinstance(sweep_file, SweepPlan) else load_sweep(sweep_file)
+    warn_auto_precision(plan)
     states = {
         r.run_id: run_state(out_dir / RUNS_DIR / r.run_id, plan.metrics, plan.metric_settings) for r in plan.runs
     }
@@ -384,6 +389,42 @@ def run(
         if bad:
             log(f"{len(bad)} runs did not finish; see python -m disentangle.sweep status {out_dir}")
     return report
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Raise :class:`~disentangle.ConfigError` (one paragraph) when ``out_dir`` cannot be a sweep
+    folder: it is a file, or lies under one. Checked before the sweep file is read, so nothing is
+    planned, trained or written."""
+    for path in (out_dir, *out_dir.parents):
+        if not path.exists():
+            continue
+        if path.is_dir():
+            return
+        where = "is a file" if path == out_dir else f"lies under '{path}', which is a file"
+        raise ConfigError(
+            f"The sweep folder '{out_dir}' (--out) {where}, not a folder. A sweep folder holds sweep.json, "
+            f"results.csv and runs/<id>/: give a folder (created when missing; the folder of an earlier run of "
+            f"the sweep continues it), e.g. --out sweeps/NAME."
+        )
+
+
+def warn_auto_precision(plan: SweepPlan) -> None:
+    """Warn (``logging.warning``) when runs of ``plan`` leave ``train.precision`` at ``auto``: the
+    precision it resolves to is this machine's (bf16 on a CPU with native bf16, fp32 elsewhere) and is
+    part of each run's id, so the sweep continued on another machine could train those runs anew."""
+    runs = plan.auto_precision_runs
+    if not runs:
+        return
+    here = next(r.config["train"]["precision"] for r in plan.runs if r.run_id == runs[0])
+    which = "all its" if len(runs) == len(plan.runs) else f"{len(runs)} of its"
+    logger.warning(
+        "sweep '%s' leaves train.precision at auto for %s %d runs: auto is %s on this machine and can be another "
+        "precision on another (bf16 on a CPU with native bf16, fp32 elsewhere), and the precision is part of each "
+        "run id, so this sweep continued on another machine would train those runs anew under other ids. Name "
+        "the precision in the sweep file's base config or grid (set: {train.precision: %s}, what auto is here) "
+        "to keep the run ids the same on every machine.",
+        plan.name, which, len(plan.runs), here, here,
+    )
 
 
 def asks_for_all(metrics: Any) -> bool:

@@ -92,6 +92,10 @@ class SweepPlan:
     varying_keys: list[str] = field(default_factory=list)
     merged_duplicates: int = 0
     description: str = ""
+    #: the ids of the runs whose ``train.precision`` the sweep file leaves at ``auto`` (given so, or not
+    #: given: the default): resolved by the machine that expands the sweep file, so their ids are
+    #: that machine's (:func:`disentangle.sweep.api.run` warns)
+    auto_precision_runs: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------- locating a sweep file
@@ -407,6 +411,7 @@ def _expand(plan: SweepPlan, base_raw: dict[str, Any]) -> None:
                 f"Fix the sweep file's 'grid', 'set' or its base '{plan.base}'."
             ) from None
         point_configs.append(config.to_dict())
+        left_auto = (raw.get("train") or {}).get("precision", "auto") == "auto"  # resolved by this machine
         for seed in plan.seeds:
             seeded = dataclasses.replace(config, seed=seed)
             resolved = seeded.to_dict()
@@ -416,6 +421,8 @@ def _expand(plan: SweepPlan, base_raw: dict[str, Any]) -> None:
                 continue
             seen.add(rid)
             runs.append(RunSpec(rid, len(runs), seed, dict(point), resolved, _dlib_model_number(seeded)))
+            if left_auto:
+                plan.auto_precision_runs.append(rid)
     plan.runs = runs
     grid_keys = [k for block in plan.grid for k in block]
     swept = [k for block in plan.grid for k, values in block.items() if len(values) > 1]

@@ -634,3 +634,42 @@ def test_a_named_metric_the_data_cannot_give_stops_the_run_before_training(tmp_p
     assert outcome.status == RunState.FAILED and "The metric 'mig' cannot run on image folder" in outcome.message
     run_dir = out / "runs" / outcome.run_id
     assert not (run_dir / "checkpoint.pt").exists()  # refused before a step was trained
+
+
+def test_an_out_that_is_a_file_is_one_paragraph_before_any_work(tmp_path, capsys):
+    """``--out FILE`` ended in a FileExistsError traceback (exit 1) once the plan was read: now one
+    paragraph, exit 2, before the sweep file is read; the file is left as it was."""
+    path = write_sweep_file(tmp_path)
+    file = tmp_path / "results.txt"
+    file.write_text("mine")
+    for out, where in ((file, "is a file"), (file / "sub", f"lies under '{file}', which is a file")):
+        assert sweep_cli(["run", str(path), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: The sweep folder '{out}' (--out) {where}, not a folder.") and err.count("\n") == 1
+        assert "--out sweeps/NAME" in err
+        with pytest.raises(ConfigError, match="not a folder"):
+            api.run(path, out, dry_run=True, log=None)
+    assert file.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "results.txt", "sweep.yaml", "tiny_plugin.py"]
+
+
+def test_a_sweep_left_at_precision_auto_warns_that_its_run_ids_are_this_machine_s(tmp_path, caplog, capsys):
+    """train.precision: auto resolves per machine (bf16 on a CPU with native bf16, fp32 elsewhere),
+    and the precision is part of the run id: sweep run warns and says how to pin it."""
+    def warnings_of(**fields) -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="disentangle.sweep.api"):
+            api.run(write_sweep_file(tmp_path, **fields), tmp_path / "out", dry_run=True, log=None)
+        return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+    assert warnings_of() == []  # the base names fp32
+    (warning,) = warnings_of(extra_set={"train.precision": "auto"})
+    assert "leaves train.precision at auto for all its 4 runs: auto is fp32 on this machine" in warning
+    assert "Name the precision in the sweep file's base config or grid (set: {train.precision: fp32}" in warning
+    (warning,) = warnings_of(grid={"train.precision": ["auto", "bf16"]})
+    assert "for 2 of its 4 runs" in warning
+    assert warnings_of(grid={"train.precision": ["fp32", "bf16"]}) == []
+    assert not (tmp_path / "out").exists()
+    assert sweep_cli(["run", str(write_sweep_file(tmp_path, extra_set={"train.precision": "auto"})), "--out",
+                      str(tmp_path / "out"), "--dry-run"]) == 0
+    assert "warning: sweep 'sweep' leaves train.precision at auto" in capsys.readouterr().err

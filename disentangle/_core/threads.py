@@ -18,14 +18,21 @@ another job runs, a cluster node shared by several jobs, a container limited by 
   is imported, so :func:`default_wait_policy` sets it when ``disentangle`` is imported before
   ``torch`` (every command line of the package) and the user has not set it; a user who imports
   ``torch`` first keeps OpenMP's default, and :func:`wait_policy` says which applies.
+
+More threads than CPUs (``--threads 999`` on 2 cores; a sweep's ``--workers`` × ``--threads-per-run``
+above the CPUs) take turns on the CPUs and run slower than one thread per CPU would:
+:func:`warn_if_oversubscribed` logs a warning naming the CPU count and what to use.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 #: OpenMP's wait policy the package sets when nothing else did (module docstring)
 DEFAULT_WAIT_POLICY = "passive"
@@ -157,19 +164,57 @@ def choose_threads(
     given = environ.get("OMP_NUM_THREADS", "").strip()
     if given.isdigit() and int(given) > 0:
         return ThreadChoice(int(given), "auto: OMP_NUM_THREADS in the environment")
-    cpus = affinity_cpus() if affinity is None else affinity
-    limit = cgroup_cpu_quota() if quota == "read" else quota
-    if limit is not None and math.ceil(limit) < cpus:
-        usable, where = math.ceil(limit), f"the cgroup's CPU quota ({limit:g} CPUs; {cpus} in the affinity mask)"
-    else:
-        total = os.cpu_count() or cpus
-        usable = cpus
-        where = "the CPUs of this machine" if cpus == total else f"the affinity mask ({cpus} of {total} CPUs)"
+    usable, where = usable_cpus(affinity=affinity, quota=quota)
     local = environ.get("LOCAL_WORLD_SIZE", "").strip()
     processes = int(local) if local.isdigit() and int(local) > 1 else 1
     if processes > 1:
         return ThreadChoice(max(1, usable // processes), f"auto: {where}, shared by {processes} processes")
     return ThreadChoice(max(1, usable), f"auto: {where}")
+
+
+def usable_cpus(*, affinity: int | None = None, quota: float | None | str = "read") -> tuple[int, str]:
+    """The CPUs this process may use, ``min(affinity, ceil(quota))``, and where the count comes from
+    (``"the CPUs of this machine"``, ``"the affinity mask (2 of 8 CPUs)"``, the cgroup's quota).
+    ``affinity`` and ``quota`` default to this process's (given, they let a test fake a machine)."""
+    cpus = affinity_cpus() if affinity is None else affinity
+    limit = cgroup_cpu_quota() if quota == "read" else quota
+    if limit is not None and math.ceil(limit) < cpus:
+        return max(1, math.ceil(limit)), f"the cgroup's CPU quota ({limit:g} CPUs; {cpus} in the affinity mask)"
+    total = os.cpu_count() or cpus
+    where = "the CPUs of this machine" if cpus == total else f"the affinity mask ({cpus} of {total} CPUs)"
+    return max(1, cpus), where
+
+
+def warn_if_oversubscribed(
+    threads: int, *, threads_option: str, processes: int = 1, processes_option: str = "",
+    affinity: int | None = None, quota: float | None | str = "read",
+) -> str | None:
+    """Log a warning, and return it, when ``processes`` processes of ``threads`` CPU threads each ask
+    for more threads than the CPUs this process may use (:func:`usable_cpus`); None when they fit.
+
+    ``threads_option`` and ``processes_option`` are the settings as the user writes them, with their
+    separator (``"train.threads="``, ``"--threads-per-run "``, ``"--workers "``): the message names
+    what was given, the CPU count and where it comes from, and the values to use. The training loop
+    (``train.threads`` / ``--threads``) and ``python -m disentangle.sweep run`` (``--workers`` ×
+    ``--threads-per-run``) both check here."""
+    total = threads * processes
+    cpus, where = usable_cpus(affinity=affinity, quota=quota)
+    if total <= cpus:
+        return None
+    if processes > 1:
+        given = f"{processes_option}{processes} × {threads_option}{threads} is {total:,} CPU threads"
+        workers = min(processes, cpus)
+        fix = (f"Keep {processes_option.strip()} × {threads_option.strip().rstrip('=')} at {cpus} or below, e.g. "
+               f"{processes_option}{workers} {threads_option}{max(1, cpus // workers)}.")
+    else:
+        given = f"{threads_option.strip().rstrip('=')} is {threads:,}"
+        fix = f"Use {threads_option}{cpus} or fewer, or {threads_option}1 on CPUs shared with other jobs."
+    message = (
+        f"{given}, but this process may use {cpus} CPU{'s' if cpus > 1 else ''} ({where}): the threads beyond "
+        f"{cpus} take turns on the same CPUs and make every step slower, not faster. {fix}"
+    )
+    logger.warning(message)
+    return message
 
 
 def check_threads_setting(name: str, value: object) -> int | str:

@@ -56,6 +56,7 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ import torch
 
 from .._core import distributed
 from .._core.schedules import Schedule, parse_schedules
+from .._core.threads import warn_if_oversubscribed
 from ..backbones.init import initialize
 from ..config import Config
 from ..data import build_dataset, data_identity
@@ -621,6 +623,11 @@ class Trainer:
         distributed.broadcast_module(self.model)
         distributed.broadcast_module(self.objective)
         self.execution = self._choose_execution()
+        if self.rank_info.is_main and self.execution.threads_reason == "set":  # train.threads / --threads
+            local = os.environ.get("LOCAL_WORLD_SIZE", "").strip()  # torchrun's processes on this machine
+            warn_if_oversubscribed(self.execution.threads, threads_option="train.threads=",
+                                   processes=int(local) if local.isdigit() and int(local) > 1 else 1,
+                                   processes_option="torchrun --nproc_per_node ")
         if self.execution.materialize:
             self.dataset.materialize()
         if self.execution.channels_last:

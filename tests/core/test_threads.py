@@ -4,6 +4,7 @@ package sets a passive wait policy before torch is imported; a slowdown is repor
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -202,3 +203,80 @@ def test_auto_test_workers_are_the_usable_cpus_at_most_eight(pytestconfig, monke
 def test_auto_test_workers_follow_pytest_xdists_variable_where_it_is_set(pytestconfig, monkeypatch):
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "3")
     assert pytestconfig.hook.pytest_xdist_auto_num_workers(config=pytestconfig) == 3
+
+
+# ---------------------------------------------------------------------- more threads than CPUs
+def _two_cpus(monkeypatch, cpus: int = 2) -> None:
+    """This process may use ``cpus`` CPUs, whatever the machine has."""
+    monkeypatch.setattr(threads, "affinity_cpus", lambda: cpus)
+    monkeypatch.setattr(threads, "cgroup_cpu_quota", lambda: None)
+
+
+def test_more_threads_than_cpus_are_warned_about_with_what_to_use(caplog):
+    from disentangle._core.threads import warn_if_oversubscribed
+
+    caplog.set_level(logging.WARNING, logger="disentangle")
+    message = warn_if_oversubscribed(999, threads_option="train.threads=", affinity=2, quota=None)
+    assert message.startswith("train.threads is 999, but this process may use 2 CPUs (")
+    assert message.endswith("Use train.threads=2 or fewer, or train.threads=1 on CPUs shared with other jobs.")
+    assert [r.getMessage() for r in caplog.records] == [message]
+    message = warn_if_oversubscribed(8, threads_option="--threads-per-run ", processes=4, processes_option="--workers ",
+                                     affinity=8, quota=2.5)
+    assert message.startswith("--workers 4 × --threads-per-run 8 is 32 CPU threads, but this process may use 3 CPUs "
+                              "(the cgroup's CPU quota (2.5 CPUs; 8 in the affinity mask))")
+    assert message.endswith("Keep --workers × --threads-per-run at 3 or below, e.g. --workers 3 --threads-per-run 1.")
+    caplog.clear()
+    assert warn_if_oversubscribed(2, threads_option="train.threads=", affinity=2, quota=None) is None
+    assert warn_if_oversubscribed(1, threads_option="--threads-per-run ", processes=8, processes_option="--workers ",
+                                  affinity=8, quota=None) is None
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize("how", ["config", "cli"])
+def test_train_warns_about_more_threads_than_cpus(tmp_path, tiny_overrides, monkeypatch, capsys, caplog, how):
+    import torch
+
+    from disentangle.config import load_config
+    from disentangle.train import main
+    from disentangle.training.trainer import fit
+
+    _two_cpus(monkeypatch, cpus=1)  # two threads (cheap here) on a process that may use one CPU
+    caplog.set_level(logging.WARNING, logger="disentangle")
+    before, package = torch.get_num_threads(), logging.getLogger("disentangle").level
+    try:
+        if how == "config":
+            fit(load_config(None, tiny_overrides(tmp_path / "run", steps=2, **{"train.threads": 2})))
+            shown = "\n".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+        else:
+            assert main([*tiny_overrides(tmp_path / "run", steps=2), "--config", "quickstart", "--threads", "2"]) == 0
+            shown = capsys.readouterr().err
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+        logging.getLogger("disentangle").setLevel(package)
+    assert "train.threads is 2, but this process may use 1 CPU (" in shown
+    assert "Use train.threads=1 or fewer" in shown
+    caplog.clear()
+    fit(load_config(None, tiny_overrides(tmp_path / "auto", steps=2)))  # auto: what the process may use
+    assert not any("CPU threads" in r.getMessage() or "may use" in r.getMessage() for r in caplog.records)
+
+
+def test_a_sweep_warns_when_workers_times_threads_exceed_the_cpus(tmp_path, monkeypatch, capsys):
+    from disentangle.sweep.__main__ import main
+
+    _two_cpus(monkeypatch)
+    package = logging.getLogger("disentangle").level
+    try:
+        out = tmp_path / "sweep"
+        assert main(["run", "mini", "--out", str(out), "--workers", "4", "--threads-per-run", "8", "--dry-run"]) == 0
+        err = capsys.readouterr().err
+        assert "--workers 4 × --threads-per-run 8 is 32 CPU threads, but this process may use 2 CPUs (" in err
+        assert "e.g. --workers 2 --threads-per-run 1." in err
+        assert main(["run", "mini", "--out", str(out), "--workers", "3", "--dry-run"]) == 0  # one thread each: 3 > 2
+        assert "--workers 3 × --threads-per-run 1 is 3 CPU threads" in capsys.readouterr().err
+        for fitting in (["--workers", "2", "--threads-per-run", "1"], ["--workers", "2"], ["--threads-per-run", "2"]):
+            assert main(["run", "mini", "--out", str(out), *fitting, "--dry-run"]) == 0
+            assert "CPU threads" not in capsys.readouterr().err
+    finally:
+        logging.getLogger("disentangle").setLevel(package)
+    assert not out.exists()

@@ -2,27 +2,35 @@
 
 * A page holds ``<!-- generated: NAME -->`` ... ``<!-- end generated -->`` blocks whose content is
   the Markdown of ``GENERATORS[NAME]``, committed in the source (so the pages read complete on
-  GitHub) and checked equal to a fresh generation by ``tests/test_docs.py``; the build replaces it
-  with a fresh one anyway. ``python docs/hooks/generated.py`` rewrites every block (the README's
-  too) after a publish or a change of the registries: the pretrained-model tables from the shipped zoo manifest
-  (``disentangle/zoo/manifest.json``), the registered datasets, backbones, objectives and metrics
-  with their parameters (from the registries themselves), the shipped configs and the zoo's recipe
-  names. An unknown NAME fails the build.
+  GitHub) and checked equal to a fresh generation by ``tests/docs/test_site.py``; the build replaces
+  it with a fresh one anyway. ``python docs/hooks/generated.py`` rewrites every block (the README's
+  too) after a publish or a change of the registries, the config or a command line: the
+  pretrained-model tables from the shipped zoo manifest (``disentangle/zoo/manifest.json``), the
+  registered datasets, backbones, objectives and metrics with their parameters (from the registries
+  themselves), the shipped configs, the zoo's recipe names, every config key (from the dataclasses
+  of ``disentangle/config/schema.py`` and their ``#:`` comments) and every option of every command
+  line (from the tools' own argparse parsers). An unknown NAME fails the build.
 * The example pictures (``examples/output/**/*.png|gif``) and the benchmark figures
   (``benchmarks/*.png``) are added to the site as ``assets/examples/...`` and
   ``assets/benchmarks/...`` without a copy in ``docs/``. The pages link them by their place in the
   repository (``../../examples/output/visualize/traversals.gif`` from a guide), which GitHub shows;
   the build points those links at the site's copies (:func:`site_links`).
 
-The generator functions need only ``disentangle`` (not MkDocs), so ``tests/test_docs.py`` calls
-them directly.
+The generator functions need only ``disentangle`` (not MkDocs), so ``tests/docs/test_site.py``
+calls them directly.
 """
 from __future__ import annotations
 
+import argparse
+import ast
+import html
+import importlib
 import inspect
 import json
 import re
 import statistics
+import textwrap
+import typing
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -52,13 +60,43 @@ _ROLE = re.compile(r":(?:py:)?\w+:`~?([^`]+)`")
 
 
 # ---------------------------------------------------------------------------------- helpers
+#: a Markdown code span: a run of backticks, its text, the same run (CommonMark)
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+#: what a code span's text needs as HTML (``<code>``), where Markdown does not read the text
+_CODE_ENTITIES = {"|": "&#124;", "*": "&#42;", "_": "&#95;", "`": "&#96;", "\\": "&#92;", "[": "&#91;"}
+
+
+def table_cell(text: str) -> str:
+    """``text`` as one cell of a Markdown table: on one line, each ``|`` kept from splitting the row.
+
+    Outside code spans a pipe is escaped (``\\|``, shown as ``|``). Inside a code span an escape
+    would show: Python-Markdown (the site) prints ``\\|`` there literally, and GitHub splits the row
+    at a bare ``|``; so a code span that holds a pipe becomes ``<code>`` with the pipe as
+    ``&#124;``, which both show as the code they are (``fp32 | bf16``)."""
+    text = text.replace("\n", " ")
+    out, end = [], 0
+    for match in _CODE_SPAN.finditer(text):
+        out.append(text[end:match.start()].replace("|", "\\|"))
+        code = match.group(2)
+        if "|" in code:
+            if code.startswith(" ") and code.endswith(" ") and code.strip():
+                code = code[1:-1]  # CommonMark strips one space at each end
+            code = html.escape(code, quote=False)
+            out.append("<code>" + "".join(_CODE_ENTITIES.get(c, c) for c in code) + "</code>")
+        else:
+            out.append(match.group(0))
+        end = match.end()
+    out.append(text[end:].replace("|", "\\|"))
+    return "".join(out)
+
+
 def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
     align = align or "l" * len(header)
     if len(align) != len(header) or any(len(row) != len(header) for row in rows):
         raise ValueError(f"a generated table needs one alignment and one cell per column: {header}")
     rule = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |" for row in rows]
+    lines = ["| " + " | ".join(table_cell(cell) for cell in header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(table_cell(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -482,6 +520,319 @@ def trajectories_300k() -> str:
     return f"[![MIG and DCI against steps over the published schedule (click for full size)]({link})]({link})\n\n{body}"
 
 
+# ---------------------------------------------------------------------------------- config keys
+#: what a key without a ``#:`` comment in ``disentangle/config/schema.py`` (or ``Config``) is
+KEY_NOTES = {
+    "seed": "seeds Python, NumPy and torch; the run's random streams (its batches, its noise) are seeded from it",
+    "data.name": "the dataset, a registered name ([Registered names](names.md#datasets))",
+    "model.backbone": "the encoder and decoder, a registered name ([Registered names](names.md#backbones))",
+    "model.latent_dim": "the number of latent dimensions (the size of the code)",
+    "objective.name": "the objective, a registered name ([Registered names](names.md#objectives))",
+    "train.out_dir": "the run folder (config, checkpoints, logs, pictures); a folder that holds a run is refused, "
+                     "except to resume it",
+}
+#: the registered component whose parameters a section's ``params`` holds, and its anchor on names.md
+_PARAMS_OF = {"data": ("dataset", "data.name", "datasets"), "model": ("backbone", "model.backbone", "backbones"),
+              "objective": ("objective", "objective.name", "objectives")}
+
+
+def _field_comments(cls: type) -> dict[str, str]:
+    """The ``#:`` comment of each field of the dataclass ``cls``, as griffe reads it for the API
+    pages: the comment lines right above the field, else the one beside it; reST roles as links to
+    the API reference (plain code where the target is not documented)."""
+    source = textwrap.dedent(inspect.getsource(cls))
+    lines = source.splitlines()
+    comments = {}
+    for node in ast.parse(source).body[0].body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        above = []
+        i = node.lineno - 2
+        while i >= 0 and lines[i].strip().startswith("#:"):
+            above.insert(0, lines[i].strip()[2:].strip())
+            i -= 1
+        beside = re.search(r"#:\s*(.*)$", lines[node.end_lineno - 1])
+        text = " ".join(above) if above else (beside.group(1).strip() if beside else "")
+        text = re.sub(rf"^``[\w.]*\b{node.target.id}``:\s*", "", text)  # "``data.labels``: ..." names its key again
+        comments[node.target.id] = _ROLE.sub(lambda m: _ref(m.group(1), m.group(1)), text)
+    return comments
+
+
+def _value_words(hint: Any) -> list[str]:
+    """The values a config key of type ``hint`` takes, as YAML: each literal and ``true``/``false``/
+    ``null`` as code, each other type as a word."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Literal:
+        return [f"`{value}`" for value in args]
+    if origin is typing.Union or type(hint).__name__ == "UnionType":
+        return [word for arg in args for word in _value_words(arg)]
+    if hint is type(None):
+        return ["`null`"]
+    if hint is bool:
+        return ["`true`", "`false`"]
+    if origin is tuple:
+        return ["[" + ", ".join(_value_words(arg)[0] for arg in args) + "]"]
+    if origin is list:
+        inner = _value_words(args[0])[0] if args else "value"
+        return ["list" if inner.startswith(("`", "[")) else f"list of {inner}s"]
+    if origin is dict or hint is dict:
+        return ["mapping"]
+    return [{int: "integer", float: "number", str: "string"}.get(hint, "any")]
+
+
+def _or(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _yaml_value(value: Any) -> str:
+    """``value`` as it is written in a config file."""
+    import yaml
+
+    plain = json.loads(json.dumps(value))  # tuples as lists
+    text = yaml.safe_dump(plain, default_flow_style=True, width=10_000).strip()
+    return text.removesuffix("...").strip()
+
+
+def config_sections() -> dict[str, type]:
+    """``{section: dataclass}`` of a config's sections (the fields of ``Config`` that are
+    dataclasses; ``seed`` is a plain key)."""
+    import dataclasses
+
+    from disentangle.config import Config
+
+    hints = typing.get_type_hints(Config)
+    return {f.name: hints[f.name] for f in dataclasses.fields(Config) if dataclasses.is_dataclass(hints[f.name])}
+
+
+def config_keys() -> str:
+    """Every key of a config, by section: the values it takes, its default and what it does, from the
+    dataclasses of ``disentangle/config/schema.py`` (and ``Config``'s own ``seed``) and their ``#:``
+    comments. A section's ``params`` are no key of their own: the parameters of the registered
+    component it names, flattened into the section, listed on the Registered names page."""
+    import dataclasses
+
+    from disentangle.config import Config
+
+    def rows(cls: type, prefix: str) -> list[list[str]]:
+        hints, comments, out = typing.get_type_hints(cls), _field_comments(cls), []
+        for f in dataclasses.fields(cls):
+            if f.name == "params" or dataclasses.is_dataclass(hints[f.name]):
+                continue
+            key = f"{prefix}{f.name}"
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            what = comments.get(f.name) or KEY_NOTES.get(key, "")
+            out.append([f"`{key}`", _or(_value_words(hints[f.name])), f"`{_yaml_value(default)}`", what or "–"])
+        return out
+
+    header = ["key", "values", "default", "what"]
+    parts = ["## `seed` {#seed}", "", "The one key outside the sections.", "", _table(header, rows(Config, ""))]
+    for section, cls in config_sections().items():
+        parts += ["", f"## `{section}` {{#{section}}}", "", _summary(cls), "", _table(header, rows(cls, f"{section}."))]
+        if section in _PARAMS_OF and any(f.name == "params" for f in dataclasses.fields(cls)):
+            kind, key, anchor = _PARAMS_OF[section]
+            parts += ["", f"Besides these keys, `{section}` holds the parameters of the {kind} that `{key}` names, "
+                          f"with their defaults filled in when the config is loaded: listed with each {kind} on "
+                          f"[Registered names](names.md#{anchor})."]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------- command lines
+#: the command-line tools in the order the reference lists them; any other tool follows (:func:`cli_modules`)
+CLI_ORDER = ("disentangle.train", "disentangle.evaluate", "disentangle.visualize", "disentangle.zoo",
+             "disentangle.sweep", "disentangle.study")
+#: the titles argparse gives its default groups (``optional arguments`` before Python 3.10)
+_DEFAULT_GROUPS = ("positional arguments", "options", "optional arguments")
+_MAIN_GUARD = re.compile(r'^if __name__ == "__main__":\n(?:\s+.*\n)*?\s+run_main\(main\)', re.M)
+
+
+def cli_modules() -> list[str]:
+    """Every command-line tool of the package, as ``python -m`` names it (``disentangle.zoo``, not
+    ``disentangle.zoo.__main__``): each module that ends with ``if __name__ == "__main__":
+    run_main(main)`` (:mod:`disentangle._core.cli`); the tools of :data:`CLI_ORDER` first."""
+    found = []
+    for path in sorted((REPO / "disentangle").rglob("*.py")):
+        if _MAIN_GUARD.search(path.read_text()):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            found.append(".".join(parts[:-1] if parts[-1] == "__main__" else parts))
+    return sorted(found, key=lambda name: (CLI_ORDER.index(name) if name in CLI_ORDER else len(CLI_ORDER), name))
+
+
+class _Parsed(Exception):
+    """Raised in place of ``parse_args`` by :func:`cli_parser`: the parser a ``main`` built."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        super().__init__()
+        self.parser = parser
+
+
+def cli_parser(tool: str) -> argparse.ArgumentParser:
+    """The argument parser of the command-line tool ``tool`` (``disentangle.sweep``), the live one:
+    its module's ``build_parser()`` or ``_parser()`` where it has one, else the parser its ``main``
+    builds, taken at its ``parse_args`` call (which raises there, so ``main`` does nothing else)."""
+    module = _cli_module(tool)
+    for name in ("build_parser", "_parser"):
+        if callable(getattr(module, name, None)):
+            return getattr(module, name)()
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def taken(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        raise _Parsed(self)
+
+    argparse.ArgumentParser.parse_args = taken  # type: ignore[method-assign]
+    try:
+        module.main([])
+    except _Parsed as parsed:
+        return parsed.parser
+    finally:
+        argparse.ArgumentParser.parse_args = parse_args  # type: ignore[method-assign]
+    raise RuntimeError(f"python -m {tool}: its main() returned without parsing a command line")
+
+
+def _cli_module(tool: str) -> Any:
+    """The module that ``python -m tool`` runs: the package's ``__main__`` or the module itself."""
+    if (REPO / Path(*tool.split("."), "__main__.py")).is_file():
+        return importlib.import_module(f"{tool}.__main__")
+    return importlib.import_module(tool)
+
+
+def _visible(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)]
+
+
+def _metavar(action: argparse.Action) -> str:
+    """How the command line spells an argument's value(s): ``RUN_DIR``, ``[RUN_DIR]``, ``[overrides ...]``."""
+    if action.nargs == 0:
+        return ""
+    if isinstance(action, argparse._SubParsersAction):
+        return "COMMAND"
+    metavar = action.metavar if isinstance(action.metavar, str) else (
+        action.dest if not action.option_strings else action.dest.upper())
+    return {"?": f"[{metavar}]", "*": f"[{metavar} ...]", "+": f"{metavar} [{metavar} ...]",
+            argparse.REMAINDER: "..."}.get(action.nargs, metavar)
+
+
+def _usage(parser: argparse.ArgumentParser, prog: str) -> str:
+    """A synopsis of a command line: its required options, ``[options]``, its positionals."""
+    words = [prog]
+    actions = _visible(parser)
+    for action in actions:
+        if action.option_strings and action.required:
+            words.append(f"{_long_first(action.option_strings)[0]} {_metavar(action)}".strip())
+    if any(a.option_strings and not a.required for a in actions):
+        words.append("[options]")
+    words += [_metavar(a) for a in actions if not a.option_strings]
+    return " ".join(words)
+
+
+def _long_first(option_strings: list[str]) -> list[str]:
+    return sorted(option_strings, key=lambda o: (not o.startswith("--"), option_strings.index(o)))
+
+
+def _plain(text: str) -> str:
+    """Terminal text (an argparse help string) as Markdown that shows it as written; reST literals
+    (````python -m ...````, as a module docstring used as a description holds them) as code."""
+    parts = re.split(r"(``[^`]+``)", text)
+    return "".join(part if i % 2 else re.sub(r"([\\`*_\[\]])", r"\\\1", html.escape(part, quote=False))
+                   for i, part in enumerate(parts))
+
+
+def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """An argument's help as the command's ``--help`` prints it (``%(default)s`` expanded), with its
+    choices and what it cannot be combined with."""
+    text = " ".join(parser._get_formatter()._expand_help(action).split()) if action.help else ""
+    notes = []
+    if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
+        notes.append("One of " + _or([f"`{c}`" for c in action.choices]) + ".")
+    for group in parser._mutually_exclusive_groups:
+        if action in group._group_actions:
+            others = [_long_first(a.option_strings)[0] for a in group._group_actions if a is not action]
+            notes.append("Not with " + _or([f"`{o}`" for o in others]) + ".")
+    if text and notes and not text.endswith("."):
+        text += "."
+    required = ["**Required.**"] if action.required and action.option_strings else []
+    return " ".join([*required, *([_plain(text)] if text else []), *notes]) or "–"
+
+
+def _argument_cell(action: argparse.Action) -> str:
+    metavar = _metavar(action)
+    if not action.option_strings:
+        return f"`{metavar}`"
+    first, *others = _long_first(action.option_strings)
+    return ", ".join([f"`{first} {metavar}`" if metavar else f"`{first}`", *[f"`{o}`" for o in others]])
+
+
+def _default_cell(action: argparse.Action) -> str:
+    default = action.default
+    if action.nargs == 0 or action.required or default in (None, argparse.SUPPRESS) or default == [] or default is False:
+        return "–"
+    return f"`{default}`" if default != "" else '`""`'
+
+
+def _arguments(parser: argparse.ArgumentParser) -> list[str]:
+    """The tables of a parser's arguments: positionals and options first, then each named group."""
+    header = ["argument", "default", "what"]
+    groups = sorted(parser._action_groups, key=lambda g: g.title not in _DEFAULT_GROUPS)
+    parts: list[str] = []
+    main_rows: list[list[str]] = []
+    for group in groups:
+        actions = [a for a in group._group_actions if a in _visible(parser) and not isinstance(a, argparse._SubParsersAction)]
+        rows = [[_argument_cell(a), _default_cell(a), _help(parser, a)] for a in actions]
+        if group.title in _DEFAULT_GROUPS:
+            main_rows += rows
+        elif rows:
+            title = f"**{_plain(group.title or '')}**" + (f": {_plain(group.description)}" if group.description else "")
+            parts += ["", title, "", _table(header, rows)]
+    return (["", _table(header, main_rows)] if main_rows else []) + parts
+
+
+def _anchor(tool: str, command: str | None = None) -> str:
+    name = tool.removeprefix("disentangle.").replace(".", "-")
+    return f"{name}-{command}" if command else name
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> tuple[argparse._SubParsersAction, dict[str, str]] | None:
+    """A parser's subcommands action and ``{name: help}``, or None."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            return action, {name: helps.get(name, "") for name in action.choices}
+    return None
+
+
+def cli_reference() -> str:
+    """Every command-line tool (:func:`cli_modules`), each with its usage, its description and every
+    argument (name, default, help), subcommand by subcommand, read from the tool's own argparse parser
+    (:func:`cli_parser`)."""
+    parts: list[str] = []
+    for tool in cli_modules():
+        parser = cli_parser(tool)
+        prog = f"python -m {tool}"
+        parts += [f"## `{prog}` {{#{_anchor(tool)}}}", ""]
+        if parser.description:
+            parts += [_plain(" ".join(parser.description.split())), ""]
+        parts += ["```text", _usage(parser, prog), "```"]
+        parts += _arguments(parser)
+        subcommands = _subcommands(parser)
+        if subcommands is not None:
+            action, helps = subcommands
+            rows = [[f"[`{name}`](#{_anchor(tool, name)})", _plain(helps[name]) or "–"] for name in action.choices]
+            parts += ["", _table(["command", "what"], rows)]
+        if parser.epilog:
+            parts += ["", _plain(" ".join(parser.epilog.split()))]
+        parts.append("")
+        for name, sub in (subcommands[0].choices.items() if subcommands else ()):
+            parts += [f"### `{prog.removeprefix('python -m disentangle.')} {name}` {{#{_anchor(tool, name)}}}", ""]
+            description = sub.description or subcommands[1][name]
+            if description:
+                parts += [_plain(" ".join(description.split())), ""]
+            parts += ["```text", _usage(sub, f"{prog} {name}"), "```"]
+            parts += _arguments(sub)
+            if sub.epilog:
+                parts += ["", _plain(" ".join(sub.epilog.split()))]
+            parts.append("")
+    return "\n".join(parts).rstrip()
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "pretrained-scores": pretrained_scores,
     "pretrained-seeds": pretrained_seeds,
@@ -499,6 +850,8 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "trajectories-300k": trajectories_300k,
     "shipped-configs": shipped_configs,
     "shipped-sweeps": shipped_sweeps,
+    "config-keys": config_keys,
+    "cli-reference": cli_reference,
 }
 
 

@@ -18,7 +18,10 @@ Double backticks (reST code) are already Markdown code spans and stay as they ar
 """
 from __future__ import annotations
 
+import importlib.util
 import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import griffe
@@ -128,6 +131,21 @@ def _doctest_blocks(lines: list[str]) -> list[str]:
     return out
 
 
+def _table_cell(text: str) -> str:
+    """One Markdown table cell, its pipes kept from splitting the row: the site's generated tables'
+    own :func:`table_cell` (``docs/hooks/generated.py``, read from its file: the hooks are no package)."""
+    global _TABLE_CELL
+    if _TABLE_CELL is None:
+        spec = importlib.util.spec_from_file_location("docs_generated_cells", Path(__file__).with_name("generated.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _TABLE_CELL = module.table_cell
+    return _TABLE_CELL(text)
+
+
+_TABLE_CELL: Callable[[str], str] | None = None
+
+
 def _tables(lines: list[str]) -> list[str]:
     """reST simple tables (a rule, rows, a rule; or rule, header, rule, rows, rule) -> Markdown."""
     out: list[str] = []
@@ -164,7 +182,7 @@ def _tables(lines: list[str]) -> list[str]:
             out.append("")
         out.append(indent + "| " + " | ".join(header) + " |")
         out.append(indent + "|" + "---|" * len(starts))
-        out.extend(indent + "| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows)
+        out.extend(indent + "| " + " | ".join(_table_cell(c) for c in row) + " |" for row in rows)
         i = j
     return out
 

@@ -172,18 +172,95 @@ def test_every_generated_marker_is_known_and_expands():
         hook.expand("<!-- generated: no-such-block -->\n<!-- end generated -->")
 
 
+def _tables(content: str) -> list[list[str]]:
+    """The tables of generated Markdown: runs of consecutive ``| ...`` lines."""
+    tables: list[list[str]] = []
+    previous = False
+    for line in content.splitlines():
+        is_row = line.startswith("| ")
+        if is_row and not previous:
+            tables.append([])
+        if is_row:
+            tables[-1].append(line)
+        previous = is_row
+    return tables
+
+
 def test_every_generated_table_is_a_table():
     """Each generated block renders (a Markdown table needs as many cells in every row as in its
-    header, or it prints as text): every generator runs, and every table line has the header's
-    number of cells."""
+    header, or it prints as text): every generator runs, and every line of each of its tables has
+    that table's header's number of cells."""
     hook = _hook()
     for name, generate in hook.GENERATORS.items():
-        content = generate()
-        rows = [line for line in content.splitlines() if line.startswith("| ")]
-        if not rows:
+        for table in _tables(generate()):
+            cells = [len(re.split(r"(?<!\\)\|", row.strip())) for row in table]
+            assert len(set(cells)) == 1, f"{name}: rows with {sorted(set(cells))} cells in the table of {table[0]}"
+
+
+#: a Markdown code span (a run of backticks, its text, the same run)
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+
+
+def test_a_pipe_in_a_generated_table_shows_as_a_pipe():
+    """In a table cell, ``\\|`` inside a code span shows its backslash on the site (Python-Markdown
+    keeps code literal) and a bare ``|`` splits the row on GitHub: such a span is written as
+    ``<code>`` with ``&#124;``; a pipe outside code is escaped."""
+    hook = _hook()
+    assert hook.table_cell("`fp32 | bf16`") == "<code>fp32 &#124; bf16</code>"
+    assert hook.table_cell("a | b, `N|auto` and `x_y*`") == "a \\| b, <code>N&#124;auto</code> and `x_y*`"
+    assert hook.table_cell("`` q(z | x) < `p` ``") == "<code>q(z &#124; x) &lt; &#96;p&#96;</code>"
+    table = hook._table(["values"], [["`fp32 | bf16`"], ["auto | cpu"]])
+    assert table.splitlines()[2:] == ["| <code>fp32 &#124; bf16</code> |", "| auto \\| cpu |"]
+    for name, generate in hook.GENERATORS.items():  # no generated table holds the escape inside code
+        for row in (line for table in _tables(generate()) for line in table):
+            spans = [code for _, code in _CODE_SPAN.findall(row)]
+            assert not [code for code in spans if "|" in code], f"{name}: a pipe inside a code span: {row}"
+    markdown = pytest.importorskip("markdown")  # the docs extra: the site's renderer
+    html = markdown.markdown(table, extensions=["tables"])
+    assert "<td><code>fp32 &#124; bf16</code></td>" in html and "<td>auto | cpu</td>" in html and "\\" not in html
+
+
+def _config_keys() -> list[str]:
+    """Every key of a config as a dotted name (``model.init``), from the dataclasses of the schema:
+    ``Config``'s plain fields (``seed``) and each section's fields, less its ``params`` (the
+    registered component's parameters, flattened into the section)."""
+    import dataclasses
+    import typing
+
+    from disentangle.config import Config
+
+    keys = []
+    hints = typing.get_type_hints(Config)
+    for field in dataclasses.fields(Config):
+        section = hints[field.name]
+        if not dataclasses.is_dataclass(section):
+            keys.append(field.name)
             continue
-        cells = [len(re.split(r"(?<!\\)\|", row.strip())) for row in rows]
-        assert len(set(cells)) == 1, f"{name}: rows with {sorted(set(cells))} cells"
+        keys += [f"{field.name}.{f.name}" for f in dataclasses.fields(section) if f.name != "params"]
+    return keys
+
+
+def test_every_key_of_the_config_schema_is_in_the_config_keys_page():
+    """docs/reference/config-keys.md is generated from disentangle/config/schema.py: each section
+    has its heading, each key (``model.init`` was missing from the hand-written reference) its row,
+    with a description (the field's ``#:`` comment)."""
+    hook = _hook()
+    page = (DOCS / "reference" / "config-keys.md").read_text()
+    keys = _config_keys()
+    assert {"seed", "model.init", "train.precision", "data.subgrid"} <= set(keys)
+    for section in {key.split(".")[0] for key in keys}:
+        assert f"## `{section}` {{#{section}}}" in page, f"no heading for the config section '{section}'"
+    rows = {row.split(" | ")[0].removeprefix("| "): row for table in _tables(page) for row in table[2:]}
+    missing = [key for key in keys if f"`{key}`" not in rows]
+    assert not missing, f"config keys missing from docs/reference/config-keys.md: {missing}; run: python docs/hooks/generated.py"
+    undescribed = [key for key in keys if rows[f"`{key}`"].rstrip(" |").endswith("| –")]
+    assert not undescribed, (
+        f"config keys without a description: {undescribed}; give each field a '#:' comment in "
+        f"disentangle/config/schema.py (or a note in KEY_NOTES of docs/hooks/generated.py)"
+    )
+    assert "| `model.init` | `reference` or `pytorch` | `reference` |" in hook.config_keys()
+    for section, kind in (("data", "dataset"), ("model", "backbone"), ("objective", "objective")):
+        assert f"Besides these keys, `{section}` holds the parameters of the {kind}" in page
 
 
 def test_the_zoo_page_lists_every_pretrained_model_of_the_manifest():
@@ -327,7 +404,8 @@ def test_the_readme_rejects_an_unknown_generated_block():
         hook.readme_with_current_tables(text)
 
 
-@pytest.mark.parametrize("page", ["guides/zoo.md", "guides/benchmarks.md", "guides/pictures.md", "reference/configs.md", "reference/names.md"])
+@pytest.mark.parametrize("page", ["guides/zoo.md", "guides/benchmarks.md", "guides/pictures.md", "reference/configs.md",
+                                  "reference/names.md", "reference/config-keys.md", "reference/cli.md"])
 def test_the_generated_blocks_of_the_sources_are_current(page):
     """The pages read complete on GitHub: each generated block holds what the build would generate
     (python docs/hooks/generated.py refreshes them)."""

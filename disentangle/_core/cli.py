@@ -108,7 +108,8 @@ def apply_threads_option(value: str) -> str:
 
 
 IMPORT_HELP = ("a module of yours that registers backbones, objectives, datasets or metrics: a dotted module "
-               "name or a .py file (repeatable), imported before the config or the model is read")
+               "name or a .py file (repeatable; not a folder: name a package that has an __init__.py, or a "
+               "file in it), imported before the config or the model is read")
 
 
 def add_import_option(parser: argparse.ArgumentParser) -> None:

@@ -20,9 +20,11 @@ refused before anything is computed. When the output file already holds scores (
 evaluation's ``metrics.json``), the new scores are merged into it: the metrics computed now replace
 their old values and settings, every other metric and key (a sweep's ``run_id``, ``config``, ...) is
 kept. Scores of one file share one seed, so a ``--seed`` other than the file's is refused: write it
-elsewhere with ``--output``. An unknown metric name or setting is reported on stderr (with the
-valid names) and exits with status 2 before anything is loaded; such a seed, before anything is
-computed.
+elsewhere with ``--output``. An unknown metric name or setting, or an ``--output`` that is a folder,
+is reported on stderr (with the valid names, or a file to name instead) and exits with status 2
+before anything is loaded; such a seed, before anything is computed. Each metric's scores are
+written (atomically, merged as above) as soon as it finishes, so Ctrl-C keeps the metrics already
+computed and says which ``--metrics`` are still to run.
 
 ``--data KEY=VALUE`` changes the run's ``data`` section for the evaluation: ``path=...`` where the
 data are now (a run folder copied from another machine, a folder of images moved), ``placement``,
@@ -312,6 +314,27 @@ def default_output(source: str) -> Path:
     return (path if path.is_dir() else path.parent) / "metrics.json"
 
 
+def check_output(output: Path, given: bool) -> Path:
+    """``output`` checked to be a place a JSON file can be written: not an existing folder, and no
+    folder above it an existing file. Raises ``ConfigError`` (one paragraph naming the path and a
+    file to give instead) before anything is loaded; ``given`` says whether ``--output`` named it."""
+    what = f"--output '{output}'" if given else f"The scores' file, {output} (the default without --output),"
+    if output.is_dir():
+        raise ConfigError(
+            f"{what} is a folder; evaluate writes its scores to one JSON file and would not replace a folder. "
+            f"Name a file, e.g. --output {output / 'metrics.json'}."
+        )
+    for parent in output.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(
+                    f"{what} cannot be written: {parent} is a file, not a folder. Name a file in a folder (an "
+                    f"existing one or a new one), e.g. --output {parent.parent / output.name}."
+                )
+            break
+    return output
+
+
 def _file_safe(name: str) -> str:
     import re
 
@@ -335,9 +358,23 @@ def _load_run(source: str, device: str, data_overrides: dict[str, Any] | None = 
     return model, dataset, config
 
 
+def _interrupted(names: list[str], finished: dict[str, Any], output: Path | None) -> str:
+    """What Ctrl-C leaves: the metrics whose scores are in ``output`` and the ``--metrics`` still to run."""
+    if not finished:
+        return "interrupted: no metrics were written."
+    rest = [n for n in names if n not in finished]
+    return (
+        f"interrupted: the scores of {', '.join(finished)} are in {output}. Still to run: --metrics {','.join(rest)}; "
+        f"rerun with that (and the --set of those metrics only) to add their scores to the file."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup_logging(args)
+    names: list[str] = []
+    finished: dict[str, dict[str, float]] = {}  # each metric's scores, written as it finishes
+    output: Path | None = None
     try:
         apply_import_option(args.imports)  # the user's metrics, backbones, datasets
         from .metrics import evaluate_metrics, resolve_metric_names
@@ -348,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         data_overrides = parse_data_overrides(args.data)
         threads = apply_threads_option(args.threads)
         source = args.run_dir  # a str: zoo:NAME is a name, not a path
+        # a folder where the file goes is refused before anything is loaded
+        output = check_output(Path(args.output) if args.output else default_output(source), given=bool(args.output))
         model, dataset, config = _load_run(source, args.device, data_overrides)
         # "all" now knows whether there is an encoder, and what the data allows (a grid, labels)
         names = resolve_metric_names(args.metrics, model, dataset)
@@ -365,7 +404,6 @@ def main(argv: list[str] | None = None) -> int:
             what = {"labels": "labelled images without a factor grid", "images": "images without labels"}
             logger.info(f"skipped (they do not apply to {what[data_of(dataset)]}): {', '.join(skipped)}")
         seed = args.seed if args.seed is not None else int(config.get("seed", 0) or 0)
-        output = Path(args.output) if args.output else default_output(source)
         checkpoint = str(getattr(model, "source", source))
         step = int(getattr(model, "trained_steps", 0))
         previous = existing_record(output, seed, step, data_overrides)
@@ -393,8 +431,25 @@ def main(argv: list[str] | None = None) -> int:
                 )
             grid_bar.update(count)
 
+        def record_of(results: dict[str, dict[str, float]], **more: Any) -> dict[str, Any]:
+            return merged_record(previous, {
+                "run_dir": str(Path(source)),
+                "checkpoint": checkpoint,
+                "step": step,
+                "seed": seed,
+                "metrics": results,
+                # what each score depends on, so a sweep or zoo publish never reuses it for other settings
+                "metric_settings": {m: settings_identity(m, settings.get(m)) for m in results},
+                "seconds": {m: seconds[m] for m in results},
+                **more,
+                **({"data_overrides": data_overrides} if data_overrides else {}),
+            })
+
         def done(name: str, scores: dict[str, float], secs: float) -> None:
             seconds[name] = round(secs, 3)
+            # each metric's scores are on disk as soon as it finishes: Ctrl-C or a crash keeps them
+            finished[name] = scores
+            atomic_write_text(output, json.dumps(record_of(finished), indent=2) + "\n")
             if bar is not None:
                 bar.update(1)
                 nxt = names.index(name) + 1
@@ -411,21 +466,10 @@ def main(argv: list[str] | None = None) -> int:
             for b in (grid_bar, bar):
                 if b is not None:
                     b.close()
-        record = merged_record(previous, {
-            "run_dir": str(Path(source)),
-            "checkpoint": checkpoint,
-            "step": step,
-            "seed": seed,
-            "metrics": results,
-            # what each score depends on, so a sweep or zoo publish never reuses it for other settings
-            "metric_settings": {m: settings_identity(m, settings.get(m)) for m in results},
-            "seconds": seconds,
-            "total_seconds": round(time.perf_counter() - start, 3),
-            **({"data_overrides": data_overrides} if data_overrides else {}),
-        })
+        record = record_of(results, total_seconds=round(time.perf_counter() - start, 3))
         atomic_write_text(output, json.dumps(record, indent=2) + "\n")
     except (*REPORTED, ValueError, KeyboardInterrupt) as err:
-        return report(err, interrupted="interrupted: no metrics were written.")
+        return report(err, interrupted=_interrupted(names, finished, output))
     print(_table(results))
     print(f"scored {checkpoint} at step {step:,}; wrote {output}")
     return 0

@@ -114,8 +114,19 @@ def kl_per_dim_figure(kl: Sequence[float] | np.ndarray, active_kl: float = ACTIV
 
 
 def read_metrics(path: str | Path) -> dict[str, dict[str, float]]:
-    """The ``{metric: {score: value}}`` of a ``metrics.json`` written by ``disentangle.evaluate``."""
+    """The ``{metric: {score: value}}`` of a ``metrics.json`` written by ``disentangle.evaluate``; a
+    folder (a run folder given for its ``metrics.json``) is an :class:`~disentangle.errors.InputError`
+    naming the file in it to give instead."""
     path = Path(path)
+    if path.is_dir():
+        inside = path / "metrics.json"
+        hint = (f"Give the one in that folder, --metrics {inside}" if inside.is_file() else
+                "That folder holds none: compute the scores with  python -m disentangle.evaluate RUN_DIR  (it writes "
+                "RUN_DIR/metrics.json) and give that file")
+        raise InputError(
+            f"--metrics '{path}' is a folder, and --metrics takes a file: the metrics.json that python -m "
+            f"disentangle.evaluate writes, whose scores metrics.png draws. {hint}, or leave 'metrics' out of --what."
+        )
     try:
         record = json.loads(path.read_text())
     except FileNotFoundError:

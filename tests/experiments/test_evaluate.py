@@ -230,3 +230,57 @@ def test_data_overrides_score_a_run_whose_images_moved_and_keep_other_data_apart
     assert "Unknown key 'data.pth'" in err and "Did you mean 'path'?" in err
     assert main([str(run), *elbo, "--data", "path"]) == 2
     assert "--data expects KEY=VALUE" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_the_finished_metrics_and_names_the_rest(run_dir, tmp_path, capsys, monkeypatch):
+    """Ctrl-C in the second metric: the first one's scores are on disk (written as it finished),
+    and the message names the --metrics still to run; rerunning those completes the file."""
+    import shutil
+
+    from disentangle.metrics import METRICS
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    (run / "metrics.json").unlink(missing_ok=True)
+    get = METRICS.get
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(METRICS, "get", lambda name: interrupted if name == "sap_score" else get(name))
+    argv = [str(run), "--metrics", "mig,sap_score,dci", "--set", "mig.num_train=300", "--no-progress"]
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "no metrics were written" not in err
+    assert (f"interrupted: the scores of mig are in {run / 'metrics.json'}. Still to run: --metrics sap_score,dci;"
+            in err)
+    record = json.loads((run / "metrics.json").read_text())
+    assert set(record["metrics"]) == set(record["seconds"]) == set(record["metric_settings"]) == {"mig"}
+    assert record["metric_settings"]["mig"]["num_train"] == 300 and record["seed"] == 0 and record["step"] == 4
+    assert 0.0 <= record["metrics"]["mig"]["mig"] <= 1.0
+    assert not [p.name for p in run.iterdir() if p.name.endswith(".tmp")]  # written atomically
+    monkeypatch.undo()
+    assert main([str(run), "--metrics", "sap_score,dci", "--set", "dci.num_train=200", "--set", "dci.num_test=100",
+                 "--no-progress"]) == 0
+    assert set(json.loads((run / "metrics.json").read_text())["metrics"]) == {"mig", "sap_score", "dci"}
+
+
+def test_an_output_that_is_a_folder_exits_2_before_loading(run_dir, tmp_path, capsys, monkeypatch):
+    import disentangle.evaluate as evaluate_module
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(evaluate_module, "_load_run", never)
+    folder = tmp_path / "scores"
+    folder.mkdir()
+    assert main([str(run_dir), "--metrics", "mig", "--output", str(folder), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --output '{folder}' is a folder;") and err.count("\n") == 1
+    assert f"--output {folder / 'metrics.json'}" in err and "Move it away" not in err and "Traceback" not in err
+    assert list(folder.iterdir()) == []
+    a_file = tmp_path / "a.json"
+    a_file.write_text("{}")
+    assert main([str(run_dir), "--metrics", "mig", "--output", str(a_file / "x.json"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{a_file} is a file, not a folder" in err and "Traceback" not in err and a_file.read_text() == "{}"

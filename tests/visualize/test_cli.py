@@ -155,3 +155,22 @@ def test_data_overrides_change_the_images_the_pictures_are_drawn_from(run_dir, t
     assert (tmp_path / "same" / "reconstructions.png").exists()
     assert main([str(run_dir), "--out", str(tmp_path / "other"), "--what", "reconstructions", "--data", "size=8"]) == 2
     assert "The model takes a batch (B, 1, 16, 16); got shape (256, 1, 8, 8)." in capsys.readouterr().err
+
+
+def test_metrics_that_is_a_folder_exits_2_before_loading(run_dir, tmp_path, capsys):
+    """``--metrics RUN_DIR`` (a folder where the metrics file is expected) is one paragraph naming the
+    file to give, not advice to rewrite a file, and nothing is loaded or written."""
+    out = tmp_path / "never"
+    (run_dir / "metrics.json").write_text(json.dumps({"metrics": {"mig": {"mig": 0.2}}}))
+    try:
+        assert main([str(run_dir), "--out", str(out), "--metrics", str(run_dir)]) == 2
+    finally:
+        (run_dir / "metrics.json").unlink()
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --metrics '{run_dir}' is a folder, and --metrics takes a file") and err.count("\n") == 1
+    assert f"--metrics {run_dir / 'metrics.json'}" in err and "Rewrite" not in err and "Traceback" not in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([str(run_dir), "--out", str(out), "--metrics", str(empty)]) == 2
+    assert "That folder holds none: compute the scores with  python -m disentangle.evaluate" in capsys.readouterr().err
+    assert not out.exists()

@@ -66,17 +66,17 @@ class TrainConfig:
     lr_schedule: LrScheduleName = "constant"  #: factor on every optimizer's lr after the warm-up
     warmup_steps: int = 0  #: linear warm-up from lr/warmup_steps to lr over these first steps
     device: str = "auto"  #: auto | cpu | cuda | cuda:N | mps
-    #: autocast dtype (GradScaler for fp16); auto: bf16 on a CPU with native bf16 (AVX512-BF16, AMX),
-    #: fp32 elsewhere, resolved when the config is loaded (:func:`disentangle._core.hardware.auto_precision`)
+    #: autocast dtype (GradScaler for fp16); auto: bf16 on a CPU where it trains faster than fp32 (AMX,
+    #: or AVX512-BF16 on AMD), fp32 elsewhere, resolved when the config is loaded (:func:`disentangle._core.hardware.auto_precision`)
     precision: PrecisionSetting = "auto"
     compile: bool | Literal["reduce-overhead"] = False  #: torch.compile the networks (reduce-overhead: CUDA graphs)
     #: the networks' 4-D weights in channels-last memory layout (faster convolutions on CPUs with
-    #: oneDNN; values differ from the default layout only by rounding); auto: on for an AVX512/AMX
-    #: CPU, off elsewhere (:func:`disentangle._core.hardware.choose_channels_last`)
+    #: oneDNN; values differ from the default layout only by rounding); auto: on for an AVX512,
+    #: AMX or AVX2 CPU, off elsewhere (:func:`disentangle._core.hardware.choose_channels_last`)
     channels_last: bool | Literal["auto"] = "auto"
     #: transposed convolutions' gradients computed by regular-convolution kernels (the same values;
-    #: faster on CPUs with oneDNN, whose deconvolution backward is slow); auto: on for an AVX512/AMX
-    #: CPU, off elsewhere (:func:`disentangle._core.hardware.choose_conv_transpose_via_conv`)
+    #: faster on CPUs with oneDNN, whose deconvolution backward is slow); auto: on for an AVX512,
+    #: AMX or AVX2 CPU, off elsewhere (:func:`disentangle._core.hardware.choose_conv_transpose_via_conv`)
     conv_transpose_via_conv: bool | Literal["auto"] = "auto"
     #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision); unset (null):
     #: PyTorch's defaults (TF32 convolutions, full-precision matmuls), true/false: both on/off

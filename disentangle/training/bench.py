@@ -15,9 +15,11 @@ Prints, measured in one run on the current device:
    nothing of the compile time (it is
    spent in the warm-up steps).
 
-On a CPU it first prints the CPU model, ``torch.backends.cpu.get_cpu_capability()`` and the bf16
-flags, because bf16 autocast is much faster than fp32 on CPUs with native bf16 instructions
-(AVX512-BF16, AMX) and much slower on those without.
+On a CPU it first prints the CPU model and vendor, ``torch.backends.cpu.get_cpu_capability()``, the
+bf16 flags and what ``train.precision: auto`` picks there, because bf16 autocast is faster than fp32
+on some CPUs with native bf16 instructions (AMX, and AVX512-BF16 on AMD's), slower on an Intel CPU
+with AVX512-BF16 but no AMX, and much slower on those without
+(:func:`disentangle._core.hardware.fast_cpu_bf16`).
 
 Both data paths read one pool of rendered sprites (``--pool`` images) so they do the same work.
 """
@@ -30,6 +32,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .._core.hardware import auto_precision, cpu_vendor
 from ..config import TrainConfig
 from ..data import DATASETS, IndexedImageDataset
 from ..models.vae import VAE
@@ -45,8 +48,9 @@ CUDA_MODES = ("tf32", "graphs")
 
 def cpu_capabilities(cpuinfo: str = "/proc/cpuinfo") -> dict[str, str]:
     """What decides CPU training speed, bf16 in particular: torch's CPU capability level and the
-    CPU's bf16/AMX flags (Linux ``/proc/cpuinfo``). bf16 autocast is fast only where the CPU has
-    native bf16 instructions (``avx512_bf16`` or ``amx_bf16``); elsewhere it is emulated and slow."""
+    CPU's bf16/AMX flags (Linux ``/proc/cpuinfo``). bf16 autocast is emulated and slow where the CPU
+    has no native bf16 instructions (``avx512_bf16`` or ``amx_bf16``); with them it is faster than
+    fp32 on some CPUs only (:func:`disentangle._core.hardware.fast_cpu_bf16`)."""
     info = {"torch_cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
     model, flags = "unknown", set()
     try:
@@ -154,7 +158,7 @@ def step_mode_rates(next_batch, modes, steps: int, batch_size: int, device: torc
     return rates
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m disentangle.training.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="auto")
     p.add_argument("--steps", type=int, default=60, help="timed training steps per setting")
@@ -166,6 +170,11 @@ def main(argv: list[str] | None = None) -> None:
         "--modes", default="eager,compiled,bf16",
         help=f"comma-separated step modes to time, of {', '.join(MODES)} ('' to skip)",
     )
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = _parser()
     args = p.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for mode in modes:
@@ -180,8 +189,9 @@ def main(argv: list[str] | None = None) -> None:
     if device.type == "cpu":
         caps = cpu_capabilities()
         print(
-            f"cpu: {caps['cpu_model']}  torch capability {caps['torch_cpu_capability']}  "
-            f"bf16 flags: {caps['bf16_flags']}  (native bf16: {caps['native_bf16']})"
+            f"cpu: {caps['cpu_model']} ({cpu_vendor() or 'vendor unknown'})  torch capability "
+            f"{caps['torch_cpu_capability']}  bf16 flags: {caps['bf16_flags']}  (native bf16: {caps['native_bf16']}; "
+            f"train.precision: auto picks {auto_precision('cpu')} here)"
         )
 
     sprites = DATASETS.build("sprites", device=str(device))

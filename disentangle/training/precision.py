@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from .._core.choices import PRECISIONS  # train.precision's choices, written once (a Literal)
-from .._core.hardware import auto_precision, cpu_capability, native_cpu_bf16
+from .._core.hardware import auto_precision, cpu_capability, cpu_vendor, fast_cpu_bf16, native_cpu_bf16
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 logger = logging.getLogger(__name__)
@@ -38,6 +38,20 @@ def emulated_bf16_warning(precision: str, device: torch.device) -> str | None:
         "this CPU) or fp32, unless the run must match a bf16 run in its numerics' kind (a zoo recipe trained "
         "in bf16). A bf16 run resumed here may continue in fp32 instead: --resume RUN_DIR --precision fp32 "
         "(Trainer.fit(resume=True, precision='fp32'))."
+    )
+
+
+def slow_bf16_note(precision: str, device: torch.device) -> str | None:
+    """The note for bf16 autocast asked for on a CPU with native bf16 where it is still slower than
+    fp32 (:func:`~disentangle._core.hardware.fast_cpu_bf16`: an Intel CPU with AVX512-BF16 but no AMX,
+    where a training run measured 0.44-0.75 times as fast as in fp32), or None. Only a note: two
+    one-thread runs side by side were measured faster in bf16 there (the 300k campaign's lanes)."""
+    if precision != "bf16" or device.type != "cpu" or not native_cpu_bf16() or fast_cpu_bf16():
+        return None
+    return (
+        f"train.precision is bf16 on a CPU whose native bf16 (AVX512-BF16 without AMX, {cpu_vendor() or 'vendor unknown'}) "
+        "trains slower than fp32: a conv64 run measured 0.44-0.75 times as fast in bf16 there. "
+        "train.precision: auto picks fp32 on this CPU; keep bf16 only where the run must match a bf16 run's numerics."
     )
 
 
@@ -64,6 +78,9 @@ class Precision:
         warning = emulated_bf16_warning(precision, device)
         if warning is not None:
             logger.warning(warning)
+        note = slow_bf16_note(precision, device)
+        if note is not None:
+            logger.info(note)
         self.sync_gradients = sync_gradients
         self.scaler = (
             torch.amp.GradScaler(self.device.type) if precision == "fp16" else None

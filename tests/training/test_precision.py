@@ -36,3 +36,22 @@ def test_auto_never_warns_it_picks_fp32_where_bf16_is_emulated(monkeypatch, capl
     with caplog.at_level(logging.WARNING, logger="disentangle.training.precision"):
         assert Precision("auto", CPU).precision == "fp32"
     assert not [r for r in caplog.records if r.name == "disentangle.training.precision"]
+
+
+def test_bf16_where_it_is_native_but_slower_than_fp32_gets_a_note(monkeypatch, caplog):
+    """An Intel CPU with AVX512-BF16 and no AMX: bf16 is native but trains slower than fp32 there."""
+    from disentangle.training import precision as module
+
+    monkeypatch.setattr(module, "native_cpu_bf16", lambda: True)
+    monkeypatch.setattr(module, "fast_cpu_bf16", lambda: False)
+    with caplog.at_level(logging.INFO, logger="disentangle.training.precision"):
+        assert Precision("bf16", CPU).precision == "bf16"  # noted, not changed
+    (record,) = [r for r in caplog.records if r.name == "disentangle.training.precision"]
+    assert record.levelno == logging.INFO
+    assert "slower than fp32" in record.message and "auto picks fp32" in record.message
+    assert module.slow_bf16_note("fp32", CPU) is None
+    assert module.slow_bf16_note("bf16", torch.device("meta")) is None
+    monkeypatch.setattr(module, "fast_cpu_bf16", lambda: True)  # AMX, or an AMD CPU: nothing to say
+    assert module.slow_bf16_note("bf16", CPU) is None
+    monkeypatch.setattr(module, "native_cpu_bf16", lambda: False)  # emulated: the warning says it
+    assert module.slow_bf16_note("bf16", CPU) is None

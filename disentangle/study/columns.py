@@ -16,54 +16,13 @@ from typing import Any
 import numpy as np
 
 from ..metrics import results as results_table
-from ..metrics.names import UNSUPERVISED_METRICS
+from ..metrics.names import HEADLINE_SCORES, UNSUPERVISED_METRICS  # noqa: F401  (HEADLINE_SCORES: the study's name for it)
 from ..metrics.results import CONFIG_SECTIONS, FINISHED_STATUS, META_COLUMNS  # noqa: F401  (the study's names for them)
 
 #: prefixes of config columns that are not our sections (disentanglement_lib's gin keys)
 FOREIGN_CONFIG_PREFIXES = ("train_config", "postprocess_config", "evaluation_config")
 #: last parts of config keys that label a run (one value per run) rather than set it: never a setting
 BOOKKEEPING_KEYS = ("random_seed", "model_num", "uuid", "elapsed_time")
-#: the scores analysed by default, per metric; a metric not listed here contributes all its scores
-HEADLINE_SCORES: dict[str, tuple[str, ...]] = {
-    "beta_vae_score": ("eval_accuracy",),
-    "factor_vae_score": ("eval_accuracy",),
-    "mig": ("mig",),
-    "modularity_explicitness": ("modularity", "explicitness_test"),
-    "dci": ("disentanglement", "completeness", "informativeness_test"),
-    "sap_score": ("sap",),
-    "unsupervised_scores": (
-        "gaussian_total_correlation",
-        "gaussian_wasserstein_correlation",
-        "gaussian_wasserstein_correlation_norm",
-        "mutual_info_score",
-    ),
-    "downstream_task": (
-        "lr_10000:mean_test_accuracy",
-        "gbt_10000:mean_test_accuracy",
-        "lr:sample_efficiency",
-        "gbt:sample_efficiency",
-    ),
-    "elbo_decomposition": ("index_code_mi", "total_correlation", "dimwise_kl"),
-    "udr": ("udr",),
-    # disentanglement_lib's other metrics and the newer ones: their aggregate scores, not the
-    # per-factor, per-code or per-pair entries
-    "irs": ("irs",),
-    "fairness": ("mean_fairness:mean_sens:mean_pred", "mean_fairness:max_sens:max_pred"),
-    "reduced_downstream_task": ("10000:mean_test_accuracy_reduced_factor", "10000:mean_test_accuracy_other_factors"),
-    "strong_downstream_task": ("1000:mean_test_accuracy", "1000:mean_strong_test_accuracy", "1000:strong_generalization_gap"),
-    "unified_scores": tuple(
-        f"{matrix}.{score}"
-        for matrix in ("importance_gbt_matrix", "mutual_information_matrix", "accuracy_svm_matrix")
-        for score in ("dci_disentanglement", "mig", "sap", "modularity")
-    ),
-    "dci_es": ("disentanglement", "completeness", "informativeness", "explicitness", "size"),
-    "infomec": ("infom", "infoe", "infoc"),
-    "mig_sup": ("mig_sup",),
-    "dcimig": ("dcimig",),
-    "jemmig": ("jemmig",),
-    "class_leakage": ("class_leakage", "class_code_accuracy"),
-    "swap_accuracy": ("swap_accuracy",),
-}
 #: the order methods are listed in (Locatello et al. 2019's order); others follow alphabetically
 METHOD_ORDER = ("beta_vae", "annealed_vae", "factor_vae", "dip_vae_i", "dip_vae_ii", "beta_tcvae")
 #: ``status`` values of a finished run (ours, and other tools' spellings); other rows are left out

@@ -156,9 +156,9 @@ def check_metrics(metrics: Any, source: str = "metrics") -> dict[str, dict[str, 
 def headline_score(metric: str, scores: Sequence[str]) -> str:
     """The one score of ``metric`` that stands for it among ``scores`` (its score names, in order):
     the first of the study's headline scores of the metric
-    (:data:`~disentangle.study.columns.HEADLINE_SCORES`: ``dci`` → ``disentanglement``) that is
+    (:data:`~disentangle.metrics.names.HEADLINE_SCORES`: ``dci`` → ``disentanglement``) that is
     there, else the score named as the metric (``mig`` → ``mig``), else the first score."""
-    from ..study.columns import HEADLINE_SCORES
+    from ..metrics.names import HEADLINE_SCORES
 
     for name in HEADLINE_SCORES.get(metric, ()):
         if name in scores:

@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
                    " (repeatable; VALUE is parsed as YAML)")
     p.add_argument("--channels-last", choices=("auto", "true", "false"), default="auto",
                    help="the model's convolution weights in channels-last layout while encoding: auto (default) "
-                        "as train.channels_last (on for an AVX512/AMX CPU; scores change only by rounding)")
+                        "as train.channels_last (on for an AVX512, AMX or AVX2 CPU; scores change only by rounding)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_threads_option(p)
     add_import_option(p)
@@ -377,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     output: Path | None = None
     try:
         apply_import_option(args.imports)  # the user's metrics, backbones, datasets
+        from ._core.devices import check_device
         from .metrics import evaluate_metrics, resolve_metric_names
         from .metrics.results import settings_identity
 
@@ -387,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         source = args.run_dir  # a str: zoo:NAME is a name, not a path
         # a folder where the file goes is refused before anything is loaded
         output = check_output(Path(args.output) if args.output else default_output(source), given=bool(args.output))
+        check_device(args.device, name="--device")  # "gpu", or cuda without CUDA: one paragraph, not torch's
         model, dataset, config = _load_run(source, args.device, data_overrides)
         # "all" now knows whether there is an encoder, and what the data allows (a grid, labels)
         names = resolve_metric_names(args.metrics, model, dataset)

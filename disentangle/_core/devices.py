@@ -57,7 +57,8 @@ def check_device(device: Any, name: str = "device") -> torch.device:
     ``name`` is what the message calls the value (``"map_location"``, ``"device"``, ``"--device"``).
     """
     here = ", ".join(available_devices())
-    fix = f"Use one of the devices of this machine ({here}), e.g. {name}='cpu'"
+    example = f"{name} cpu" if name.startswith("--") else f"{name}='cpu'"  # a command line's option, or a keyword
+    fix = f"Use one of the devices of this machine ({here}), e.g. {example}"
     if isinstance(device, torch.device):
         parsed = device
     else:

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from .._core.atomic import atomic_write, fsync_dir
-from ..errors import CheckpointError, CheckpointNotFoundError, ConfigError
+from .._core.devices import check_device
+from ..errors import CheckpointError, CheckpointNotFoundError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 """The newest checkpoint of a run folder."""
@@ -199,20 +200,7 @@ def check_map_location(map_location: Any) -> None:
     it would fail, and the failure must not read as a corrupt file."""
     if callable(map_location) or isinstance(map_location, dict) or map_location is None:
         return  # torch.load's other forms
-    try:
-        device = torch.device(map_location)
-    except (RuntimeError, TypeError):
-        raise ConfigError(
-            f"'{map_location}' is not a device. Use cpu, cuda, cuda:N or mps (e.g. map_location='cpu', "
-            f"--device cpu)."
-        ) from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(
-            f"The device is '{map_location}', but CUDA is not available on this machine. Load onto the CPU "
-            f"(map_location='cpu', --device cpu); the checkpoint itself is not affected."
-        )
-    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ConfigError(f"The device is '{map_location}', but MPS is not available here. Use cpu.")
+    check_device(map_location, name="map_location")
 
 
 def load_latest(

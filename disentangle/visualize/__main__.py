@@ -34,7 +34,7 @@ from .._core.cli import (
     setup_logging,
 )
 from ..config import ZOO_PREFIX
-from ..errors import ConfigError, InputError
+from ..errors import InputError
 from .pictures import PICTURES, PLOTTED, resolve_pictures
 
 METRICS_FILE = "metrics.json"
@@ -69,16 +69,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_device(device: str) -> str:
-    import torch
+    from .._core.devices import check_device
 
-    try:
-        parsed = torch.device(device)
-    except RuntimeError:
-        raise ConfigError(f"--device '{device}' is not a device name; use cpu, cuda, cuda:N or mps.") from None
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device is '{device}' but CUDA is not available here; use --device cpu.")
-    if parsed.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError("--device is 'mps' but MPS is not available here; use --device cpu.")
+    check_device(device, name="--device")
     return device
 
 

@@ -100,3 +100,30 @@ def test_every_loader_checks_its_device_first(device, fragment, no_cuda, tiny_ru
         with pytest.raises(ConfigError, match=fragment) as info:
             call()
         assert "devices of this machine (cpu" in str(info.value), what
+
+
+@pytest.mark.parametrize("tool", ["disentangle.evaluate", "disentangle.visualize"])
+@pytest.mark.parametrize("device, fragment", [("cuda", "CUDA is not available on this machine"),
+                                              ("gpu", "which is not a device name")])
+def test_the_command_line_tools_check_their_device_before_loading(tool, device, fragment, no_cuda, tmp_path,
+                                                                  monkeypatch, capsys):
+    """evaluate --device gpu ended in torch's RuntimeError traceback: one paragraph and exit 2 now,
+    before the model is loaded (the run folder does not even exist)."""
+    import importlib
+
+    import disentangle.loading
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("loaded before the device was checked")
+
+    monkeypatch.setattr(disentangle.loading, "load", no_loading)
+    monkeypatch.setattr(disentangle, "load", no_loading)
+    main = importlib.import_module(f"{tool}.__main__" if tool.endswith("visualize") else tool).main
+    args = [str(tmp_path / "no run here"), "--device", device]
+    try:
+        code = main(args)
+    except SystemExit as exited:
+        code = exited.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "--device cpu" in err and "Traceback" not in err

@@ -30,6 +30,8 @@ def _is_number(value: Any) -> bool:
 
 
 def _number(name: str, value: Any, what: str) -> float:
+    if exponent_number(value) is not None:  # "1e-3": YAML 1.1 reads exponent forms without a dot as text
+        value = exponent_number(value)
     if not _is_number(value) or math.isnan(float(value)):
         raise ParameterError(name, f"{name} must be {what}, got {value!r}.")
     return float(value)

@@ -51,3 +51,21 @@ def test_a_sweeps_metric_settings_take_exponent_form(tmp_path):
     with pytest.raises(ConfigError, match=r"'metric_settings.mig': num_train is '2.25e1', which is not a whole "
                                           r"number; give an integer \(e.g. 22 or 23"):
         load_sweep(path)
+
+
+def test_a_sweeps_float_metric_settings_take_exponent_form(tmp_path):
+    """``diff_quantile: 5e-1`` (YAML 1.1 reads an exponent form without a dot as text) was refused as
+    "must be a number"; it is the float it writes now, and still checked against its range."""
+    from disentangle._core import checks
+
+    assert checks.in_range("diff_quantile", "5e-1", 0.0, 1.0) == 0.5
+    assert checks.positive("lr", "1e-3") == pytest.approx(1e-3)
+    with pytest.raises(ConfigError, match="must be a positive number, got '1e-3x'"):
+        checks.positive("lr", "1e-3x")
+    path = tmp_path / "sweep.yaml"
+    text = "base: quickstart\nset: {train.steps: 2e1}\nseeds: 1\nmetrics: [irs]\nmetric_settings: {irs: {diff_quantile: 9e-1}}\n"
+    path.write_text(text)
+    assert load_sweep(path).metric_settings == {"irs": {"diff_quantile": 0.9}}
+    path.write_text(text.replace("9e-1", "2e0"))
+    with pytest.raises(ConfigError, match="diff_quantile"):
+        load_sweep(path)

@@ -105,7 +105,7 @@ def fast_cpu_bf16() -> bool:
     - AMX: yes (oneDNN's bf16 convolutions and matrix products are built for its tiles);
     - AVX512-BF16 on an AMD CPU: yes, a conv64 training step measured 1.6-1.9 times faster than fp32
       (the AMD EPYCs of ``benchmarks/RESULTS-train-cpu.md``);
-    - AVX512-BF16 without AMX on an Intel CPU: no, a training run measured 0.63-0.75 times as fast as
+    - AVX512-BF16 without AMX on an Intel CPU: no, a training run measured 0.62-0.71 times as fast as
       in fp32 (an Intel Xeon of family/model 6/207 in a VM without AMX, ``benchmarks/RESULTS-train-cpu.md``);
     - no native bf16: no (emulated, several times slower).
 

@@ -44,13 +44,13 @@ def emulated_bf16_warning(precision: str, device: torch.device) -> str | None:
 def slow_bf16_note(precision: str, device: torch.device) -> str | None:
     """The note for bf16 autocast asked for on a CPU with native bf16 where it is still slower than
     fp32 (:func:`~disentangle._core.hardware.fast_cpu_bf16`: an Intel CPU with AVX512-BF16 but no AMX,
-    where a training run measured 0.44-0.75 times as fast as in fp32), or None. Only a note: two
-    one-thread runs side by side were measured faster in bf16 there (the 300k campaign's lanes)."""
+    where a training run measured 0.62-0.71 times as fast as in fp32), or None. A note, not a
+    warning: bf16 is native there, and a run may name it to match a bf16 run's numerics."""
     if precision != "bf16" or device.type != "cpu" or not native_cpu_bf16() or fast_cpu_bf16():
         return None
     return (
         f"train.precision is bf16 on a CPU whose native bf16 (AVX512-BF16 without AMX, {cpu_vendor() or 'vendor unknown'}) "
-        "trains slower than fp32: a conv64 run measured 0.44-0.75 times as fast in bf16 there. "
+        "trains slower than fp32: a conv64 run measured 0.62-0.71 times as fast in bf16 there. "
         "train.precision: auto picks fp32 on this CPU; keep bf16 only where the run must match a bf16 run's numerics."
     )
 

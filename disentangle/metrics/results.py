@@ -227,8 +227,22 @@ def _cell(value: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- writing
+#: the key that only a sweep's record of a run has: the sweep writes the record once the run is trained to
+#: its end (or stopped by a callback) and scored. ``python -m disentangle.evaluate`` and ``zoo publish``
+#: merge their scores into such a record and keep it; a record they wrote alone (scores of a run folder
+#: part-way through training) lacks it.
+FINISHED_KEY = "finished_at"
+
+
+def is_finished_record(record: Any) -> bool:
+    """Whether ``record`` (a run's ``metrics.json``) is a sweep's record of a finished run: scores, and
+    :data:`FINISHED_KEY`. Scores written by hand into a run folder that is still training do not make
+    the run finished."""
+    return isinstance(record, dict) and isinstance(record.get("metrics"), dict) and FINISHED_KEY in record
+
+
 def finished_records(out_dir: str | Path) -> list[dict[str, Any]]:
-    """The ``metrics.json`` records of the finished runs, in the plan's order."""
+    """The ``metrics.json`` records of the finished runs (:func:`is_finished_record`), in the plan's order."""
     out_dir = Path(out_dir)
     plan = read_json(out_dir / PLAN_NAME) or {}
     order = [r["run_id"] for r in plan.get("runs", [])]
@@ -237,7 +251,7 @@ def finished_records(out_dir: str | Path) -> list[dict[str, Any]]:
     records = []
     for rid in dict.fromkeys([*order, *present]):
         record = read_json(runs_dir / rid / METRICS_NAME)
-        if isinstance(record, dict) and isinstance(record.get("metrics"), dict):
+        if is_finished_record(record):
             records.append(record)
     return records
 

@@ -39,7 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..metrics.results import EXECUTION_SETTINGS, recorded_settings, settings_identity, stale_metrics  # noqa: F401  (EXECUTION_SETTINGS: kept here)
+from ..metrics.results import (  # noqa: F401  (EXECUTION_SETTINGS: kept here)
+    EXECUTION_SETTINGS,
+    FINISHED_KEY,
+    is_finished_record,
+    recorded_settings,
+    settings_identity,
+    stale_metrics,
+)
 from .files import (
     FAILED_NAME,
     LOCK_NAME,
@@ -143,10 +150,12 @@ def cached_dataset(data: dict[str, Any], device: Any) -> Any:
 def missing_metrics(
     run_dir: Path, metrics: list[str], settings: dict[str, dict[str, Any]] | None = None
 ) -> list[str] | None:
-    """None when the run has no metrics.json; else the requested metrics it lacks or holds with
-    other settings than ``settings`` asks for (a metric absent from ``settings``: its defaults)."""
+    """None when the run has no sweep's record of a finished run (no ``metrics.json``, or one that
+    ``python -m disentangle.evaluate`` wrote into a run folder part-way through training:
+    :func:`~disentangle.metrics.results.is_finished_record`); else the requested metrics it lacks or
+    holds with other settings than ``settings`` asks for (a metric absent from ``settings``: its defaults)."""
     record = read_json(run_dir / METRICS_NAME)
-    if not isinstance(record, dict):
+    if not is_finished_record(record):
         return None
     left_out = set(record.get(NOT_APPLICABLE) or [])  # 'all' on data they do not apply to
     return stale_metrics(record, [m for m in metrics if m not in left_out], settings)
@@ -251,7 +260,7 @@ def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None)
             **{m: settings_identity(m, task.metric_settings.get(m)) for m in scores},
         },
         "config": config.to_dict(),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        FINISHED_KEY: time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **({NOT_APPLICABLE: left_out} if left_out else {}),
     }
     from .. import __version__

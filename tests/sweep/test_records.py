@@ -77,15 +77,19 @@ def test_metrics_json_without_settings_per_metric_counts_as_the_defaults(tmp_pat
     run = tmp_path / "run"
     run.mkdir()
     # written by an earlier version: the sweep's own settings (only those given) for every metric
+    finished = {"finished_at": "2026-11-22T10:00:00+0000"}  # the sweep's record of a finished run
     (run / "metrics.json").write_text(json.dumps({"metrics": {"mig": {"mig": 0.2}, "dci": {"disentanglement": 0.1}},
-                                                  "metric_settings": MIG_200}))
+                                                  "metric_settings": MIG_200, **finished}))
     assert api.run_state(run, ["mig", "dci"], MIG_200)[0] == "finished"
     assert api.run_state(run, ["mig"], {})[0] == "partial"
     assert api.run_state(run, ["dci"], {"dci": {"num_train": 10000}})[0] == "finished"  # a default spelled out
-    # written by python -m disentangle.evaluate: no settings at all, the defaults
-    (run / "metrics.json").write_text(json.dumps({"metrics": {"mig": {"mig": 0.2}}}))
+    # merged by an earlier python -m disentangle.evaluate: no settings at all, the defaults
+    (run / "metrics.json").write_text(json.dumps({"metrics": {"mig": {"mig": 0.2}}, **finished}))
     assert api.run_state(run, ["mig"])[0] == "finished"
     assert api.run_state(run, ["mig"], MIG_200)[0] == "partial"
+    # written by evaluate alone, into a folder the sweep has not finished: not the sweep's record
+    (run / "metrics.json").write_text(json.dumps({"metrics": {"mig": {"mig": 0.2}}, "step": 4}))
+    assert api.run_state(run, ["mig"])[0] == "not started"  # (no checkpoint in this folder)
 
 
 # ---------------------------------------------------------------------- item 5: results after each run
@@ -119,7 +123,8 @@ def test_each_sweep_file_of_a_folder_is_judged_by_its_own_metrics(tmp_path):
     done = a.runs[0].run_id
     (out / "runs" / done).mkdir(parents=True)
     (out / "runs" / done / "metrics.json").write_text(json.dumps(
-        {"run_id": done, "metrics": {"mig": {"mig": 0.1}}, "metric_settings": MIG_200}
+        {"run_id": done, "metrics": {"mig": {"mig": 0.1}}, "metric_settings": MIG_200,
+         "finished_at": "2026-11-22T10:00:00+0000"}
     ))
     status = api.status(out)
     assert {r.run_id: r.state for r in status.runs} == {done: "finished", b.runs[0].run_id: "not started"}
@@ -146,7 +151,8 @@ def test_a_plan_written_by_an_earlier_version_is_read_and_merged_with_its_keys(t
     out = tmp_path / "out"
     (out / "runs" / done).mkdir(parents=True)
     (out / "runs" / done / "metrics.json").write_text(json.dumps(
-        {"run_id": done, "metrics": {"mig": {"mig": 0.1}}, "metric_settings": MIG_200}
+        {"run_id": done, "metrics": {"mig": {"mig": 0.1}}, "metric_settings": MIG_200,
+         "finished_at": "2026-11-22T10:00:00+0000"}
     ))
     old_source = str(tmp_path / "configs" / "studies" / "a.yaml")  # a shipped file in its folder of then
     old = {  # an entry as written before per-file run ids: the settings are those of the file as written
@@ -219,3 +225,35 @@ def test_two_sweeps_writing_the_plan_together_keep_both(tmp_path):
     assert sorted(r["run_id"] for r in plan["runs"]) == ["aaaaaaaaaaaaaaa0", "aaaaaaaaaaaaaaa1",
                                                          "bbbbbbbbbbbbbbb0", "bbbbbbbbbbbbbbb1"]
     assert sorted(p.name for p in out.iterdir()) == [".plan.lock", "sweep.json"]
+
+
+def test_scores_written_by_hand_into_a_run_still_training_do_not_finish_it(tmp_path):
+    """A sweep's run interrupted at step 4 of 12, then scored with ``python -m disentangle.evaluate``
+    (to peek at it): the sweep took that metrics.json for its own record, called the run finished,
+    never trained its last 8 steps and listed the step-4 scores in results.csv. The run is partial
+    until the sweep itself has trained and scored it."""
+    from disentangle.config import Config
+    from disentangle.evaluate import main as evaluate
+    from disentangle.training.trainer import fit
+
+    path = write_sweep_file(tmp_path, seeds=1, grid={}, metrics=["mig"], metric_settings=MIG_200)
+    out = tmp_path / "out"
+    (task,) = load_sweep(path).runs
+    run = out / "runs" / task.run_id
+    sys.path.insert(0, str(tmp_path))  # the plugin that registers the tiny dataset
+    try:
+        import tiny_plugin  # noqa: F401
+        fit(Config.from_dict(dict(task.config, train={**task.config["train"], "steps": 4, "out_dir": str(run)})))
+        assert evaluate([str(run), "--metrics", "mig", "--set", "mig.num_train=200", "--quiet"]) == 0
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert json.loads((run / "metrics.json").read_text())["step"] == 4
+    state, detail = api.run_state(run, ["mig"], MIG_200)
+    assert (state, detail) == ("partial", "last logged step 4")
+    report = api.run(path, out, workers=1, threads_per_run=1, log=None)
+    assert {o.run_id: o.status for o in report.outcomes} == {task.run_id: "finished"}
+    record = json.loads((run / "metrics.json").read_text())
+    assert record["steps"] == task.config["train"]["steps"] == 12 and "step" not in record
+    _, rows = read_csv(out / "results.csv")
+    assert [r["run_id"] for r in rows] == [task.run_id]
+    assert api.run_state(run, ["mig"], MIG_200)[0] == "finished"

@@ -404,10 +404,19 @@ def _header_comment(path: Path) -> str:
         if not line.startswith("#"):
             break
         lines.append(line.lstrip("#").strip())
-    text = " ".join(lines)
-    # the first sentence: up to a '.', ':' or ';' and a space, not inside "et al." or "e.g."
-    sentence = re.split(r"(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.:;])\s", text, maxsplit=1)[0]
-    return sentence.rstrip(":;")
+    return first_sentence(" ".join(lines))
+
+
+def first_sentence(text: str) -> str:
+    """Up to the first '.', ':' or ';' followed by a space, not inside brackets ("initialisation
+    (model.init: reference, ...)" is one sentence) nor in "et al.", "e.g." or "i.e."."""
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
+        if (char in ".:;" and depth <= 0 and text[i + 1:i + 2].isspace()
+                and not re.search(r"(\bal|\be\.g|\bi\.e)$", text[:i])):
+            return text[:i + 1].rstrip(":;")
+    return text.rstrip(":;")
 
 
 def shipped_configs() -> str:

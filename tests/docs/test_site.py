@@ -445,3 +445,16 @@ def test_the_docs_home_describes_the_library_as_the_readme_does():
         return text[start:text.index("\n\n", start)]
 
     assert first_paragraph((DOCS / "index.md").read_text()) == first_paragraph((REPO / "README.md").read_text())
+
+
+def test_a_shipped_files_description_is_never_cut_inside_brackets():
+    """The shipped-configs tables take each file's first sentence; it was cut at the first ':' or ';'
+    even inside brackets ("GVAE with the label (Hosoya 2019", "initialisation (model.init")."""
+    hook = _hook()
+    assert hook.first_sentence("Trained (model.init: reference; seeds 0-2). Then more") == \
+        "Trained (model.init: reference; seeds 0-2)."
+    assert hook.first_sentence("As in Locatello et al. 2019: the grid") == "As in Locatello et al. 2019"
+    for table in (hook.shipped_configs(), hook.shipped_sweeps()):
+        for row in table.splitlines()[2:]:
+            described = row.rstrip(" |").rsplit(" | ", 1)[-1]
+            assert described.count("(") == described.count(")"), row

@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             config = Config.from_dict(apply_overrides(raw, overrides))
         else:
             config = load_config(config_path, overrides)
+        from .training.runtime import flush_denormals_first
+
+        flush_denormals_first(config)  # before torch starts its threads, which inherit the mode
         try:
             result = fit(config, resume=bool(args.resume), precision=args.precision)
         except (ConfigError, FileNotFoundError) as err:

@@ -197,6 +197,45 @@ def auto_precision(device: str) -> str:
     return "bf16" if on_cpu and fast_cpu_bf16() else "fp32"
 
 
+# ---------------------------------------------------------------------------- denormal floats
+def denormals_flushed(elements: int = 0) -> bool:
+    """Whether CPU arithmetic flushes denormal floats (below 1.2e-38 in float32) to zero now: on this
+    thread (``elements`` 0), or on every thread of an element-wise operation over ``elements`` values
+    (torch splits one of 2**17 values or more over its intra-op threads)."""
+    x = torch.full((max(1, elements),), 1e-39, dtype=torch.float32)
+    return bool(((x * 1.0) == 0).all())
+
+
+def choose_flush_denormal(setting: bool | str, device: torch.device) -> tuple[bool, str]:
+    """``train.flush_denormal`` resolved: ``(on, reason)``. ``auto`` is on for a CPU run: deep in
+    training some weights, gradients and Adam moments fall below float32's normal range, and a CPU
+    computes with such denormal numbers many times slower (a FactorVAE run at step 168,000 trained
+    1.8 times faster with them flushed to zero: ``benchmarks/RESULTS-train-cpu.md``); values that
+    small are zero for training's purposes. Off elsewhere (GPUs: not measured)."""
+    if setting != "auto":
+        return bool(setting), "set"
+    if device.type != "cpu":
+        return False, f"auto: not measured on {device.type}"
+    return True, "auto: a CPU computes with denormal floats many times slower"
+
+
+def flush_denormals(on: bool, threads: int = 1) -> str:
+    """Turn the flushing of denormal floats to zero (x86's FTZ/DAZ, AArch64's FZ) on or off for this
+    thread and the intra-op threads torch starts from now on; returns what holds, as recorded.
+
+    ``torch.set_flush_denormal`` sets the calling thread's mode, and threads inherit it when they are
+    created: torch's intra-op threads started before (by an earlier multi-threaded operation of the
+    process) keep theirs. So the command-line tools call this before any other work; with
+    ``threads`` above 1 it checks every thread and says where only some flush."""
+    if not torch.set_flush_denormal(on):
+        return "unsupported on this CPU"
+    if not on:
+        return "off"
+    if threads > 1 and not denormals_flushed(1 << 18):
+        return "on this thread only (torch's other threads were started before; set it before any work)"
+    return "on"
+
+
 # ---------------------------------------------------------------------------- the memory allocator
 #: the environment variable that turns :func:`keep_freed_memory` off (``0``)
 MALLOC_TUNING_ENV = "DISENTANGLE_MALLOC_TUNING"

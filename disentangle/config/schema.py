@@ -78,6 +78,10 @@ class TrainConfig:
     #: faster on CPUs with oneDNN, whose deconvolution backward is slow); auto: on for an AVX512,
     #: AMX or AVX2 CPU, off elsewhere (:func:`disentangle._core.hardware.choose_conv_transpose_via_conv`)
     conv_transpose_via_conv: bool | Literal["auto"] = "auto"
+    #: flush denormal floats (below 1.2e-38) to zero in CPU arithmetic, where they are many times slower
+    #: (weights, gradients and Adam moments deep in training); auto: on for a CPU run, off elsewhere
+    #: (:func:`disentangle._core.hardware.choose_flush_denormal`)
+    flush_denormal: bool | Literal["auto"] = "auto"
     #: CUDA: TF32 matmuls and convolutions (faster on Ampere+, ~1e-3 relative precision); unset (null):
     #: PyTorch's defaults (TF32 convolutions, full-precision matmuls), true/false: both on/off
     tf32: bool | None = None

@@ -9,7 +9,7 @@ every process, Python version and machine: no ``hash()``, no dict-order dependen
 
 Excluded (they change where, how fast or how visibly a run trains, not the model it defines):
 ``train.device`` (the same run on another device keeps its id), ``train.compile``, ``train.channels_last``,
-``train.conv_transpose_via_conv``, ``train.tf32`` and ``train.cudnn_benchmark`` (execution strategies, like
+``train.conv_transpose_via_conv``, ``train.flush_denormal``, ``train.tf32`` and ``train.cudnn_benchmark`` (execution strategies, like
 the device), ``train.out_dir`` (the
 sweep puts the run in ``DIR/runs/<id>``), ``train.progress``, ``train.log_every``,
 ``train.threads`` (how many CPU threads compute the steps),
@@ -61,6 +61,7 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "train.compile",
     "train.channels_last",
     "train.conv_transpose_via_conv",
+    "train.flush_denormal",
     "train.tf32",
     "train.cudnn_benchmark",
     "train.threads",

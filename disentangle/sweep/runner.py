@@ -225,12 +225,14 @@ def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None)
 
     from ..config import Config
     from ..training.checkpoint import has_checkpoint
+    from ..training.runtime import flush_denormals_first
     from ..training.trainer import Trainer, resolve_device
 
     raw = copy.deepcopy(task.config)
     raw["train"]["out_dir"] = str(run_dir)
     config = Config.from_dict(raw)
     device = resolve_device(config.train.device)
+    flush_denormals_first(config)  # before the worker's first multi-threaded work: its threads inherit it
     dataset = cached_dataset(raw["data"], device)
     applicable, left_out = metrics_for_data(task, dataset)
     train_seconds = None

@@ -202,7 +202,8 @@ def denormals_flushed(elements: int = 0) -> bool:
     """Whether CPU arithmetic flushes denormal floats (below 1.2e-38 in float32) to zero now: on this
     thread (``elements`` 0), or on every thread of an element-wise operation over ``elements`` values
     (torch splits one of 2**17 values or more over its intra-op threads)."""
-    x = torch.full((max(1, elements),), 1e-39, dtype=torch.float32)
+    # the largest denormal float32, written as its bits: a conversion from 1e-39 would itself be flushed
+    x = torch.full((max(1, elements),), 0x007FFFFF, dtype=torch.int32).view(torch.float32)
     return bool(((x * 1.0) == 0).all())
 
 

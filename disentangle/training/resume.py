@@ -25,7 +25,8 @@ from ..errors import ConfigError
 #: train keys that may differ between a checkpoint's config and the config used to resume it
 RESUMABLE_KEYS = (
     "steps", "checkpoint_every", "log_every", "eval_every", "eval_metrics", "progress", "traversals", "device",
-    "out_dir", "compile", "channels_last", "conv_transpose_via_conv", "tf32", "cudnn_benchmark", "tensorboard", "threads",
+    "out_dir", "compile", "channels_last", "conv_transpose_via_conv", "flush_denormal", "tf32", "cudnn_benchmark",
+    "tensorboard", "threads",
     "image_every", "callbacks",
 )
 

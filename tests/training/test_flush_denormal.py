@@ -79,3 +79,19 @@ def test_it_is_not_part_of_a_run_id():
     base = load_config("quickstart", []).to_dict()
     other = load_config("quickstart", ["train.flush_denormal=false"]).to_dict()
     assert run_id(base) == run_id(other)
+
+
+def test_it_may_change_on_resume(tmp_path, mode_restored):
+    """An execution strategy, like channels_last: a run begun with it may go on without it (to
+    compare speeds, or to keep a run begun before it existed as it was)."""
+    from disentangle.config import Config
+    from disentangle.training.trainer import fit
+
+    run = tmp_path / "run"
+    raw = load_config("quickstart", ["train.steps=2", "train.threads=1", "train.progress=false",
+                                     "train.traversals=false", f"train.out_dir={run}"]).to_dict()
+    fit(Config.from_dict(raw))
+    raw["train"].update(steps=4, flush_denormal=False)
+    fit(Config.from_dict(raw), resume=True)
+    sessions = [json.loads(line) for line in (run / "execution.jsonl").read_text().splitlines()]
+    assert [(s["step"], s["flush_denormal"]) for s in sessions] == [(0, "on"), (2, "off")]

@@ -89,10 +89,21 @@ def _precision_note(precision: str) -> str:
     return PRECISION_NOTES.get(precision, "in " + precision)
 
 
+def flushed_from(execution_lines: list[str]) -> int | None:
+    """The step from which a run's sessions flushed denormal floats to zero (``execution.jsonl``'s
+    ``flush_denormal``, recorded since 2026-12-07), or None where none did."""
+    for line in execution_lines:
+        record = json.loads(line)
+        if str(record.get("flush_denormal", "")).startswith("on"):
+            return int(record["step"])
+    return None
+
+
 def notes(config: dict, sweep: str, logged: float | None, pauses: list[float],
-          spans: list[tuple[str, int, int]] | None = None) -> str:
+          spans: list[tuple[str, int, int]] | None = None, flushed: int | None = None) -> str:
     """The manifest note of a campaign run; ``spans`` (:func:`precision_spans`) name the steps
-    trained in another precision than its ``train.precision`` (``sweep run --resume-precision``)."""
+    trained in another precision than its ``train.precision`` (``sweep run --resume-precision``);
+    ``flushed`` the step from which denormal floats were flushed to zero (:func:`flushed_from`)."""
     switched = bool(spans and len(spans) > 1)
     if switched:
         # a twin begun in fp32 on an AVX2 CPU may go on in bf16 on a native-bf16 one and back: fp32>bf16>fp32
@@ -109,6 +120,9 @@ def notes(config: dict, sweep: str, logged: float | None, pauses: list[float],
             f"{trained}, "
             f"model.init {config['model']['init']}, seed {config['seed']}, by the 300k campaign "
             f"(configs/sweeps/{sweep}.yaml) across sessions, {resumed}, on one thread beside another run.")
+    if flushed is not None:
+        text += (f" Denormal floats flushed to zero from step {flushed:,} (train.flush_denormal, a CPU's speed: "
+                 "the steps differ from a run that keeps them, as a switch of precision would make them).")
     if pauses:
         text += (f" Wall time: log.jsonl's {logged + sum(pauses):,.0f} s less "
                  + " and ".join(f"a {p:,.0f} s" for p in pauses) + " SIGSTOP pause(s) the trainer did not yet record.")
@@ -139,11 +153,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         logged, pauses = wall_time((run / "log.jsonl").read_text().splitlines())
         execution = run / "execution.jsonl"
-        spans = precision_spans(execution.read_text().splitlines() if execution.exists() else [],
-                                int(config["train"]["steps"]))
+        sessions = execution.read_text().splitlines() if execution.exists() else []
+        spans = precision_spans(sessions, int(config["train"]["steps"]))
         command = [sys.executable, "-m", "disentangle.zoo", "publish", str(run), "--name", name,
                    "--recipe", recipe(config), "--no-progress", "--threads", "1",
-                   "--notes", notes(config, sweep, logged, pauses, spans)]
+                   "--notes", notes(config, sweep, logged, pauses, spans, flushed_from(sessions))]
         if pauses:
             command += ["--wall-time", f"{logged:.1f}"]
         print(f"{'would publish' if args.dry_run else 'publishing'} {run.name} as {name}"

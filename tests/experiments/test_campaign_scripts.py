@@ -681,6 +681,27 @@ def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those(
         publish.notes(config, "zoo_sprites_ref300k", logged, [])
 
 
+def test_the_published_notes_say_from_which_step_denormals_were_flushed():
+    import importlib.util
+    import json as _json
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "publish.py"
+    spec = importlib.util.spec_from_file_location("campaign_publish", path)
+    publish = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish)
+    sessions = [_json.dumps({"step": 0, "precision": "fp32"}),
+                _json.dumps({"step": 154_620, "precision": "fp32", "flush_denormal": "off"}),
+                _json.dumps({"step": 168_930, "precision": "fp32", "flush_denormal": "on"}),
+                _json.dumps({"step": 190_000, "precision": "fp32", "flush_denormal": "on"})]
+    assert publish.flushed_from(sessions) == 168_930
+    assert publish.flushed_from(sessions[:2]) is None
+    config = {"train": {"precision": "fp32", "steps": 300_000}, "model": {"init": "reference"}, "seed": 2,
+              "objective": {"name": "factor_vae", "gamma": 30.0}, "data": {"name": "sprites"}}
+    text = publish.notes(config, "zoo_sprites_ref300k_factor_fp32", 1000.0, [], None, 168_930)
+    assert "Denormal floats flushed to zero from step 168,930 (train.flush_denormal" in text
+    assert "Denormal" not in publish.notes(config, "zoo_sprites_ref300k_factor_fp32", 1000.0, [], None)
+
+
 def test_the_submission_size_counts_binary_files_added_changed_and_removed(tmp_path, monkeypatch):
     """save.sh asks submission_size.py before it saves. A diff counts as git prints it with --binary:
     a binary file deflated and in base85 (5 characters for 4 bytes, and a length byte and a newline a

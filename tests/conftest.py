@@ -123,6 +123,34 @@ def tiny_overrides() -> Callable[..., list[str]]:
     return _tiny_overrides
 
 
+def _train_image_folder_run(root, size: int = 16):
+    """``(folder, run)``: a two-step run in ``root/run`` on ``root/images``, a folder of 8 random
+    unlabelled images (no factors: only the metrics of images alone apply)."""
+    from PIL import Image
+
+    from disentangle.config import load_config
+    from disentangle.training import fit
+
+    folder = root / "images"
+    folder.mkdir()
+    generator = np.random.default_rng(0)
+    for i in range(8):
+        Image.fromarray((generator.random((20, 24, 3)) * 255).astype(np.uint8)).save(folder / f"{i}.png")
+    run = root / "run"
+    fit(load_config(None, ["data.name=image_folder", f"data.path={folder}", f"data.image_size={size}",
+                           f"data.cache={root / 'cache'}", "model.backbone=mlp", "model.hidden_sizes=[32]",
+                           "model.latent_dim=4", "train.steps=2", "train.batch_size=4", "train.device=cpu",
+                           "train.progress=false", "train.traversals=false", f"train.out_dir={run}"]))
+    return folder, run
+
+
+@pytest.fixture(scope="session")
+def train_image_folder_run() -> Callable:
+    """The builder ``(root, size=16) -> (folder, run)`` of a two-step run on unlabelled images;
+    session-scoped so module-scoped fixtures can use it too."""
+    return _train_image_folder_run
+
+
 @pytest.fixture
 def one_thread():
     """Tiny tensors: one thread is faster, and much faster on a busy 2-core machine."""

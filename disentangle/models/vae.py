@@ -170,12 +170,18 @@ class VAE(nn.Module):
                 lead, shape_fix = "For this image, pass", ".permute(2, 0, 1).unsqueeze(0)"
             elif c is not None and x.dim() == 4 and x.shape[1] != c and shape[2:] == (h, w):
                 sentences.append(f"This model was trained on {c}-channel images; the batch has {x.shape[1]} channels.")
-        dtype_sentence, dtype_fix = self._dtype_problem(x, "images")
+        self._raise_problems(sentences, x, "x", "images", lead, shape_fix)
+
+    def _raise_problems(self, sentences: list[str], t: torch.Tensor, var: str, what: str, lead: str,
+                        shape_fix: str) -> None:
+        """Raise one :class:`~disentangle.errors.InputError` of the shape ``sentences`` and the dtype
+        problem of ``t`` (:meth:`_dtype_problem`), ending in the combined fix (``x.permute(...).float()``)."""
+        dtype_sentence, dtype_fix = self._dtype_problem(t, what)
         if dtype_sentence:
-            sentences.append(dtype_sentence)
+            sentences = [*sentences, dtype_sentence]
         if sentences:
             if shape_fix or dtype_fix:
-                sentences.append(f"{lead} x{shape_fix}{dtype_fix}.")
+                sentences.append(f"{lead} {var}{shape_fix}{dtype_fix}.")
             raise InputError(" ".join(sentences))
 
     def _check_codes(self, z: Any) -> None:
@@ -194,13 +200,7 @@ class VAE(nn.Module):
                 lead, shape_fix = "For one code, pass", ".unsqueeze(0)"
             elif z.dim() == 2:
                 sentences.append(f"This model has {self.latent_dim} latent dimensions (model.latent_dim).")
-        dtype_sentence, dtype_fix = self._dtype_problem(z, "codes")
-        if dtype_sentence:
-            sentences.append(dtype_sentence)
-        if sentences:
-            if shape_fix or dtype_fix:
-                sentences.append(f"{lead} z{shape_fix}{dtype_fix}.")
-            raise InputError(" ".join(sentences))
+        self._raise_problems(sentences, z, "z", "codes", lead, shape_fix)
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         """Decoder logits ``(B, C, H, W)`` of latent codes ``(B, latent_dim)`` of the weights'

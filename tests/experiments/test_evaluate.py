@@ -171,10 +171,11 @@ def test_channels_last_changes_the_scores_by_rounding_only(tmp_path, capsys, one
     )
 
 
-def test_a_metric_the_data_cannot_give_is_refused_before_the_progress_bar(tmp_path, capsys, one_thread):
+def test_a_metric_the_data_cannot_give_is_refused_before_the_progress_bar(tmp_path, capsys, one_thread,
+                                                                          train_image_folder_run):
     """A run on unlabelled images (an image folder): factor_vae_score needs a factor grid, and the
     command says so in one paragraph before it draws a bar or encodes an image."""
-    _, run = _image_folder_run(tmp_path)
+    _, run = train_image_folder_run(tmp_path)
     capsys.readouterr()
     assert main([str(run), "--metrics", "mig,factor_vae_score"]) == 2
     err = capsys.readouterr().err
@@ -183,28 +184,12 @@ def test_a_metric_the_data_cannot_give_is_refused_before_the_progress_bar(tmp_pa
     assert not (run / "metrics.json").exists()
 
 
-def _image_folder_run(tmp_path, size=16):
-    import numpy as np
-    from PIL import Image
-
-    folder = tmp_path / "images"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(8):
-        Image.fromarray((rng.random((20, 24, 3)) * 255).astype(np.uint8)).save(folder / f"{i}.png")
-    run = tmp_path / "run"
-    fit(load_config(None, ["data.name=image_folder", f"data.path={folder}", f"data.image_size={size}",
-                           f"data.cache={tmp_path / 'cache'}", "model.backbone=mlp", "model.hidden_sizes=[32]",
-                           "model.latent_dim=4", "train.steps=2", "train.batch_size=4", "train.device=cpu",
-                           "train.progress=false", "train.traversals=false", f"train.out_dir={run}"]))
-    return folder, run
-
-
-def test_data_overrides_score_a_run_whose_images_moved_and_keep_other_data_apart(tmp_path, capsys, one_thread):
+def test_data_overrides_score_a_run_whose_images_moved_and_keep_other_data_apart(tmp_path, capsys, one_thread,
+                                                                                  train_image_folder_run):
     """``--data path=...`` finds images that moved (the same data: merged into the run's record);
     ``--data`` of what the images are (here ``channels``) is other data: refused for the run's
     record, written with ``--output``; a wrong key is one paragraph with a did-you-mean, exit 2."""
-    folder, run = _image_folder_run(tmp_path)
+    folder, run = train_image_folder_run(tmp_path)
     elbo = ["--metrics", "elbo", "--set", "elbo.num_samples=16", "--no-progress"]
     assert main([str(run), *elbo]) == 0
     own = json.loads((run / "metrics.json").read_text())["metrics"]["elbo"]

@@ -10,13 +10,10 @@ from __future__ import annotations
 import json
 import logging
 
-import numpy as np
 import pytest
 
 import disentangle
-from disentangle.config import load_config
 from disentangle.data import build_dataset
-from disentangle.training.trainer import fit
 from disentangle.visualize import PICTURES, metrics_figure, write_pictures
 from disentangle.visualize import plots as plots_module
 from disentangle.visualize.__main__ import main
@@ -33,22 +30,9 @@ IMAGE_FOLDER_SCORES = {
 
 
 @pytest.fixture(scope="module")
-def image_folder_run(tmp_path_factory):
+def image_folder_run(tmp_path_factory, train_image_folder_run):
     """A two-step run on a folder of eight random images: an unlabelled sample, no factor grid."""
-    from PIL import Image
-
-    tmp = tmp_path_factory.mktemp("image_folder")
-    folder = tmp / "images"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(8):
-        Image.fromarray((rng.random((20, 24, 3)) * 255).astype(np.uint8)).save(folder / f"{i}.png")
-    run = tmp / "run"
-    fit(load_config(None, ["data.name=image_folder", f"data.path={folder}", "data.image_size=16",
-                           f"data.cache={tmp / 'cache'}", "model.backbone=mlp", "model.hidden_sizes=[32]",
-                           "model.latent_dim=4", "train.steps=2", "train.batch_size=4", "train.device=cpu",
-                           "train.progress=false", "train.traversals=false", f"train.out_dir={run}"]))
-    return run
+    return train_image_folder_run(tmp_path_factory.mktemp("image_folder"))[1]
 
 
 def _bars(fig) -> dict[str, float]:

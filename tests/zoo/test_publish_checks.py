@@ -40,30 +40,12 @@ def spy(monkeypatch):
     return calls
 
 
-def _image_folder_run(tmp_path):
-    """A run on a folder of 8 unlabelled images (no factors: only the unsupervised metrics apply)."""
-    import numpy as np
-    from PIL import Image
-
-    folder = tmp_path / "images"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(8):
-        Image.fromarray((rng.random((20, 24, 3)) * 255).astype(np.uint8)).save(folder / f"{i}.png")
-    run = tmp_path / "run"
-    fit(load_config(None, ["data.name=image_folder", f"data.path={folder}", "data.image_size=16",
-                           f"data.cache={tmp_path / 'cache'}", "model.backbone=mlp", "model.hidden_sizes=[32]",
-                           "model.latent_dim=4", "train.steps=2", "train.batch_size=4", "train.device=cpu",
-                           "train.progress=false", "train.traversals=false", f"train.out_dir={run}"]))
-    return run
-
-
 def test_an_image_folder_run_names_the_default_metrics_it_cannot_give_and_the_metrics_value_that_can(
-    tmp_path, capsys, spy
+    tmp_path, capsys, spy, train_image_folder_run
 ):
     """The default metrics on a run without factor labels: one paragraph naming the six that cannot
     run and ``--metrics unsupervised_scores``, exit 2, nothing computed or written; that value publishes."""
-    run = _image_folder_run(tmp_path)
+    _, run = train_image_folder_run(tmp_path)
     manifest = tmp_path / "zoo" / "manifest.json"
     capsys.readouterr()
     assert zoo_main(["publish", str(run), "--name", "images-s0", "--manifest", str(manifest), "--no-progress"]) == 2

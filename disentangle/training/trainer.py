@@ -66,6 +66,7 @@ from typing import Any
 import torch
 
 from .._core import distributed
+from .._core.hardware import denormals_flushed
 from .._core.schedules import Schedule, parse_schedules
 from .._core.threads import warn_if_oversubscribed
 from ..backbones.init import initialize
@@ -577,9 +578,14 @@ class Trainer:
             precision, self.config.train.precision, resuming=resume, device_type=self.device.type
         )
         self.rank_info, self.device = distributed.setup(self.device)
+        # train.flush_denormal sets the calling thread's mode: give the caller (a notebook, a script
+        # training more than one model) its own back. The command-line tools set it before any work,
+        # so for them nothing changes; torch's threads started during fit keep the mode they began with.
+        flushed_before = denormals_flushed()
         try:
             return self._fit(resume)
         finally:
+            torch.set_flush_denormal(flushed_before)
             distributed.teardown()
 
     def _fit(self, resume: bool) -> TrainResult:

@@ -95,3 +95,20 @@ def test_it_may_change_on_resume(tmp_path, mode_restored):
     fit(Config.from_dict(raw), resume=True)
     sessions = [json.loads(line) for line in (run / "execution.jsonl").read_text().splitlines()]
     assert [(s["step"], s["flush_denormal"]) for s in sessions] == [(0, "on"), (2, "off")]
+
+
+def test_fit_gives_the_caller_its_mode_back(tmp_path, mode_restored):
+    """A notebook that trains keeps its own arithmetic afterwards: fit flushes while it trains (the
+    session's record says so) and restores the calling thread's mode when it returns, either way."""
+    from disentangle.config import Config
+    from disentangle.training.trainer import fit
+
+    for before in (False, True):
+        torch.set_flush_denormal(before)
+        run = tmp_path / f"run-{before}"
+        raw = load_config("quickstart", ["train.steps=2", "train.threads=1", "train.progress=false",
+                                         "train.traversals=false", f"train.out_dir={run}"]).to_dict()
+        fit(Config.from_dict(raw))
+        (record,) = [json.loads(line) for line in (run / "execution.jsonl").read_text().splitlines()]
+        assert record["flush_denormal"] == "on"
+        assert denormals_flushed() is before

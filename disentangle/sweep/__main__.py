@@ -127,15 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             "array_parallelism": args.array_parallelism, "cluster": args.cluster, "wait": not args.no_wait,
             "slurm_params": _slurm_params(args.slurm_params),
         }
-        if args.backend == "local":  # the runs share this machine's CPUs (without --threads-per-run: CPUs / workers)
-            from .._core.threads import warn_if_oversubscribed
-
-            warn_if_oversubscribed(args.threads_per_run or 1, threads_option="--threads-per-run ",
-                                   processes=args.workers or 1, processes_option="--workers ")
         with warnings.catch_warnings():  # the package's deprecations (configs/studies/NAME) reach the user
             warnings.filterwarnings("default", category=DeprecationWarning, module=r"disentangle\.")
             outcome = api.run(args.sweep_file, args.out, backend=args.backend, dry_run=args.dry_run,
-                              retry_failed=args.retry_failed, resume_precision=args.resume_precision, **options)
+                              retry_failed=args.retry_failed, resume_precision=args.resume_precision,
+                             option_names=("--workers ", "--threads-per-run "), **options)
     except (*REPORTED, KeyboardInterrupt) as err:
         return report_error(
             err, interrupted="interrupted: finished runs are kept and partial ones resume from their checkpoints on the next run."

@@ -302,6 +302,7 @@ def run(
     retry_failed: bool = False,
     resume_precision: str | None = None,
     log: Callable[[str], None] | None = _log_info,
+    option_names: tuple[str, str] = ("workers=", "threads_per_run="),
     **options: Any,
 ) -> SweepReport:
     """Run every run of ``sweep_file`` that is not finished into ``out`` (``out/runs/<id>``).
@@ -320,7 +321,10 @@ def run(
     nothing is created. An ``out`` that is a file (or lies under one) is a
     :class:`~disentangle.ConfigError` before the sweep file is read; runs that leave
     ``train.precision`` at ``auto`` get a warning (:func:`warn_auto_precision`): their ids are this
-    machine's.
+    machine's. With the local backend, a warning says when the runs it will start at once (``workers``,
+    or fewer when fewer runs are left) times ``threads_per_run`` ask for more CPU threads than this
+    process may use; ``option_names`` are the two options as the caller writes them (the command
+    line passes ``("--workers ", "--threads-per-run ")``).
     """
     unknown = set(options) - {f for f in BackendOptions.__dataclass_fields__}
     if unknown:
@@ -353,6 +357,11 @@ def run(
         log(f"sweep {plan.name}: {len(plan.runs)} runs{merged}: {counts}; {len(todo)} to run -> {out_dir}")
         if before[RunState.FAILED] and not retry_failed:
             log(f"{before[RunState.FAILED]} failed runs are left as they are; rerun with --retry-failed to train them again")
+    if backend == "local" and todo:  # the runs share this machine's CPUs (without threads_per_run: CPUs / workers)
+        from .._core.threads import warn_if_oversubscribed
+
+        warn_if_oversubscribed(opts.threads_per_run or 1, threads_option=option_names[1],
+                               processes=min(opts.workers or 1, len(todo)), processes_option=option_names[0])
     if dry_run:
         if log:
             for r in plan.runs:

@@ -277,6 +277,14 @@ def test_a_sweep_warns_when_workers_times_threads_exceed_the_cpus(tmp_path, monk
         for fitting in (["--workers", "2", "--threads-per-run", "1"], ["--workers", "2"], ["--threads-per-run", "2"]):
             assert main(["run", "mini", "--out", str(out), *fitting, "--dry-run"]) == 0
             assert "CPU threads" not in capsys.readouterr().err
+        # three runs left, so --workers 8 starts three: 3 × 1 > 2 counts the runs, not the option
+        few = tmp_path / "few.yaml"
+        few.write_text("name: few\nbase: quickstart\ngrid:\n  - objective.beta: [1.0, 2.0, 3.0]\n")
+        assert main(["run", str(few), "--out", str(out), "--workers", "8", "--dry-run"]) == 0
+        assert "--workers 3 × --threads-per-run 1 is 3 CPU threads" in capsys.readouterr().err
+        few.write_text("name: few\nbase: quickstart\ngrid:\n  - objective.beta: [1.0, 2.0]\n")
+        assert main(["run", str(few), "--out", str(out), "--workers", "8", "--dry-run"]) == 0
+        assert "CPU threads" not in capsys.readouterr().err
     finally:
         logging.getLogger("disentangle").setLevel(package)
     assert not out.exists()

@@ -182,8 +182,9 @@ def check_resume_data(saved: dict[str, Any] | None, now: dict[str, Any] | None, 
 def check_training_data(config: Config, objective: Any, dataset: Any) -> None:
     """Before training: a sample of images without a factor grid (:class:`disentangle.data.SampleDataset`)
     cannot feed an objective that draws pairs or groups sharing factors, or few labels from a grid,
-    nor a metric of ``train.eval_metrics`` that needs a grid or labels it lacks
-    (:func:`check_eval_metrics_apply`): each is one paragraph, raised at once."""
+    nor a metric of ``train.eval_metrics`` that needs a grid or labels it lacks, when
+    ``train.eval_every`` would evaluate it (:func:`check_eval_metrics_apply`): each is one
+    paragraph, raised at once."""
     if getattr(dataset, "is_grid", True) is not False:
         return
     from ..errors import NotAGridError
@@ -198,7 +199,7 @@ def check_training_data(config: Config, objective: Any, dataset: Any) -> None:
             "sample of images without one. Train it on a grid dataset, or train an unsupervised objective "
             "(beta_vae, beta_tcvae, factor_vae, dip_vae_i, ...) on this data."
         )
-    if config.train.eval_metrics:
+    if config.train.eval_metrics and config.train.eval_every:  # with eval_every 0 they never run (a warning says so)
         check_eval_metrics_apply(config.train, dataset)
 
 

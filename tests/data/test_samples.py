@@ -223,7 +223,7 @@ def test_a_sample_trains_and_resumes_bit_exactly(tmp_path, sample_npz, tiny_over
 
 
 @pytest.mark.parametrize("extra, match", [
-    ({"train.eval_metrics": "[factor_vae]"}, "'factor_vae_score' cannot run on the images of"),
+    ({"train.eval_metrics": "[factor_vae]", "train.eval_every": 2}, "'factor_vae_score' cannot run on the images of"),
     ({"objective.name": "ada_gvae"}, "objective 'ada_gvae' draws its training batches from a factor grid"),
 ])
 def test_training_refuses_a_grid_need_before_creating_anything(tmp_path, sample_npz, tiny_overrides, extra, match):

@@ -56,15 +56,31 @@ def test_a_label_metric_on_an_image_folder_says_where_it_comes_from_and_what_wou
 def test_metrics_a_sample_cannot_give_are_named_with_the_list_without_them(tmp_path, samples, tiny_overrides):
     labelled, unlabelled = samples
     message = _refusal(tmp_path / "a", tiny_overrides, **{
-        "data.name": "npz", "data.path": str(labelled), "train.eval_metrics": "[factor_vae, mig]"})
+        "data.name": "npz", "data.path": str(labelled), "train.eval_metrics": "[factor_vae, mig]",
+        "train.eval_every": 1})
     assert message.startswith("The metric 'factor_vae_score' cannot run on the images of")
     assert "and this dataset holds labelled images without a factor grid; a grid dataset would do (" in message
     assert "labelled images would do" not in message
     assert "leave it out: train.eval_metrics=[mig] (metrics that apply to this data: " in message
     message = _refusal(tmp_path / "b", tiny_overrides, **{
-        "data.name": "npz", "data.path": str(unlabelled), "train.eval_metrics": "[sap, beta_vae]"})
+        "data.name": "npz", "data.path": str(unlabelled), "train.eval_metrics": "[sap, beta_vae]",
+        "train.eval_every": 1})
     assert message.startswith("The metrics 'sap_score' and 'beta_vae_score' cannot run on the images of")
     assert "which holds images without labels: 'sap_score': it compares codes with factor labels (labelled images " in message
     assert "'beta_vae_score': it fixes factors and draws the others" in message
     assert "They come from train.eval_metrics ([sap, beta_vae]; " in message
     assert "To train on this data, leave them out: train.eval_metrics=[] (metrics that apply to this data: " in message
+
+
+def test_metrics_never_evaluated_are_not_refused_but_named(tmp_path, samples, tiny_overrides, caplog):
+    """With train.eval_every 0 no metric runs during training: the run trains, and the warning for
+    a setting that does nothing names them (setting eval_every would then refuse the unfit ones)."""
+    import logging
+
+    _, unlabelled = samples
+    caplog.set_level(logging.WARNING, logger="disentangle")
+    result = fit(load_config(None, tiny_overrides(tmp_path / "run", steps=2, **{
+        "data.name": "npz", "data.path": str(unlabelled), "train.eval_metrics": "[mig]"})))
+    assert result.step == 2
+    assert any(r.getMessage().startswith("train.eval_metrics is [mig], but train.eval_every is 0, so they are never "
+                                         "evaluated during training.") for r in caplog.records)

@@ -179,6 +179,20 @@ def check_resume_data(saved: dict[str, Any] | None, now: dict[str, Any] | None, 
         )
 
 
+def _idle_settings_to_warn(train: Any, ckpt: dict[str, Any] | None) -> list[str]:
+    """The warnings of :func:`~disentangle.training.cadence.idle_settings` for this session: all at a
+    run's start; on resume only those the run's saved config did not already have (a run resumed
+    session after session is warned once, and again when a resume changes a setting)."""
+    found = idle_settings(train)
+    if ckpt is None or not found:
+        return found
+    try:
+        before = set(idle_settings(Config.from_dict(ckpt["config"]).train))
+    except (ConfigError, KeyError, TypeError, ValueError):  # a config this version cannot read: say it all
+        return found
+    return [message for message in found if message not in before]
+
+
 def check_training_data(config: Config, objective: Any, dataset: Any) -> None:
     """Before training: a sample of images without a factor grid (:class:`disentangle.data.SampleDataset`)
     cannot feed an objective that draws pairs or groups sharing factors, or few labels from a grid,
@@ -595,9 +609,6 @@ class Trainer:
         for callback in configured + self._user_callbacks:
             if hasattr(callback, "check_config"):  # a callback of the user's need not subclass Callback
                 callback.check_config(self.config)
-        if self.rank_info.is_main:
-            for message in idle_settings(cfg):
-                logger.warning(message)
         exists = self._on_main(lambda: has_checkpoint(self.out_dir))
         if exists and not resume:
             raise RunExistsError(
@@ -612,6 +623,9 @@ class Trainer:
                 )
             ckpt = upgrade_checkpoint(self._on_main(lambda: load_latest(self.out_dir)[0]))
             check_resume_config(ckpt["config"], self.config, self.out_dir)
+        if self.rank_info.is_main:
+            for message in _idle_settings_to_warn(cfg, ckpt):
+                logger.warning(message)
         self._build()
         self.callbacks = self._builtin_callbacks() + configured + self._user_callbacks
         self.resumed = ckpt is not None

@@ -47,3 +47,21 @@ def test_settings_that_take_effect_give_no_warning(tmp_path, tiny_overrides, cap
     assert idle_settings(config.train) == [] and idle_settings(load_config(None, []).train) == []
     fit(config)
     assert _warnings(caplog) == []
+
+
+def test_a_resumed_run_is_warned_only_about_what_the_resume_changed(tmp_path, tiny_overrides, caplog):
+    """A run resumed session after session hears about an idle setting once, at its start; a resume
+    that makes a setting idle is warned about it."""
+    caplog.set_level(logging.WARNING, logger="disentangle")
+    run = tmp_path / "run"
+    fit(load_config(None, tiny_overrides(run, steps=2, **{"train.eval_metrics": "[mig]"})))
+    assert len(_warnings(caplog)) == 1
+    caplog.clear()
+    fit(load_config(None, tiny_overrides(run, steps=4, **{"train.eval_metrics": "[mig]"})), resume=True)
+    assert _warnings(caplog) == []
+    fit(load_config(None, tiny_overrides(run, steps=6, **{"train.eval_metrics": "[mig]", "train.eval_every": 1000,
+                                                           "train.tensorboard": "false"})), resume=True)
+    assert _warnings(caplog) == []  # eval_every now takes effect: nothing idle
+    fit(load_config(None, tiny_overrides(run, steps=8, **{"train.eval_every": 1000})), resume=True)
+    (message,) = _warnings(caplog)
+    assert message.startswith("train.eval_every is 1,000, but train.eval_metrics is empty")

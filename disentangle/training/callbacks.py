@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import numbers
 import os
@@ -452,6 +453,26 @@ def check_monitored_metric(monitor: str, train: Any) -> None:
             f"stopping could never stop the run on it. To stop on {name}, "
             f"{' and '.join(fixes)}; or monitor a logged term such as loss."
         )
+    _warn_if_not_a_headline_score(monitor, name, score, train.eval_every)
+
+
+def _warn_if_not_a_headline_score(monitor: str, metric: str, score: str, eval_every: int) -> None:
+    """Warn before training when ``score`` is not one of ``metric``'s headline scores
+    (:data:`disentangle.metrics.names.HEADLINE_SCORES`): a metric's other scores (per factor, per
+    code) depend on the data, so a misspelt one is found only at the first evaluation; the warning
+    says so then rather than ``eval_every`` steps later."""
+    from ..metrics.names import HEADLINE_SCORES
+
+    headline = HEADLINE_SCORES.get(metric)
+    if not headline or score in headline:
+        return
+    logging.getLogger(__name__).warning(
+        f"early_stopping monitors '{monitor}': '{score}' is not one of {metric}'s headline scores "
+        f"({', '.join(headline)}).{did_you_mean(score, list(headline))} If it is another score {metric} logs (one "
+        f"per factor or per code), nothing is wrong; if not, the run stops with the list of logged scores at its "
+        f"first evaluation, at step {eval_every:,}. To stop on the headline score, monitor "
+        f"metrics/{metric}/{headline[0]}."
+    )
 
 
 @CALLBACKS.register("keep_checkpoints")

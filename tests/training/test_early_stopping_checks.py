@@ -68,3 +68,25 @@ def test_a_metric_score_the_run_records_passes_and_stops_the_run(tmp_path, tiny_
     stopper = EarlyStopping(monitor="metrics/mig/mig", mode="max", patience=1, min_delta=10.0)
     overrides = tiny_overrides(tmp_path / "run", steps=12, **{"train.eval_metrics": "[mig]", "train.eval_every": 4})
     assert fit(load_config(None, overrides), callbacks=[stopper]).step == 8
+
+
+def test_a_score_that_is_not_a_headline_one_is_warned_about_before_training(tmp_path, tiny_overrides, caplog):
+    """A misspelt score is known only once the metric runs (its other scores depend on the data), so
+    the run is warned before it trains, and stopped with the logged scores at the first evaluation."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="disentangle")
+    extra = {"train.eval_metrics": "[mig]", "train.eval_every": 4}
+    config = load_config(None, tiny_overrides(tmp_path / "a", steps=8, **{
+        "train.callbacks": _stopper("metrics/mig/mgi"), **extra}))
+    with pytest.raises(Exception, match="monitors 'metrics/mig/mgi', which this run does not log; it logs ") as err:
+        fit(config)
+    assert "metrics/mig/mig" in str(err.value)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith("early_stopping monitors 'metrics/mig/mgi': 'mgi' is not one of mig's headline scores "
+                              "(mig). Did you mean 'mig'? If it is another score mig logs")
+    assert "at its first evaluation, at step 4. To stop on the headline score, monitor metrics/mig/mig." in warning
+    caplog.clear()
+    fit(load_config(None, tiny_overrides(tmp_path / "b", steps=8, **{
+        "train.callbacks": _stopper("metrics/mig/mig"), **extra})))
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]

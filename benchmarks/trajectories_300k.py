@@ -331,6 +331,10 @@ def _with_gaps_broken(points: list[tuple[int, dict]]) -> tuple[list[float], list
     return steps, migs, dcis
 
 
+#: the mark of a run's first evaluation after a session in another precision, by that precision
+SWITCH_MARKERS = {"fp32": "o", "bf16": "s", "fp16": "D"}
+
+
 def precision_switches(points: list[tuple[int, dict]]) -> list[tuple[int, dict, str]]:
     """The rows of one run (sorted by step) where its precision chain grows (``bf16`` then
     ``bf16>fp32``: the first evaluation after a session in another precision), with that precision."""
@@ -375,7 +379,8 @@ def figure(rows: list[dict]):
             for step, row, now in precision_switches(points):  # e.g. a bf16 run continued in fp32
                 label = f"first evaluation after\nthe switch to {now}"
                 for ax, value in ((top, row["mig"]), (bottom, row["dci_disentanglement"])):
-                    ax.scatter([step / 1000], [value], s=70, facecolors="none", edgecolors="black", zorder=4,
+                    ax.scatter([step / 1000], [value], s=70, marker=SWITCH_MARKERS.get(now, "o"), facecolors="none",
+                               edgecolors="black", zorder=4,
                                label=label if label not in ax.get_legend_handles_labels()[1] else None)
         if objective in PUBLISHED_MIG:
             low, high = PUBLISHED_MIG[objective]

@@ -187,7 +187,7 @@ def usable_cpus(*, affinity: int | None = None, quota: float | None | str = "rea
 
 def warn_if_oversubscribed(
     threads: int, *, threads_option: str, processes: int = 1, processes_option: str = "",
-    affinity: int | None = None, quota: float | None | str = "read",
+    affinity: int | None = None, quota: float | None | str = "read", processes_given: str | None = None,
 ) -> str | None:
     """Log a warning, and return it, when ``processes`` processes of ``threads`` CPU threads each ask
     for more threads than the CPUs this process may use (:func:`usable_cpus`); None when they fit.
@@ -196,13 +196,15 @@ def warn_if_oversubscribed(
     separator (``"train.threads="``, ``"--threads-per-run "``, ``"--workers "``): the message names
     what was given, the CPU count and where it comes from, and the values to use. The training loop
     (``train.threads`` / ``--threads``) and ``python -m disentangle.sweep run`` (``--workers`` ×
-    ``--threads-per-run``) both check here."""
+    ``--threads-per-run``) both check here. ``processes_given`` names the processes where the option
+    alone would not (``"--workers 8 with 3 runs to do"``)."""
     total = threads * processes
     cpus, where = usable_cpus(affinity=affinity, quota=quota)
     if total <= cpus:
         return None
     if processes > 1:
-        given = f"{processes_option}{processes} × {threads_option}{threads} is {total:,} CPU threads"
+        named = processes_given or f"{processes_option}{processes}"
+        given = f"{named} × {threads_option}{threads} is {total:,} CPU threads"
         workers = min(processes, cpus)
         fix = (f"Keep {processes_option.strip()} × {threads_option.strip().rstrip('=')} at {cpus} or below, e.g. "
                f"{processes_option}{workers} {threads_option}{max(1, cpus // workers)}.")

@@ -360,8 +360,11 @@ def run(
     if backend == "local" and todo:  # the runs share this machine's CPUs (without threads_per_run: CPUs / workers)
         from .._core.threads import warn_if_oversubscribed
 
+        workers = opts.workers or 1
         warn_if_oversubscribed(opts.threads_per_run or 1, threads_option=option_names[1],
-                               processes=min(opts.workers or 1, len(todo)), processes_option=option_names[0])
+                               processes=min(workers, len(todo)), processes_option=option_names[0],
+                               processes_given=f"{option_names[0]}{workers} with {len(todo)} runs to do"
+                               if len(todo) < workers else None)
     if dry_run:
         if log:
             for r in plan.runs:

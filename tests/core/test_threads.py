@@ -281,7 +281,7 @@ def test_a_sweep_warns_when_workers_times_threads_exceed_the_cpus(tmp_path, monk
         few = tmp_path / "few.yaml"
         few.write_text("name: few\nbase: quickstart\ngrid:\n  - objective.beta: [1.0, 2.0, 3.0]\n")
         assert main(["run", str(few), "--out", str(out), "--workers", "8", "--dry-run"]) == 0
-        assert "--workers 3 × --threads-per-run 1 is 3 CPU threads" in capsys.readouterr().err
+        assert "--workers 8 with 3 runs to do × --threads-per-run 1 is 3 CPU threads" in capsys.readouterr().err
         few.write_text("name: few\nbase: quickstart\ngrid:\n  - objective.beta: [1.0, 2.0]\n")
         assert main(["run", str(few), "--out", str(out), "--workers", "8", "--dry-run"]) == 0
         assert "CPU threads" not in capsys.readouterr().err

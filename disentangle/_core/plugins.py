@@ -55,9 +55,16 @@ def import_plugins(imports: list[str], where: str = "--import") -> None:
             folder = Path(item).expanduser()
             if _looks_like_a_path(item) and folder.is_dir():
                 raise ConfigError(_folder_message(item, [folder], where, package=(folder / "__init__.py").is_file()))
+            if not item.strip() or item.startswith(".") or item != item.strip():
+                raise ConfigError(
+                    f"{where} {item!r} is not a module name. Give a dotted name importable here (mylab.components), "
+                    f"or the path of a .py file (./mylab.py)."
+                )
             try:
                 module = importlib.import_module(item)
-            except (ImportError, TypeError) as err:  # TypeError: a relative name ('.mine')
+            except ModuleNotFoundError as err:
+                if err.name is None or not (item == err.name or item.startswith(err.name + ".")):
+                    raise  # the module was found and runs an import of its own that fails: its error, as it is
                 raise ConfigError(
                     f"{where} '{item}' cannot be imported ({err}). Install it, put its folder on PYTHONPATH, or "
                     f"give the path of its .py file."

@@ -51,6 +51,23 @@ def test_a_module_that_cannot_be_found_is_one_paragraph(tmp_path):
         import_plugins(["no_such_module_here"])
     with pytest.raises(ConfigError, match=r"--import '.*missing.py' is not a file"):
         import_plugins([str(tmp_path / "missing.py")])
+    for blank in ("", "  ", ".mine", "..lab"):  # --import "$PLUGIN" with the variable unset; relative names
+        with pytest.raises(ConfigError, match=r"is not a module name. Give a dotted name importable here"):
+            import_plugins([blank])
+
+
+def test_an_error_inside_the_user_s_module_is_its_own(tmp_path, monkeypatch):
+    """Only a module that is not found is 'cannot be imported': a TypeError, or an import of a missing
+    package, raised while the user's module runs propagates as it is, with its traceback."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "_plugin_raises_type.py").write_text("def f(x):\n    return x\n\nf(1, 2)\n")
+    (tmp_path / "_plugin_needs_missing.py").write_text("import no_such_dependency_here\n")
+    with pytest.raises(TypeError, match="takes 1 positional argument"):
+        import_plugins(["_plugin_raises_type"])
+    with pytest.raises(ModuleNotFoundError, match="no_such_dependency_here"):
+        import_plugins(["_plugin_needs_missing"])
+    with pytest.raises(ConfigError, match="'_plugin_not_here.sub' cannot be imported"):
+        import_plugins(["_plugin_not_here.sub"])
 
 
 def test_the_commands_train_resume_and_evaluate_a_run_of_the_user_s_objective(tmp_path, tiny_overrides):

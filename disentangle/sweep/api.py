@@ -422,7 +422,8 @@ def check_out_dir(out_dir: Path) -> None:
 
 def warn_auto_precision(plan: SweepPlan) -> None:
     """Warn (``logging.warning``) when runs of ``plan`` leave ``train.precision`` at ``auto``: the
-    precision it resolves to is this machine's (bf16 on a CPU with native bf16, fp32 elsewhere) and is
+    precision it resolves to is this machine's (bf16 on a CPU where bf16 was measured faster: AMX, or
+    AVX512-BF16 on AMD; fp32 elsewhere) and is
     part of each run's id, so the sweep continued on another machine could train those runs anew."""
     runs = plan.auto_precision_runs
     if not runs:
@@ -431,7 +432,8 @@ def warn_auto_precision(plan: SweepPlan) -> None:
     which = "all its" if len(runs) == len(plan.runs) else f"{len(runs)} of its"
     logger.warning(
         "sweep '%s' leaves train.precision at auto for %s %d runs: auto is %s on this machine and can be another "
-        "precision on another (bf16 on a CPU with native bf16, fp32 elsewhere), and the precision is part of each "
+        "precision on another (bf16 on a CPU where bf16 was measured faster, AMX or AVX512-BF16 on AMD; fp32 "
+        "elsewhere), and the precision is part of each "
         "run id, so this sweep continued on another machine would train those runs anew under other ids. Name "
         "the precision in the sweep file's base config or grid (set: {train.precision: %s}, what auto is here) "
         "to keep the run ids the same on every machine.",

@@ -43,6 +43,8 @@ def _fake_cpu(monkeypatch, vendor: str, flags: str) -> None:
     ("GenuineIntel", "avx2 avx512f avx512_bf16 amx_tile amx_bf16", True, True),
     # the AMD EPYCs with AVX512-BF16: 1.6-1.9x faster than fp32
     ("AuthenticAMD", "avx2 avx512f avx512_bf16", True, True),
+    # another vendor's AVX512-BF16 (or one /proc/cpuinfo does not name): not measured
+    ("HygonGenuine", "avx2 avx512f avx512_bf16", True, False),
     # no native bf16: emulated, several times slower
     ("AuthenticAMD", "avx2", False, False),
     ("GenuineIntel", "avx2 avx512f", False, False),

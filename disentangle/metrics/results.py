@@ -236,9 +236,12 @@ FINISHED_KEY = "finished_at"
 
 def is_finished_record(record: Any) -> bool:
     """Whether ``record`` (a run's ``metrics.json``) is a sweep's record of a finished run: scores, and
-    :data:`FINISHED_KEY`. Scores written by hand into a run folder that is still training do not make
-    the run finished."""
-    return isinstance(record, dict) and isinstance(record.get("metrics"), dict) and FINISHED_KEY in record
+    :data:`FINISHED_KEY`, or, in a record written before that key existed, the sweep runner's own
+    ``run_id`` and ``train_seconds`` (which ``evaluate`` and ``zoo publish`` never write). Scores
+    written by hand into a run folder that is still training do not make the run finished."""
+    if not (isinstance(record, dict) and isinstance(record.get("metrics"), dict)):
+        return False
+    return FINISHED_KEY in record or ("run_id" in record and "train_seconds" in record)
 
 
 def finished_records(out_dir: str | Path) -> list[dict[str, Any]]:

@@ -125,9 +125,12 @@ def _write_centrality(sweep: str, out: str, points: int, progress: bool) -> str:
     from ..errors import InputError
     from .centrality import centrality_matrix, model_centrality
 
-    runs = sorted(p for p in (Path(sweep) / "runs").glob("*") if (p / "metrics.json").is_file())
+    from ..metrics.results import is_finished_record, read_json
+
+    runs = sorted(p for p in (Path(sweep) / "runs").glob("*") if is_finished_record(read_json(p / "metrics.json")))
     if len(runs) < 2:
-        raise InputError(f"ModelCentrality compares runs; '{sweep}' has {len(runs)} finished run(s) (runs/*/metrics.json).")
+        raise InputError(f"ModelCentrality compares runs; '{sweep}' has {len(runs)} finished run(s) (runs/*/metrics.json "
+                         f"written by the sweep).")
     models = [disentangle.load(str(run)) for run in runs]
     settings = {"num_train": points, "num_eval": max(points // 2, 1), "num_variance_estimate": points}
     centrality = model_centrality(centrality_matrix(models, settings=settings, progress=progress))

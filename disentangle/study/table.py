@@ -28,7 +28,9 @@ import numpy as np
 
 from .._core.registry import did_you_mean
 from ..errors import ConfigError, InputError
-from ..metrics.results import CONFIG_NAME, METRICS_NAME, RESULTS_NAME, RUNS_DIR, read_results, score_column
+from ..metrics.results import (
+    CONFIG_NAME, METRICS_NAME, RESULTS_NAME, RUNS_DIR, is_finished_record, read_results, score_column,
+)
 from .columns import (  # noqa: F401  (BOOKKEEPING_KEYS ... is_score_column: imported by their former module too)
     BOOKKEEPING_KEYS,
     CONFIG_SECTIONS,
@@ -167,6 +169,9 @@ def _table_from_run_folders(folder: Path, runs: Path) -> StudyTable:
             continue
         with open(metrics_file, encoding="utf-8") as f:
             metrics = json.load(f)
+        if not is_finished_record(metrics):  # scores evaluate wrote into a run still training
+            unfinished += 1
+            continue
         nested = metrics.get("metrics", metrics) if isinstance(metrics, dict) else {}
         scores = {
             score_column(metric, score): to_float(value)
@@ -178,7 +183,7 @@ def _table_from_run_folders(folder: Path, runs: Path) -> StudyTable:
     if not records:
         raise InputError(
             f"'{folder}' has no results.csv and none of its {unfinished} run folder(s) is finished (a finished run "
-            f"holds config.yaml and metrics.json). Let the sweep finish, or write the table with "
+            f"holds config.yaml and the sweep's metrics.json). Let the sweep finish, or write the table with "
             f"python -m disentangle.sweep results {folder}."
         )
     keys = sorted({k for _, flat, _ in records for k in flat})

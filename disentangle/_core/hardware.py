@@ -199,13 +199,15 @@ def auto_precision(device: str) -> str:
 
 
 # ---------------------------------------------------------------------------- denormal floats
-def denormals_flushed(elements: int = 0) -> bool:
+def denormals_flushed(elements: int = 0, anywhere: bool = False) -> bool:
     """Whether CPU arithmetic flushes denormal floats (below 1.2e-38 in float32) to zero now: on this
     thread (``elements`` 0), or on every thread of an element-wise operation over ``elements`` values
-    (torch splits one of 2**17 values or more over its intra-op threads)."""
+    (torch splits one of 2**17 values or more over its intra-op threads); with ``anywhere``, on at
+    least one of them."""
     # the largest denormal float32, written as its bits: a conversion from 1e-39 would itself be flushed
     x = torch.full((max(1, elements),), 0x007FFFFF, dtype=torch.int32).view(torch.float32)
-    return bool(((x * 1.0) == 0).all())
+    zeros = (x * 1.0) == 0
+    return bool(zeros.any() if anywhere else zeros.all())
 
 
 def choose_flush_denormal(setting: bool | str, device: torch.device) -> tuple[bool, str]:
@@ -228,10 +230,13 @@ def flush_denormals(on: bool, threads: int = 1) -> str:
     ``torch.set_flush_denormal`` sets the calling thread's mode, and threads inherit it when they are
     created: torch's intra-op threads started before (by an earlier multi-threaded operation of the
     process) keep theirs. So the command-line tools call this before any other work; with
-    ``threads`` above 1 it checks every thread and says where only some flush."""
+    ``threads`` above 1 it checks every thread and says where only some flush, or, turning it off,
+    where some still do (threads started while it was on: a process that trained with it before)."""
     if not torch.set_flush_denormal(on):
         return "unsupported on this CPU"
     if not on:
+        if threads > 1 and denormals_flushed(1 << 18, anywhere=True):
+            return "off on this thread only (torch's other threads were started while it was on, and flush)"
         return "off"
     if threads > 1 and not denormals_flushed(1 << 18):
         return "on this thread only (torch's other threads were started before; set it before any work)"

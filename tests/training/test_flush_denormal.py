@@ -65,6 +65,25 @@ def test_threads_started_before_keep_their_mode_and_it_is_said(mode_restored):
     assert flush_denormals(False) == "off" and not denormals_flushed()
 
 
+def test_turned_off_after_threads_started_flushing_it_is_said():
+    """A process that trained with flushing (its threads started then, and flush) and then trains a
+    run with ``flush_denormal: false``: only the calling thread keeps denormals, and the record says so."""
+    code = (
+        "import torch\n"
+        "from disentangle._core.hardware import flush_denormals, denormals_flushed\n"
+        "torch.set_num_threads(2)\n"
+        "print(flush_denormals(True, 2))\n"
+        "(torch.ones(1 << 22) * 2).sum()\n"  # torch starts its second thread, flushing
+        "print(flush_denormals(False, 2)); print(denormals_flushed(1 << 22, anywhere=True))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "on"
+    if out[2] == "True":  # a second thread started (a machine with one CPU may not start it)
+        assert out[1] == "off on this thread only (torch's other threads were started while it was on, and flush)"
+    else:
+        assert out[1] == "off"
+
+
 def test_the_command_line_sets_it_before_its_threads_start(tmp_path):
     """python -m disentangle.train on two threads: every thread flushes (not the first one only)."""
     run = tmp_path / "run"

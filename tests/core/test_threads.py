@@ -288,3 +288,15 @@ def test_a_sweep_warns_when_workers_times_threads_exceed_the_cpus(tmp_path, monk
     finally:
         logging.getLogger("disentangle").setLevel(package)
     assert not out.exists()
+
+
+def test_a_sweep_s_default_threads_per_run_honour_the_cgroup_quota(monkeypatch):
+    """A container limited to 2 CPUs on a 16-CPU host: 2 workers get one thread each, not eight
+    (the affinity mask alone shows the host's 16)."""
+    from disentangle.sweep.backends.local import available_cores
+
+    monkeypatch.setattr(threads, "affinity_cpus", lambda: 16)
+    monkeypatch.setattr(threads, "cgroup_cpu_quota", lambda: 2.0)
+    assert available_cores() == 2
+    monkeypatch.setattr(threads, "cgroup_cpu_quota", lambda: None)
+    assert available_cores() == 16

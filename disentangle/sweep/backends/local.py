@@ -49,10 +49,12 @@ _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS
 logger = logging.getLogger(__name__)
 
 def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    """The CPUs the workers share (:func:`disentangle._core.threads.usable_cpus`: the affinity mask and
+    the cgroup's CPU quota, so a container limited to 2 CPUs on a larger host gives each of 2 workers
+    one thread, not half the host's)."""
+    from ..._core.threads import usable_cpus
+
+    return usable_cpus()[0]
 
 
 @contextlib.contextmanager

@@ -90,12 +90,16 @@ def exponent_number(text: Any) -> int | float | None:
     if not isinstance(text, str) or not _EXPONENT_FORM.fullmatch(text.strip()):
         return None
     exact = Decimal(text.strip())
+    if exact.adjusted() > 308:  # beyond float64: inf, which the range checks refuse (not an int of 10**400)
+        return float(exact)
     return int(exact) if exact == exact.to_integral_value() else float(exact)
 
 
 def whole_number_hint(text: str) -> str:
     """The fix for a number in exponent form that is not whole (``"3.5e0"``): the integers around it."""
     exact = Decimal(text.strip())
+    if exact.adjusted() > 18:  # no integer setting is that large
+        return "give an integer (3e5 is read as 300000)."
     return f"give an integer (e.g. {math.floor(exact)} or {math.ceil(exact)}; 3e5 is read as 300000)."
 
 

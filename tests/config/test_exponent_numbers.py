@@ -69,3 +69,16 @@ def test_a_sweeps_float_metric_settings_take_exponent_form(tmp_path):
     path.write_text(text.replace("9e-1", "2e0"))
     with pytest.raises(ConfigError, match="diff_quantile"):
         load_sweep(path)
+
+
+def test_an_exponent_beyond_float64_is_refused_by_the_range_checks_not_a_crash():
+    """'1e400' is no int of 401 digits and no OverflowError: it is inf, which a bounded setting refuses."""
+    from disentangle._core import checks
+    from disentangle.errors import ParameterError
+
+    assert checks.exponent_number("1e400") == float("inf") and checks.exponent_number("-1e400") == float("-inf")
+    assert checks.exponent_number("1e23") == 10**23  # whole numbers in float64's range stay exact
+    with pytest.raises(ParameterError, match=r"q must be in \[0, 1\], got '1e400'"):
+        checks.in_range("q", "1e400", 0, 1)
+    with pytest.raises(ParameterError, match=r"steps is '1e400', which is not a whole number; give an integer \(3e5"):
+        checks.integer("steps", "1e400")

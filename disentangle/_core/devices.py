@@ -56,9 +56,12 @@ def check_device(device: Any, name: str = "device") -> torch.device:
     the GPUs present, ``mps`` off an Apple GPU, or another device type that is not available here.
     ``name`` is what the message calls the value (``"map_location"``, ``"device"``, ``"--device"``).
     """
-    here = ", ".join(available_devices())
-    example = f"{name} cpu" if name.startswith("--") else f"{name}='cpu'"  # a command line's option, or a keyword
-    fix = f"Use one of the devices of this machine ({here}), e.g. {example}"
+    def fix() -> str:  # the machine's devices are listed only for a message: a CPU run asks torch nothing
+        here = ", ".join(available_devices())
+        # a command line's option, a config key (train.device=cpu, as an override is written), or a keyword
+        example = f"{name} cpu" if name.startswith("--") else f"{name}=cpu" if "." in name else f"{name}='cpu'"
+        return f"Use one of the devices of this machine ({here}), e.g. {example}"
+
     if isinstance(device, torch.device):
         parsed = device
     else:
@@ -69,7 +72,7 @@ def check_device(device: Any, name: str = "device") -> torch.device:
         except (RuntimeError, TypeError, ValueError):
             raise ConfigError(
                 f"{name} is {device!r}, which is not a device name: devices are named cpu, cuda (a CUDA GPU; "
-                f"cuda:N for the N-th) and mps (an Apple GPU). {fix}."
+                f"cuda:N for the N-th) and mps (an Apple GPU). {fix()}."
             ) from None
     if parsed.type == "cpu":
         return parsed
@@ -78,22 +81,22 @@ def check_device(device: Any, name: str = "device") -> torch.device:
             why = (f"this torch ({torch.__version__}) is built without CUDA" if torch.version.cuda is None
                    else "no CUDA GPU is visible (none present, its driver not loaded, or CUDA_VISIBLE_DEVICES hides it)")
             raise ConfigError(
-                f"{name} is '{device}', but CUDA is not available on this machine: {why}. {fix}, or run on a "
+                f"{name} is '{device}', but CUDA is not available on this machine: {why}. {fix()}, or run on a "
                 f"machine with a CUDA GPU and a torch built for it."
             )
         count = torch.cuda.device_count()
         if parsed.index is not None and parsed.index >= count:
             raise ConfigError(
                 f"{name} is '{device}', but this machine has {count} CUDA device{'s' if count != 1 else ''} "
-                f"(cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}). {fix}."
+                f"(cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}). {fix()}."
             )
         return parsed
     if parsed.type == "mps":
         if not _mps_available():
-            raise ConfigError(f"{name} is '{device}', but MPS (an Apple GPU) is not available on this machine. {fix}.")
+            raise ConfigError(f"{name} is '{device}', but MPS (an Apple GPU) is not available on this machine. {fix()}.")
         return parsed
     if not _other_backend_available(parsed.type):
         raise ConfigError(
-            f"{name} is '{device}', but torch has no usable '{parsed.type}' device on this machine. {fix}."
+            f"{name} is '{device}', but torch has no usable '{parsed.type}' device on this machine. {fix()}."
         )
     return parsed

@@ -303,7 +303,8 @@ def _check_train_out_dir(cfg: TrainConfig) -> None:
 
 def _check_train_device(cfg: TrainConfig) -> None:
     base_device = cfg.device.split(":")[0]
-    if base_device not in DEVICES or (":" in cfg.device and base_device != "cuda"):
+    index = cfg.device.partition(":")[2]
+    if base_device not in DEVICES or (":" in cfg.device and (base_device != "cuda" or not index.isdigit())):
         raise ConfigError(
             f"train.device is '{cfg.device}'.{did_you_mean(cfg.device, DEVICES)} "
             f"Valid choices: {', '.join(DEVICES)} (or cuda:N)."

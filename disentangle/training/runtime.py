@@ -63,18 +63,18 @@ def _mps_available() -> bool:
 
 
 def resolve_device(name: str) -> torch.device:
-    """``auto`` → cuda if available, else mps, else cpu; an unavailable explicit device is an error."""
+    """``auto`` → cuda if available, else mps, else cpu; an explicit device this machine lacks (no CUDA,
+    an index beyond its GPUs, no MPS) is one :class:`~disentangle.ConfigError` naming the devices it
+    has (:func:`disentangle._core.devices.check_device`)."""
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
         if _mps_available():
             return torch.device("mps")
         return torch.device("cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"train.device is '{name}' but CUDA is not available here. Use train.device=auto or cpu.")
-    if name == "mps" and not _mps_available():
-        raise ConfigError("train.device is 'mps' but MPS is not available here. Use train.device=auto or cpu.")
-    return torch.device(name)
+    from .._core.devices import check_device
+
+    return check_device(name, "train.device")
 
 
 def flush_denormals_first(config: Config) -> None:

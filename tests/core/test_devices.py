@@ -127,3 +127,27 @@ def test_the_command_line_tools_check_their_device_before_loading(tool, device, 
     assert code == 2
     err = capsys.readouterr().err
     assert fragment in err and "--device cpu" in err and "Traceback" not in err
+
+
+def test_the_training_device_is_checked_like_every_other(monkeypatch):
+    """train.device: an index that is not a number is refused with the config's other problems; a GPU
+    index beyond this machine's, or CUDA where there is none, is the shared paragraph, with the fix
+    written as an override; a CPU run asks torch nothing about GPUs."""
+    from disentangle.training.runtime import resolve_device
+
+    with pytest.raises(ConfigError, match=r"train.device is 'cuda:abc'. Did you mean 'cuda'\? Valid choices: auto, cpu"):
+        load_config(None, ["train.device=cuda:abc"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ConfigError, match=r"train.device is 'cuda:5', but this machine has 1 CUDA device \(cuda:0\)"):
+        resolve_device("cuda:5")
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"but CUDA is not available on this machine: .* e.g. train.device=cpu"):
+        resolve_device("cuda")
+
+    def asked(*args):
+        raise AssertionError("a CPU run asked torch about CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", asked)
+    assert resolve_device("cpu") == torch.device("cpu") and check_device("cpu") == torch.device("cpu")

@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -314,14 +315,19 @@ def default_output(source: str) -> Path:
     return (path if path.is_dir() else path.parent) / "metrics.json"
 
 
-def check_output(output: Path, given: bool) -> Path:
-    """``output`` checked to be a place a JSON file can be written: not an existing folder, and no
+def check_output(output: str | Path, given: bool) -> Path:
+    """``output`` checked to be a place a JSON file can be written: not an existing folder nor one
+    written as a folder (``results/``, which ``Path`` would read as a file ``results``), and no
     folder above it an existing file. Raises ``ConfigError`` (one paragraph naming the path and a
     file to give instead) before anything is loaded; ``given`` says whether ``--output`` named it."""
-    what = f"--output '{output}'" if given else f"The scores' file, {output} (the default without --output),"
-    if output.is_dir():
+    named_as_folder = isinstance(output, str) and output.endswith(("/", os.sep))
+    output = Path(output)
+    what = f"--output '{output}{'/' if named_as_folder else ''}'" if given else \
+        f"The scores' file, {output} (the default without --output),"
+    if output.is_dir() or named_as_folder:
+        kind = "is a folder" if output.is_dir() else "names a folder (it ends with '/')"
         raise ConfigError(
-            f"{what} is a folder; evaluate writes its scores to one JSON file and would not replace a folder. "
+            f"{what} {kind}; evaluate writes its scores to one JSON file and would not replace a folder. "
             f"Name a file, e.g. --output {output / 'metrics.json'}."
         )
     for parent in output.parents:
@@ -387,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         threads = apply_threads_option(args.threads)
         source = args.run_dir  # a str: zoo:NAME is a name, not a path
         # a folder where the file goes is refused before anything is loaded
-        output = check_output(Path(args.output) if args.output else default_output(source), given=bool(args.output))
+        output = check_output(args.output if args.output else default_output(source), given=bool(args.output))
         check_device(args.device, name="--device")  # "gpu", or cuda without CUDA: one paragraph, not torch's
         model, dataset, config = _load_run(source, args.device, data_overrides)
         # "all" now knows whether there is an encoder, and what the data allows (a grid, labels)

@@ -182,7 +182,8 @@ def publish(
         raise ConfigError(f"Metric settings given for {', '.join(unused)}, which is not among the metrics to compute ({', '.join(metric_names)}).")
     if not run_dir.is_dir():
         raise ConfigError(f"'{run_dir}' is not a run folder (it does not exist or is a file); pass the train.out_dir of a finished run.")
-    check_output_paths(manifest_path, weights_folder)
+    check_output_paths(manifest_path, weights_folder,
+                       named_as_folder=isinstance(manifest, str) and manifest.endswith(("/", os.sep)))
     existing = _manifest.read_manifest(manifest_path)["models"].get(name)
     try:
         model = disentangle.load(run_dir)
@@ -367,13 +368,14 @@ def _first_file_on_the_way(folder: Path) -> Path | None:
     return None
 
 
-def check_output_paths(manifest: Path, weights_folder: Path) -> None:
+def check_output_paths(manifest: Path, weights_folder: Path, named_as_folder: bool = False) -> None:
     """Raise :class:`~disentangle.ConfigError` (one paragraph) before any work when the manifest is a
-    folder, or the weights folder a file, or either lies under a file: where publish would write
-    its two files cannot hold them."""
-    if manifest.is_dir():
+    folder (or was written as one, ``named_as_folder``: ``--manifest newzoo/``, which ``Path`` reads
+    as a file ``newzoo``), or the weights folder a file, or either lies under a file: where publish
+    would write its two files cannot hold them."""
+    if manifest.is_dir() or named_as_folder:
         raise ConfigError(
-            f"--manifest '{manifest}' is a folder, not a manifest file. Give the path of the manifest (a JSON file, "
+            f"--manifest '{manifest}{'/' if named_as_folder else ''}' is a folder, not a manifest file. Give the path of the manifest (a JSON file, "
             f"created when it does not exist), e.g. --manifest {manifest / 'manifest.json'}; its weight files go to "
             f"a weights/ folder beside it unless --weights-dir says otherwise."
         )

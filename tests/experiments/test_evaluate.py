@@ -269,3 +269,8 @@ def test_an_output_that_is_a_folder_exits_2_before_loading(run_dir, tmp_path, ca
     assert main([str(run_dir), "--metrics", "mig", "--output", str(a_file / "x.json"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert f"{a_file} is a file, not a folder" in err and "Traceback" not in err and a_file.read_text() == "{}"
+    # a folder still to be made, written with its slash: not a file named like it
+    assert main([str(run_dir), "--metrics", "mig", "--output", f"{tmp_path / 'new'}/", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --output '{tmp_path / 'new'}/' names a folder (it ends with '/');")
+    assert f"--output {tmp_path / 'new' / 'metrics.json'}" in err and not (tmp_path / "new").exists()

@@ -104,6 +104,7 @@ def test_ctrl_c_keeps_the_finished_metrics_and_a_rerun_computes_only_the_rest(tm
 
 @pytest.mark.parametrize("where, fragment", [
     ("manifest folder", "is a folder, not a manifest file"),
+    ("manifest written as a folder", "newzoo/' is a folder, not a manifest file"),  # not a file named newzoo
     ("manifest under a file", "cannot be written: '{file}' is a file, not a folder"),
     ("weights file", "The weights folder '{file}' (--weights-dir; default: weights/ beside the manifest) is a file"),
     ("weights under a file", "lies under '{file}', which is a file"),
@@ -115,6 +116,7 @@ def test_where_publish_writes_is_checked_before_any_work(where, fragment, tmp_pa
     file.write_text("not a folder")
     options = {
         "manifest folder": ["--manifest", str(tmp_path)],
+        "manifest written as a folder": ["--manifest", f"{tmp_path / 'newzoo'}/"],
         "manifest under a file": ["--manifest", str(file / "manifest.json")],
         "weights file": ["--manifest", str(tmp_path / "zoo" / "manifest.json"), "--weights-dir", str(file)],
         "weights under a file": ["--manifest", str(tmp_path / "zoo" / "manifest.json"), "--weights-dir", str(file / "w")],
@@ -123,3 +125,4 @@ def test_where_publish_writes_is_checked_before_any_work(where, fragment, tmp_pa
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and fragment.format(file=file) in err
     assert spy == [] and not (tiny_run / "metrics.json").exists() and not (tmp_path / "zoo").exists()
+    assert not (tmp_path / "newzoo").exists()

@@ -213,13 +213,13 @@ class JsonlLogger(Callback):
     """``log.jsonl`` in the run folder: one JSON object per log step (``{"step", terms...,
     "steps_per_s", "wall_time_s"}``, with ``"paused_s"`` once the run's process has been stopped:
     the seconds it spent stopped, which ``wall_time_s`` leaves out) and one per evaluation
-    (``{"step", "metrics": scores}``). On
-    resume, records past the checkpoint (a crashed session's) are dropped. Always installed."""
+    (``{"step", "metrics": scores}``). Records past the step a session starts from are dropped: on
+    resume those a crashed session wrote after the checkpoint, on a new run in a folder without a
+    checkpoint those of a session that crashed before its first one. Always installed."""
 
     def on_fit_start(self, trainer: Trainer) -> None:
         self.path = trainer.out_dir / "log.jsonl"
-        if trainer.resumed:
-            truncate_jsonl(self.path, trainer.step)
+        truncate_jsonl(self.path, trainer.step)
 
     def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
         self._write({"step": step, **scalars})
@@ -284,8 +284,9 @@ class TensorBoardLogger(Callback):
     def on_fit_start(self, trainer: Trainer) -> None:
         from ..visualize import TensorBoardLogger as Writer
 
-        # on resume, events a crashed session wrote after the checkpoint are hidden
-        self.writer = Writer(trainer.out_dir, purge_step=trainer.step if trainer.resumed else None)
+        # events a crashed session wrote after the step this one starts from are hidden (the
+        # checkpoint's own step was logged before the checkpoint was written: it stays)
+        self.writer = Writer(trainer.out_dir, purge_step=trainer.step + 1)
 
     def log_images(self, trainer: Trainer) -> None:
         """Reconstructions and a traversal grid of the same images at every picture step."""
@@ -313,14 +314,15 @@ class CsvLogger(Callback):
     (the long, "tidy" layout: new names, such as metric scores, need no new column;
     ``pandas.read_csv(...).pivot(index="step", columns="name", values="value")`` gives the wide
     table). Names are those of :func:`scalar_items` (``kl_per_dim/z3``) and :func:`flat_scores`
-    (``metrics/mig/mig``). On resume, rows past the checkpoint are dropped."""
+    (``metrics/mig/mig``). Rows past the step a session starts from are dropped (a crashed
+    session's, as in ``log.jsonl``)."""
 
     def __init__(self, filename: str = "scalars.csv") -> None:
         self.filename = str(filename)
 
     def on_fit_start(self, trainer: Trainer) -> None:
         self.path = trainer.out_dir / self.filename
-        if trainer.resumed and self.path.exists():
+        if self.path.exists():
             with self.path.open(newline="") as f:
                 rows = [row for row in csv.reader(f)]
             kept = [rows[0]] + [r for r in rows[1:] if len(r) == 3 and r[0].isdigit() and int(r[0]) <= trainer.step]

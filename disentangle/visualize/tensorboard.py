@@ -57,8 +57,9 @@ class TensorBoardLogger:
     >>> logger.close()
 
     ``tensorboard --logdir runs/x`` shows them. The package is checked when the logger is made,
-    before anything is written. On resume from a checkpoint at step ``T``, pass ``purge_step=T``:
-    events at steps ``>= T`` that a crashed run wrote after that checkpoint are then hidden.
+    before anything is written. On resume from a checkpoint at step ``T``, pass ``purge_step=T + 1``:
+    events at steps ``> T`` that a crashed run wrote after that checkpoint are then hidden (step
+    ``T`` itself was written before its checkpoint, and is not written again).
     """
 
     def __init__(

@@ -11,13 +11,15 @@ the order the callbacks are listed, after the built-in ones:
 ``on_step_end(trainer, step, terms)``    after every optimisation step; ``terms`` are the objective's
                                          tensors on the device (reading one as a number waits for the
                                          device: do it every N steps, not every step, on a GPU)
-``on_log(trainer, step, scalars)``       every ``train.log_every`` steps and at the last: the logged
+``on_log(trainer, step, scalars)``       every ``train.log_every`` steps and at a session's last (a
+                                         stop included): the logged
                                          numbers (the terms, ``steps_per_s``, ``wall_time_s``, and
                                          ``paused_s`` once the process has been stopped)
 ``on_evaluate(trainer, step, scores)``   after a metric evaluation (``train.eval_metrics`` every
                                          ``train.eval_every`` steps): ``{metric: {score: value}}``
 ``on_checkpoint(trainer, step, path)``   after a checkpoint is written
-``on_fit_end(trainer, result)``          when the run ends (done, or stopped by a callback): the
+``on_fit_end(trainer, result)``          when the run ends (done, stopped by a callback, or by Ctrl-C or
+                                         SIGTERM once checkpointed): the
                                          :class:`~disentangle.training.TrainResult`
 =======================================  ================================================================
 
@@ -404,9 +406,18 @@ class EarlyStopping(Callback):
             )
 
     def state_dict(self) -> dict[str, Any]:
-        return {"best": self.best, "bad_checks": self.bad_checks}
+        return {"best": self.best, "bad_checks": self.bad_checks, "monitor": self.monitor, "mode": self.mode}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """The best value and the count of a run resumed; not those of another quantity (a resume that
+        changed ``monitor`` or ``mode``, or reordered the callbacks): then counting starts again."""
+        saved = (state.get("monitor", self.monitor), state.get("mode", self.mode))
+        if saved != (self.monitor, self.mode):
+            logging.getLogger(__name__).warning(
+                f"early_stopping monitors {self.monitor} ({self.mode}) in this session and {saved[0]} ({saved[1]}) in "
+                f"the checkpoint's state; its best value and patience count start again."
+            )
+            return
         self.best, self.bad_checks = state.get("best"), int(state.get("bad_checks", 0))
 
 
@@ -645,6 +656,13 @@ class MlflowLogger(Callback):
     def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
         if self.client is not None and self.run_id is not None:
             self.client.set_terminated(self.run_id, "FINISHED" if result.stop_reason is None else "KILLED")
+            self.client = None  # ended: close() has nothing left to do
+
+    def close(self) -> None:
+        """The run ended by an exception: the MLflow run is marked FAILED, not left RUNNING."""
+        if self.client is not None and self.run_id is not None:
+            self.client.set_terminated(self.run_id, "FAILED")
+            self.client = None
 
     def state_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id}
@@ -654,7 +672,7 @@ class MlflowLogger(Callback):
 
 
 #: our callbacks that hold a writer open: the trainer closes them when a run ends by an exception
-CLOSED_ON_EXIT: tuple[type, ...] = (ProgressBar, TensorBoardLogger, WandbLogger)
+CLOSED_ON_EXIT: tuple[type, ...] = (ProgressBar, TensorBoardLogger, WandbLogger, MlflowLogger)
 
 
 def _mlflow_key(key: str) -> str:

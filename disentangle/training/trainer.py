@@ -660,7 +660,6 @@ class Trainer:
         session = _Session(self.step, self.device, pauses)
         self._session = session
         self._session_start, self._pauses = session.start_time, pauses
-        self._on_main(lambda: self._open_run_folder())
         self.model.train()
         self.objective.train()
         cadence = Cadence.from_config(cfg)
@@ -669,6 +668,8 @@ class Trainer:
         on_step_end = [c.on_step_end for c in self.callbacks if _overrides(c, "on_step_end")]
         main = self.rank_info.is_main
         try:
+            # inside: a user's on_fit_start that raises leaves no writer of ours open
+            self._on_main(lambda: self._open_run_folder())
             interrupt.install()
             pauses.install()
             while self.step < cfg.steps:
@@ -681,21 +682,27 @@ class Trainer:
                         hook(self, self.step, detached)
                 due = cadence.due(self.step)
                 if "log" in due:
-                    self._check_finite(session)
-                    # global-batch values: a rank's term is a mean over its rows or a whole-batch quantity
-                    tensors = distributed.mean_over_ranks({k: v for k, v in terms.items() if isinstance(v, torch.Tensor)})
-                    session.terms = {k: _to_loggable(tensors.get(k, v)) for k, v in terms.items()}
+                    self._log_terms(session, terms)
                 events = [event for event in due if event in self._file_handlers]
                 if events:  # rank 0 writes and evaluates; an error there is raised on every rank
                     self._on_main(functools.partial(self._write_events, session, events))
                 stop = self._stop_requested(interrupt, due)
+                if stop and "log" not in due and cadence.log:  # a session's last step is logged, as a run's last is
+                    self._log_terms(session, terms)
+                    self._on_main(functools.partial(self._write_events, session, ["log"]))
                 if "checkpoint" in due or stop:
                     self._check_finite(session)
                     with session.outside_the_loop():
                         self.save_checkpoint()
                         self._on_main(lambda: self._notify("on_checkpoint", self.step, self.checkpoint_path))
                 if stop and interrupt.requested:
-                    interrupt.deliver()  # KeyboardInterrupt on Ctrl-C or SIGTERM; a deferred signal's handler may exit
+                    try:
+                        interrupt.deliver()  # KeyboardInterrupt on Ctrl-C or SIGTERM; a deferred signal's handler may exit
+                    except BaseException:  # the run ends here, checkpointed: its callbacks hear it, as for a stop
+                        self.stop_reason = self.stop_reason or "interrupted (Ctrl-C or a termination signal)"
+                        ended = TrainResult(self.out_dir, self.step, session.terms, self.stop_reason)
+                        self._on_main(lambda: self._notify("on_fit_end", ended))
+                        raise
                     # the deferred handlers returned: train on, unless other ranks stop with this one
                     if distributed.is_distributed() and self.stop_reason is None:
                         self.stop_reason = "stopped by a signal on this or another process"
@@ -769,6 +776,13 @@ class Trainer:
                 self.config.train.precision,
             )
         self._notify("on_fit_start")
+
+    def _log_terms(self, session: _Session, terms: dict[str, Any]) -> None:
+        """The step's terms as logged (``session.terms``), after the non-finite check."""
+        self._check_finite(session)
+        # global-batch values: a rank's term is a mean over its rows or a whole-batch quantity
+        tensors = distributed.mean_over_ranks({k: v for k, v in terms.items() if isinstance(v, torch.Tensor)})
+        session.terms = {k: _to_loggable(tensors.get(k, v)) for k, v in terms.items()}
 
     def _check_finite(self, session: _Session) -> None:
         """Raise :class:`NonFiniteLossError` on every rank if any rank saw a non-finite loss since
@@ -898,9 +912,10 @@ class _Session:
 
 
 def _overrides(callback: Any, hook: str) -> bool:
-    """Whether ``callback`` has ``hook`` other than :class:`Callback`'s, which does nothing."""
-    method = getattr(type(callback), hook, None)
-    return method is not None and method is not getattr(Callback, hook)
+    """Whether ``callback`` has ``hook`` other than :class:`Callback`'s, which does nothing: a method
+    of its class, or a function set on the object itself (a callback need not subclass Callback)."""
+    method = getattr(callback, hook, None)
+    return method is not None and getattr(method, "__func__", method) is not getattr(Callback, hook)
 
 
 def fit(

@@ -9,11 +9,10 @@ from ._core.threads import default_wait_policy as _default_wait_policy  # noqa: 
 
 _default_wait_policy()
 
-import logging as _logging  # noqa: E402
-
-# a library's messages go through logging, shown where the application (our CLIs: --quiet,
-# --verbose) installs a handler; Python shows warnings without one
-_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+# The package's messages go through logging (the logger "disentangle"), shown where the application
+# installs a handler (our command lines: --quiet, --verbose). No NullHandler here: without any
+# handler, Python's last resort shows warnings and errors on stderr, so a notebook or a script that
+# configured nothing still sees a warning the guides promise (a setting that does nothing, a slowdown).
 
 from . import _compat  # noqa: E402
 from ._core.registry import Registry  # noqa: E402

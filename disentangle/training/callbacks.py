@@ -614,13 +614,16 @@ class MlflowLogger(Callback):
     URI (``sqlite:///mlflow.db``, ``http://host:5000``). MLflow 3 keeps its file store in maintenance
     mode and refuses it unless ``MLFLOW_ALLOW_FILE_STORE`` is true: for the default store that
     variable is set to true in this process unless you set it. The MLflow run id is kept in the
-    checkpoint, so a resumed run continues the same MLflow run."""
+    checkpoint, so a resumed run continues the same MLflow run; MLflow cannot delete points, so a
+    resumed session does not log again a value at a step the MLflow run already holds (one that a
+    crashed session logged after its checkpoint: on a CPU the same value, as resume is bit-exact)."""
 
     def __init__(self, experiment: str = "disentangle", tracking_uri: str | None = None,
                  run_name: str | None = None) -> None:
         self.experiment, self.tracking_uri, self.run_name = experiment, tracking_uri, run_name
         self.run_id: str | None = None
         self.client: Any = None
+        self._held: dict[str, set[int]] | None = None  # resumed: the steps each key already has
         _require("mlflow", "mlflow", "mlflow")
 
     def on_fit_start(self, trainer: Trainer) -> None:
@@ -630,6 +633,7 @@ class MlflowLogger(Callback):
             uri = (trainer.out_dir / "mlruns").resolve().as_uri()
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self.client = mlflow.tracking.MlflowClient(tracking_uri=uri)
+        self._held = {} if self.run_id is not None else None
         if self.run_id is None:
             found = self.client.get_experiment_by_name(self.experiment)
             experiment_id = found.experiment_id if found else self.client.create_experiment(self.experiment)
@@ -643,9 +647,19 @@ class MlflowLogger(Callback):
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [Metric(_mlflow_key(k), v, now, step) for k, v in values.items()]
+        metrics = [Metric(_mlflow_key(k), v, now, step) for k, v in values.items()
+                   if step not in self._steps_held(_mlflow_key(k))]
         if metrics:
             self.client.log_batch(self.run_id, metrics=metrics)
+
+    def _steps_held(self, key: str) -> set[int]:
+        """The steps at which the MLflow run already has ``key``: none for a new run; read once per
+        key in a resumed session."""
+        if self._held is None:
+            return set()
+        if key not in self._held:
+            self._held[key] = {m.step for m in self.client.get_metric_history(self.run_id, key)}
+        return self._held[key]
 
     def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
         self._log(step, {f"train/{k}": v for k, v in scalar_items(scalars).items()})

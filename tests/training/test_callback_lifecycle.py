@@ -82,3 +82,26 @@ def test_early_stopping_state_goes_back_only_into_the_same_quantity(tmp_path, ti
     same = EarlyStopping(monitor="recon", patience=50)  # saved by the session above: taken back
     fit(load_config(None, tiny_overrides(run, steps=8)), resume=True, callbacks=[same])
     assert same.best is not None
+
+
+def test_mlflow_after_a_crash_holds_each_step_once_and_says_how_the_run_ended(tmp_path, tiny_overrides):
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    class Crash(Callback):
+        def on_step_end(self, trainer, step, terms) -> None:
+            if step == 7:
+                raise RuntimeError("crashed")
+
+    run = tmp_path / "run"
+    overrides = tiny_overrides(run, steps=8, **{"train.callbacks": "[{name: mlflow, experiment: tests}]"})
+    with pytest.raises(RuntimeError, match="crashed"):
+        fit(load_config(None, overrides), callbacks=[Crash()])  # logged 2, 4, 6; checkpoint at 4
+    client = MlflowClient(tracking_uri=(run / "mlruns").resolve().as_uri())
+    (found,) = client.search_runs([client.get_experiment_by_name("tests").experiment_id])
+    assert found.info.status == "FAILED"  # not left RUNNING
+    fit(load_config(None, overrides), resume=True)
+    (found,) = client.search_runs([client.get_experiment_by_name("tests").experiment_id])
+    assert found.info.status == "FINISHED"
+    steps = sorted(m.step for m in client.get_metric_history(found.info.run_id, "train/loss"))
+    assert steps == [2, 4, 6, 8]

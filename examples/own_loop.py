@@ -25,7 +25,7 @@ from disentangle.data import build_dataset
 from disentangle.data.labels import LabelsSpec, make_labelled_set
 from disentangle.models import VAE
 from disentangle.objectives import OBJECTIVES, Objective
-from disentangle.training import random_source
+from disentangle.training import batch_to_device, random_source
 from disentangle.training.conv_transpose import use_convolution_kernels
 from disentangle.training.optim import build_schedulers, optimizer_factory
 from disentangle.training.precision import Precision
@@ -96,7 +96,8 @@ def build(config: Config, device: str | torch.device | None = None) -> Parts:
     precision = Precision(config.train.precision, device)
 
     # 5. Two generators, seeded from config.seed, one per random stream.
-    data_generator = torch.Generator(device=device)
+    # the data's on the dataset's device: the host for a streamed one (data.placement: stream)
+    data_generator = torch.Generator(device=getattr(dataset, "device", device))
     data_generator.manual_seed(stream_seed(config.seed, Stream.DATA))
     noise_generator = torch.Generator(device=device)
     noise_generator.manual_seed(stream_seed(config.seed, Stream.NOISE))
@@ -128,6 +129,7 @@ def train_step(parts: Parts, step: int, batch_size: int) -> dict[str, torch.Tens
     """One training step: a batch, the objective's update(s), the end of the iteration."""
     with random_source(parts.noise_generator):  # the objective's draws come from the noise generator
         batch = parts.objective.sample_batch(parts.dataset, batch_size, parts.data_generator)
+        batch = batch_to_device(batch, parts.device)  # a streamed dataset's batch comes from the host
         # the objective steps its optimizers itself: "model" once (β-VAE), or "model" then
         # "discriminator" (FactorVAE), ... always through precision.minimize / precision.step
         terms = parts.objective.train_step(

@@ -271,8 +271,11 @@ def _to_loggable(value: Any) -> Any:
     return value
 
 
-def _to_device(batch: Any, device: torch.device) -> Any:
-    """The batch on the training device; host tensors go through pinned memory to CUDA."""
+def batch_to_device(batch: Any, device: torch.device) -> Any:
+    """``batch`` (a tensor, or a tuple or named tuple of them, as ``objective.sample_batch`` returns)
+    on the training ``device``; host tensors go through pinned memory to CUDA. A dataset kept on the
+    host (``data.placement: stream``, data larger than the device's memory) draws its batches there;
+    a loop of your own moves them with this, as the trainer does."""
     if isinstance(batch, torch.Tensor):
         if batch.device == device:
             return batch
@@ -280,9 +283,12 @@ def _to_device(batch: Any, device: torch.device) -> Any:
             return batch.pin_memory().to(device, non_blocking=True)
         return batch.to(device)
     if isinstance(batch, tuple):
-        parts = [_to_device(p, device) for p in batch]
+        parts = [batch_to_device(p, device) for p in batch]
         return type(batch)(*parts) if hasattr(batch, "_fields") else tuple(parts)
     return batch
+
+
+_to_device = batch_to_device
 
 
 @dataclass

@@ -97,3 +97,22 @@ def test_the_lightning_module_trains_the_trainers_losses(reference, monkeypatch)
     state = module.model.state_dict()
     for key, value in weights.items():
         torch.testing.assert_close(state[key], value, rtol=1e-5, atol=1e-5, msg=key)
+
+
+def test_a_batch_drawn_on_the_host_goes_to_the_training_device():
+    """batch_to_device, for a loop over a streamed dataset: tensors, tuples and named tuples (pairs of
+    the weak objectives) keep their structure and land on the device (here torch's meta device)."""
+    from collections import namedtuple
+
+    import torch
+
+    from disentangle.training import batch_to_device
+
+    Pair = namedtuple("Pair", "first second")
+    meta = torch.device("meta")
+    moved = batch_to_device(Pair(torch.zeros(2, 1, 4, 4), torch.ones(2, 1, 4, 4)), meta)
+    assert isinstance(moved, Pair) and moved.first.device == meta and moved.second.shape == (2, 1, 4, 4)
+    moved = batch_to_device((torch.zeros(3), torch.zeros(3, dtype=torch.long)), meta)
+    assert type(moved) is tuple and [t.device for t in moved] == [meta, meta] and moved[1].dtype == torch.long
+    same = torch.zeros(2)
+    assert batch_to_device(same, torch.device("cpu")) is same

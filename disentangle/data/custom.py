@@ -150,6 +150,13 @@ def from_arrays(
     if images.dtype == np.bool_:
         images = images.astype(np.uint8)
     elif np.issubdtype(images.dtype, np.floating):
+        finite = np.isfinite(images)
+        if not finite.all():
+            first = int(np.argwhere(~finite)[0][0])
+            raise ValueError(
+                f"float images hold NaN or infinite values ({int((~finite).sum()):,} of them; the first in image "
+                f"{first}); expected values in [0, 1]. Find where they come from and fix or drop those images."
+            )
         if images.size and (images.min() < 0 or images.max() > 1):
             raise ValueError("float images must lie in [0, 1]; pass uint8 images otherwise.")
         images = np.round(images * 255).astype(np.uint8)
@@ -157,6 +164,10 @@ def from_arrays(
         raise TypeError(f"images must be uint8, bool or float in [0, 1], got {images.dtype}.")
     if grid not in (True, False, "auto"):
         raise ValueError(f"grid must be 'auto', True or False, got {grid!r}.")
+    if factor_classes is None and (factor_names is not None or factor_values is not None):
+        given = "factor_names" if factor_names is not None else "factor_values"
+        raise ValueError(f"{given} were given without factor_classes: they name or value the classes of labelled "
+                         "images. Pass factor_classes (an (N, K) integer array) too, or leave them out.")
     if factor_classes is not None and len(factor_classes) != images.shape[0]:
         raise ValueError(f"{images.shape[0]} images but {len(factor_classes)} rows of factor_classes.")
     if factor_classes is None or grid is False or (grid == "auto" and not is_complete_grid(factor_classes)):
@@ -166,8 +177,13 @@ def from_arrays(
         if scale is None:
             scale = 1.0 if int(images.max(initial=0)) <= 1 else 1.0 / 255.0
         labels = None if factor_classes is None else np.asarray(factor_classes)
-        return SampleDataset(to_nchw_uint8(images, fmt).to(device), labels, factor_names, scale=scale,
-                             name=name or f"{images.shape[0]:,} images from arrays")
+        if labels is not None and factor_names is None and labels.ndim in (1, 2):
+            factor_names = [f"factor{k}" for k in range(1 if labels.ndim == 1 else labels.shape[1])]  # as a grid's
+        sample = SampleDataset(to_nchw_uint8(images, fmt).to(device), labels, factor_names, scale=scale,
+                               name=name or f"{images.shape[0]:,} images from arrays")
+        if factor_values is not None:
+            sample.factor_values = [np.asarray(v) for v in factor_values]
+        return sample
     sizes, order = grid_order(np.asarray(factor_classes))
     if factor_names is None:
         factor_names = tuple(f"factor{k}" for k in range(len(sizes)))

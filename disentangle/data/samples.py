@@ -292,7 +292,7 @@ def from_torch(
     labels: np.ndarray | None = None
     has_labels: bool | None = None
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, shuffle=False,
-                        collate_fn=lambda items: items)
+                        collate_fn=_as_they_are)
     start = 0
     for items in loader:
         for offset, item in enumerate(items):
@@ -308,6 +308,12 @@ def from_torch(
                 images = torch.empty((n, *image.shape), dtype=torch.uint8)
                 if has_labels:
                     labels = np.empty((n, len(label)), dtype=np.int64)
+            elif image.shape[0] != images.shape[1]:
+                raise ValueError(
+                    f"{what}: item {index} has {image.shape[0]} channel(s), item 0 {images.shape[1]}; every image "
+                    "must have the same channels. Convert them in the dataset's transform (PIL's "
+                    "image.convert('RGB') for colour, or 'L' for grey)."
+                )
             elif image.shape != images.shape[1:]:
                 raise ValueError(
                     f"{what}: item {index} is an image of shape {tuple(image.shape)}, item 0 one of "
@@ -344,6 +350,12 @@ def _split_item(item: Any, index: int, what: str) -> tuple[Any, np.ndarray | Non
     return item, None
 
 
+def _as_they_are(items: list[Any]) -> list[Any]:
+    """The data loader's batch: the items unchanged (a module function: workers that are spawned,
+    not forked, as on macOS and Windows, must pickle it)."""
+    return items
+
+
 def _is_image(value: Any) -> bool:
     return isinstance(value, (torch.Tensor, np.ndarray)) or type(value).__module__.startswith("PIL")
 
@@ -356,7 +368,9 @@ def _image_to_uint8(image: Any, index: int, what: str) -> torch.Tensor:
     """An item's image as a ``(C, H, W)`` uint8 tensor: ``(H, W, C)`` (numpy's and PIL's layout) when
     its last axis has 1, 3 or 4 entries and its first has not, else ``(C, H, W)``."""
     if type(image).__module__.startswith("PIL"):
-        array = np.asarray(image.convert("RGB") if image.mode not in ("L", "RGB") else image)
+        from .image_folder import _to_l_or_rgb  # as an image folder reads it: 16-bit scaled, alpha on black
+
+        array = np.asarray(_to_l_or_rgb(image))
         array = array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
         return torch.from_numpy(np.array(array, order="C"))  # a copy: PIL's buffer is read-only
     if isinstance(image, np.ndarray):
@@ -377,6 +391,11 @@ def _image_to_uint8(image: Any, index: int, what: str) -> torch.Tensor:
     if image.dtype == torch.uint8:
         return image
     if image.is_floating_point():
+        if not bool(torch.isfinite(image).all()):
+            raise ValueError(
+                f"{what}: item {index} is a float image with NaN or infinite values; expected values in [0, 1]. "
+                "Find where they come from (a division by zero in a transform, a broken file) and fix or drop them."
+            )
         lo, hi = float(image.min()), float(image.max())
         if lo < 0 or hi > 1:
             raise ValueError(

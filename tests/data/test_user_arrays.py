@@ -1,0 +1,61 @@
+"""The user's images given as arrays (from_arrays) or a torch dataset (from_torch): what a PIL image
+holds is read as an image folder reads it (16-bit scaled, alpha composited on black), NaN pixels are
+refused, mixed channel counts say so, spawned loader workers work, and a sample's names and values
+are those the docstring promises."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from disentangle.data import from_arrays, from_torch
+
+
+def test_pil_images_are_read_as_an_image_folder_reads_them():
+    ramp = (np.arange(400, dtype=np.uint16).reshape(20, 20) * 150)  # 16-bit values up to 59,850
+    read = from_torch([Image.fromarray(ramp)]).images[0, 0].numpy()
+    assert read.max() == round(59850 * 255 / 65535) and (read == 255).mean() == 0  # scaled, not clipped at 255
+    white_transparent = np.zeros((20, 20, 4), np.uint8)
+    white_transparent[..., :3] = 255  # alpha 0 everywhere: on black, as an image folder composites it
+    assert int(from_torch([Image.fromarray(white_transparent, "RGBA")]).images.max()) == 0
+
+
+def test_mixed_channel_counts_name_the_fix_not_a_resize():
+    with pytest.raises(ValueError, match=r"item 1 has 1 channel\(s\), item 0 3; every image must have the same "
+                                         r"channels. Convert them"):
+        from_torch([Image.new("RGB", (20, 20)), Image.new("L", (20, 20))])
+
+
+def test_nan_pixels_are_refused_not_turned_into_black():
+    images = np.random.default_rng(0).random((8, 20, 20, 3))
+    images[5, 1, 2, 0] = np.nan
+    with pytest.raises(ValueError, match=r"hold NaN or infinite values \(1 of them; the first in image 5\)"):
+        from_arrays(images)
+    tensor = torch.rand(3, 20, 20)
+    tensor[0, 0, 0] = float("inf")
+    with pytest.raises(ValueError, match="item 2 is a float image with NaN or infinite values"):
+        from_torch([torch.rand(3, 20, 20), torch.rand(3, 20, 20), tensor])
+
+
+def test_spawned_loader_workers_can_take_the_items():
+    """num_workers > 0 where workers are spawned (macOS, Windows; forkserver on Linux from Python 3.14):
+    the data loader pickles its collate function for them, so it must not be a lambda."""
+    import pickle
+
+    from disentangle.data import samples
+
+    assert pickle.loads(pickle.dumps(samples._as_they_are)) is samples._as_they_are
+    images = [torch.full((1, 8, 8), i, dtype=torch.uint8) for i in range(4)]
+    assert from_torch(images, num_workers=1).images[:, 0, 0, 0].tolist() == [0, 1, 2, 3]
+
+
+def test_a_labelled_sample_has_the_names_and_values_of_the_docstring():
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (6, 20, 20), dtype=np.uint8)
+    classes = np.array([[0, 1], [1, 0], [0, 1], [1, 1], [0, 0], [1, 1]])  # duplicates: a sample, not a grid
+    sample = from_arrays(images, classes, factor_values=[np.array([0.5, 1.0]), np.array([10.0, 20.0])])
+    assert list(sample.factor_names) == ["factor0", "factor1"]
+    assert [list(v) for v in sample.factor_values] == [[0.5, 1.0], [10.0, 20.0]]
+    with pytest.raises(ValueError, match="factor_names were given without factor_classes"):
+        from_arrays(images, factor_names=["size"])

@@ -83,6 +83,7 @@ from .image_folder import (
     check_image_size,
     crop_and_resize,
     decode_images,
+    memory_mapped,
     source_prefix,
 )
 from .samples import SampleDataset, choose_placement
@@ -503,6 +504,8 @@ def _build(
         and choose_placement("auto", store.array.stat().st_size, device)[0] == "stream")
     decoded = cached_decode(store, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix, mmap=stream)
     placed, reason = choose_placement(placement, decoded.images.nbytes, device)
+    if placed == "stream":
+        decoded = memory_mapped(store, size, decoded)
     labels = classes[[row[name] for name in decoded.names]]
     images_tensor = torch.from_numpy(decoded.images)
     dataset = SampleDataset(

@@ -406,6 +406,16 @@ class CacheFiles:
                     pass
 
 
+def memory_mapped(files: CacheFiles, size: int, decoded: Decoded) -> Decoded:
+    """``decoded`` with its images memory-mapped from the cache file: a streamed dataset
+    (``placement: stream``, chosen by ``auto`` only once the first decode has measured the images)
+    keeps them in the file, not in memory."""
+    if isinstance(decoded.images, np.memmap):
+        return decoded
+    reread = files.load(size, mmap=True)
+    return decoded if reread is None else Decoded(reread[0], decoded.names, decoded.skipped)
+
+
 def cached_decode(
     files: CacheFiles, size: int, build: Callable[[], Decoded], *, what: str, skip_unreadable: bool, fix: str,
     mmap: bool = False,
@@ -568,6 +578,8 @@ def image_folder(
     decoded = cached_decode(files, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix, mmap=stream)
     placed, reason = choose_placement(placement, decoded.images.nbytes, device)
     stream = placed == "stream"
+    if stream:
+        decoded = memory_mapped(files, size, decoded)
     images = torch.from_numpy(decoded.images)
     dataset = SampleDataset(images if stream else images.to(device), None, name=f"image folder {folder}",
                             stream=stream)

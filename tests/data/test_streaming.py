@@ -123,3 +123,16 @@ def test_celeba_streams_with_its_labels(tmp_path):
     assert streamed.stream and not held.stream and streamed.placement_reason == "set"
     assert torch.equal(streamed.images, held.images) and np.array_equal(streamed.labels, held.labels)
     assert streamed.factor_names == held.factor_names and len(streamed.factor_names) == 40
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/maps"), reason="reads Linux's /proc/self/maps")
+def test_auto_streaming_on_the_first_build_maps_the_cache_file_too(folder, tmp_path, monkeypatch):
+    """auto learns the images' size by decoding them the first time: when it then streams, the images
+    are the cache file's pages from that first build on, not the decoded copy in memory."""
+    from disentangle.data import image_folder as module
+
+    monkeypatch.setattr(module, "choose_placement", lambda setting, nbytes, device: ("stream", "auto: faked"))
+    cache = tmp_path / "cache"
+    first = build_dataset({"name": "image_folder", "path": str(folder), "image_size": 16, "cache": str(cache)})
+    assert first.stream and not any(cache.rglob("*.tmp*"))
+    assert _mapped_file(first.images.data_ptr()) == str(next(cache.rglob("*.npy")).resolve())

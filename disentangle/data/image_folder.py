@@ -477,12 +477,15 @@ def _check_params(*, image_size: Any = 64, channels: Any = "auto", **_: Any) -> 
 
 @dataclass(frozen=True)
 class ImageFile:
-    """One image found in the folder: its ``/``-separated path relative to it, and the size and
-    modification time (ns) that key the cache (-1 where it cannot be read: a broken link)."""
+    """One image found in the folder: its ``/``-separated path relative to it, and the size,
+    modification time and status-change time (ns) that key the cache (-1 where it cannot be read: a
+    broken link). The status-change time moves with any write, even one that restores the
+    modification time (``cp -p``, ``rsync -a``), and cannot be set back."""
 
     name: str
     size: int
     mtime_ns: int
+    ctime_ns: int = -1
 
 
 def list_images(folder: Path) -> tuple[list[ImageFile], list[str]]:
@@ -508,9 +511,9 @@ def list_images(folder: Path) -> tuple[list[ImageFile], list[str]]:
                 continue
             try:
                 stat = os.stat(os.path.join(dirpath, filename))
-                images.append(ImageFile(relative, int(stat.st_size), int(stat.st_mtime_ns)))
+                images.append(ImageFile(relative, int(stat.st_size), int(stat.st_mtime_ns), int(stat.st_ctime_ns)))
             except OSError:  # a broken link: listed, then reported as unreadable
-                images.append(ImageFile(relative, -1, -1))
+                images.append(ImageFile(relative, -1, -1, -1))
     images.sort(key=lambda f: f.name)
     others.sort()
     return images, others
@@ -560,10 +563,11 @@ def image_folder(
             f"file{'s' if len(others) > 1 else ''} ({shown}) {'have' if len(others) > 1 else 'has'} none of the accepted extensions {extensions} (any case). Convert them to one of those "
             "formats, or point data.path to the folder of the images."
         )
+    _say_what_is_left_out(folder, others)
     what = f"the image folder {folder}"
     fix = "Delete or replace them, or set data.skip_unreadable: true to skip them with a warning."
     settings = {"dataset": "image_folder", "image_size": size, "channels": channels}
-    key = cache_key({**settings, "files": [[f.name, f.size, f.mtime_ns] for f in found]})
+    key = cache_key({**settings, "files": [[f.name, f.size, f.mtime_ns, f.ctime_ns] for f in found]})
     files = CacheFiles(cache_folder(cache, "image_folder"), source_prefix(folder, "image_folder", settings), key)
 
     def build() -> Decoded:
@@ -592,6 +596,29 @@ def image_folder(
 
 
 image_folder.validate_params = _check_params  # type: ignore[attr-defined]  # config-time value checks
+
+
+def _say_what_is_left_out(folder: Path, others: list[str]) -> None:
+    """Log the files of an image folder that are not read: a warning for images in a format left out
+    (a TIFF scan, a PGM face set: Pillow reads them, the folder does not), counted by extension;
+    information for the rest (a README, a labels file)."""
+    if not others:
+        return
+    from collections import Counter
+
+    from PIL import Image
+
+    pillow = set(Image.registered_extensions())
+    counts = Counter(Path(name).suffix.lower() or "(no extension)" for name in others)
+    images = {ext: n for ext, n in counts.items() if ext in pillow}
+    rest = sum(n for ext, n in counts.items() if ext not in pillow)
+    if images:
+        listed = ", ".join(f"{n:,} {ext}" for ext, n in sorted(images.items(), key=lambda item: -item[1]))
+        logger.warning(
+            "The image folder %s holds images in formats it does not read (%s), left out. Convert them to one of "
+            "%s to use them.", folder, listed, ", ".join(IMAGE_EXTENSIONS))
+    if rest:
+        logger.info("The image folder %s: %d other file%s left out (not images).", folder, rest, "s" if rest > 1 else "")
 
 
 def _path_opener(path: Path) -> Callable[[], Path]:

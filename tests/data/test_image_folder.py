@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -206,13 +207,21 @@ def test_the_default_cache_is_under_the_dataset_cache_root(small_folder, tmp_pat
     assert Path(ds.cache_file).parent == tmp_path / "root" / "image_folder"
 
 
-@pytest.mark.parametrize("change", ["touch", "add", "remove", "rename"])
+@pytest.mark.parametrize("change", ["touch", "add", "remove", "rename", "rewritten, times restored"])
 def test_any_change_of_a_file_invalidates_the_cache(small_folder, tmp_path, monkeypatch, change):
-    first = build(small_folder, tmp_path, image_size=8)
     target = small_folder / "1.png"
+    if change == "rewritten, times restored":  # stored uncompressed: a rewrite keeps the size
+        Image.open(target).convert("RGB").save(target, compress_level=0)
+    first = build(small_folder, tmp_path, image_size=8)
     if change == "touch":
         stat = target.stat()
         os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    elif change == "rewritten, times restored":  # same size, same modification time (cp -p, rsync -a)
+        stat = target.stat()
+        time.sleep(0.01)  # the status-change time moves on
+        Image.fromarray(255 - np.asarray(Image.open(target))).save(target, compress_level=0)
+        os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert (target.stat().st_size, target.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
     elif change == "add":
         Image.fromarray(noise(10, 12)).save(small_folder / "9.png")
     elif change == "remove":
@@ -432,3 +441,18 @@ def test_a_resume_whose_folder_moved_says_the_path_is_part_of_the_run(tmp_path, 
     assert "cannot change on resume" in err and "ln -s NEW_PLACE imgs" in err
     (tmp_path / "imgs").symlink_to(tmp_path / "moved")
     assert main(["--quiet", "--resume", "run", "train.steps=4"]) == 0  # the old path, linked
+
+
+def test_images_in_formats_left_out_are_warned_about_by_extension(small_folder, tmp_path, caplog):
+    """A TIFF scan or a PGM face set beside the PNGs is not silently lost: the warning counts them by
+    extension and names the formats that are read; a README is information only."""
+    for i in range(3):
+        Image.fromarray(noise(10, 12)).save(small_folder / f"scan{i}.tif")
+    Image.fromarray(noise(10, 12, 1)[..., 0]).save(small_folder / "face.pgm")
+    (small_folder / "README.txt").write_text("notes")
+    caplog.set_level(logging.INFO, logger="disentangle")
+    build(small_folder, tmp_path, image_size=8)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "holds images in formats it does not read (3 .tif, 1 .pgm), left out. Convert them to one of .png" in warning
+    assert any("1 other file left out (not images)" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.INFO)

@@ -58,7 +58,12 @@ def infer_layout(shape: Sequence[int]) -> str:
         return "NHWC"
     if second_is_c and not last_is_c:
         return "NCHW"
-    raise ValueError(f"cannot tell whether images of shape {tuple(shape)} are NHWC or NCHW; pass layout=.")
+    hint = ""
+    if 4 in (shape[1], shape[3]) and not (last_is_c or second_is_c):
+        hint = (" A channel axis of 4 is often RGBA: composite the alpha first (rgb * alpha on black, as an image "
+                "folder does), or give the layout to train on the 4 channels as they are.")
+    raise ValueError(f"cannot tell whether images of shape {tuple(shape)} are NHWC or NCHW (a channel axis has 1 or "
+                     f"3 entries); pass layout='NHWC' or 'NCHW' (data.layout in an npz config).{hint}")
 
 
 def is_complete_grid(factor_classes) -> bool:

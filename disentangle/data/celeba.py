@@ -275,14 +275,28 @@ def _is_image(name: str) -> bool:
     return not base.startswith(".") and os.path.splitext(base)[1].lower() in IMAGE_EXTENSIONS
 
 
+def _images_folder(root: Path) -> Path | None:
+    """The extracted ``img_align_celeba/``: in ``root``, or in ``root/Img/`` (the Drive folder's
+    layout, extracted in place); in either, the folder one level down when the archive was
+    extracted into a folder of its own name (``img_align_celeba/img_align_celeba/``, Kaggle's)."""
+    for folder in (root / IMAGES_FOLDER, root / "Img" / IMAGES_FOLDER):
+        if not folder.is_dir():
+            continue
+        nested = folder / IMAGES_FOLDER
+        if nested.is_dir() and not any(_is_image(e.name) for e in os.scandir(folder) if e.is_file()):
+            return nested
+        return folder
+    return None
+
+
 class _Images:
     """The JPEGs of ``img_align_celeba/`` or ``img_align_celeba.zip``, by file name."""
 
     def __init__(self, root: Path) -> None:
-        folder = root / IMAGES_FOLDER
+        folder = _images_folder(root)
         archive = _find(root, IMAGES_ZIP, "Img")
         self.zip: zipfile.ZipFile | None = None
-        if folder.is_dir():
+        if folder is not None:
             self.source = folder
             with os.scandir(folder) as entries:
                 self.members = {e.name: e.name for e in entries if _is_image(e.name)}

@@ -185,6 +185,19 @@ def test_through_build_dataset_with_the_official_subfolders(tmp_path, monkeypatc
     assert Path(ds.cache_file).parent == tmp_path / "cache_root" / "celeba"
 
 
+@pytest.mark.parametrize("layout", ["Img/img_align_celeba", "img_align_celeba/img_align_celeba"])
+def test_the_images_extracted_where_the_archive_lay_are_found(tmp_path, layout):
+    """The Drive folder's Img/ zip extracted in place (and the zip deleted), or an archive extracted
+    into a folder of its own name (Kaggle's): the same images as the official layout."""
+    reference = build(write_celeba(tmp_path / "official"), tmp_path, image_size=16)
+    root = write_celeba(tmp_path / "moved")
+    (root / "img_align_celeba").rename(tmp_path / "images")
+    (root / layout).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "images").rename(root / layout)
+    moved = build(root, tmp_path, image_size=16)
+    assert torch.equal(reference.images, moved.images) and moved.files == reference.files
+
+
 # ---------------------------------------------------------------------- bad files
 def _rewrite(root: Path, name: str, text: str) -> None:
     (root / name).write_text(text)

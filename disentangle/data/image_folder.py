@@ -65,6 +65,7 @@ from .._core.atomic import atomic_write, atomic_write_json
 from ..errors import CorruptDataFileError, DataPathNotFoundError, ParameterError
 from . import DATASETS
 from .download import default_cache_dir, require_path
+from .image_modes import to_l_or_rgb
 from .samples import SampleDataset, choose_placement
 
 logger = logging.getLogger(__name__)
@@ -110,36 +111,7 @@ def decode_image(source: str | os.PathLike | BinaryIO) -> Any:
             image = ImageOps.exif_transpose(opened)
         except _UNREADABLE:  # a malformed EXIF block: keep the pixels as stored
             image = opened.copy()
-    return _to_l_or_rgb(image)
-
-
-def _to_l_or_rgb(image: Any) -> Any:
-    """``image`` in mode ``"L"`` or ``"RGB"`` (module docstring)."""
-    from PIL import Image
-
-    mode = image.mode
-    if mode in ("L", "RGB"):
-        return image
-    if mode == "1":
-        return image.convert("L")
-    if mode == "I" or mode.startswith("I;16"):
-        values = np.asarray(image).astype(np.int64)
-        values = np.clip(values, 0, 65535)
-        return Image.fromarray(((values * 255 + 32767) // 65535).astype(np.uint8), "L")
-    if mode == "P":
-        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
-        mode = image.mode
-        if mode == "RGB":
-            return image
-    if mode in ("PA", "La", "RGBa"):
-        image = image.convert("LA" if mode == "La" else "RGBA")
-        mode = image.mode
-    if mode in ("LA", "RGBA"):
-        array = np.asarray(image).astype(np.uint32)
-        colour, alpha = array[..., :-1], array[..., -1:]
-        composited = ((colour * alpha + 127) // 255).astype(np.uint8)  # round(c * a / 255)
-        return Image.fromarray(composited[..., 0] if mode == "LA" else composited, "L" if mode == "LA" else "RGB")
-    return image.convert("RGB")
+    return to_l_or_rgb(image)
 
 
 def _lanczos() -> Any:

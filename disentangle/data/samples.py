@@ -29,6 +29,7 @@ import torch
 from .._core.devices import check_device
 from ..errors import NotAGridError
 from .base import BatchShard, current_sampling_shard, gather_rows, rendering_shard
+from .image_modes import to_l_or_rgb
 
 logger = logging.getLogger(__name__)
 
@@ -368,9 +369,7 @@ def _image_to_uint8(image: Any, index: int, what: str) -> torch.Tensor:
     """An item's image as a ``(C, H, W)`` uint8 tensor: ``(H, W, C)`` (numpy's and PIL's layout) when
     its last axis has 1, 3 or 4 entries and its first has not, else ``(C, H, W)``."""
     if type(image).__module__.startswith("PIL"):
-        from .image_folder import _to_l_or_rgb  # as an image folder reads it: 16-bit scaled, alpha on black
-
-        array = np.asarray(_to_l_or_rgb(image))
+        array = np.asarray(to_l_or_rgb(image))  # as an image folder reads it: 16-bit scaled, alpha on black
         array = array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
         return torch.from_numpy(np.array(array, order="C"))  # a copy: PIL's buffer is read-only
     if isinstance(image, np.ndarray):

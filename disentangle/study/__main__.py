@@ -123,9 +123,8 @@ def _write_centrality(sweep: str, out: str, points: int, progress: bool) -> str:
 
     from .._core.atomic import atomic_write_text
     from ..errors import InputError
-    from .centrality import centrality_matrix, model_centrality
-
     from ..metrics.results import is_finished_record, read_json
+    from .centrality import centrality_matrix, model_centrality
 
     runs = sorted(p for p in (Path(sweep) / "runs").glob("*") if is_finished_record(read_json(p / "metrics.json")))
     if len(runs) < 2:

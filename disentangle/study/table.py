@@ -29,7 +29,13 @@ import numpy as np
 from .._core.registry import did_you_mean
 from ..errors import ConfigError, InputError
 from ..metrics.results import (
-    CONFIG_NAME, METRICS_NAME, RESULTS_NAME, RUNS_DIR, is_finished_record, read_results, score_column,
+    CONFIG_NAME,
+    METRICS_NAME,
+    RESULTS_NAME,
+    RUNS_DIR,
+    is_finished_record,
+    read_results,
+    score_column,
 )
 from .columns import (  # noqa: F401  (BOOKKEEPING_KEYS ... is_score_column: imported by their former module too)
     BOOKKEEPING_KEYS,

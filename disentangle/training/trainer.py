@@ -707,7 +707,7 @@ class Trainer:
                     except BaseException:  # the run ends here, checkpointed: its callbacks hear it, as for a stop
                         self.stop_reason = self.stop_reason or "interrupted (Ctrl-C or a termination signal)"
                         ended = TrainResult(self.out_dir, self.step, session.terms, self.stop_reason)
-                        self._on_main(lambda: self._notify("on_fit_end", ended))
+                        self._on_main(functools.partial(self._notify, "on_fit_end", ended))
                         raise
                     # the deferred handlers returned: train on, unless other ranks stop with this one
                     if distributed.is_distributed() and self.stop_reason is None:

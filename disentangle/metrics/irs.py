@@ -43,7 +43,7 @@ def irs(
     the same seed):
 
     * Each factor's classes are discretised into ``num_bins`` equal-width histogram bins (as the
-      reference does with its factors; a factor with at most ``num_bins + 1`` classes keeps one bin
+      reference does with its factors; a factor with at most ``num_bins`` classes keeps one bin
       per class, dSprites' 40 orientations and 32 positions are merged into 20 bins).
     * Code dimensions of zero variance on the sample are dropped (``z`` below are the others).
     * For code ``j`` and factor ``k``: ``E_jk = mean over the bins b of factor k of

@@ -240,3 +240,32 @@ def test_evaluate_metrics_gives_the_array_cores_on_the_drawn_codes():
     assert set(results["jemmig"]) == {"jemmig", "jemmig_a", "jemmig_b", "jemmig_c"}
     assert set(results["mig_sup"]) == {"mig_sup", "mig_sup_0", "mig_sup_1", "mig_sup_2", "mig_sup_3"}
     assert 0.05 < results["dcimig"]["dcimig"] < 0.95  # an informative, entangled code: neither end
+
+
+def test_mig_sup_in_li_et_al_s_convention_matches_an_independent_computation():
+    """convention="paper" (Li et al.'s code): each I(z_j; v_k) over H(v_k) before the ranking, the mean
+    over active dimensions only. A perfect copy of dSprites-like factors padded with collapsed units:
+    the review's convention halves the score, the paper's does not; checked against scikit-learn's
+    mutual information and scipy's entropy on the same binned codes."""
+    from scipy.stats import entropy
+    from sklearn.metrics import mutual_info_score
+
+    rng = np.random.default_rng(0)
+    sizes = (3, 6, 40, 32, 32)
+    factors = np.stack([rng.integers(0, k, 10_000) for k in sizes], axis=1)
+    collapsed = rng.normal(0.0, 1e-3, (10_000, 5))
+    codes = np.concatenate([factors / np.array(sizes), collapsed], axis=1)
+    paper = mig_sup_from_codes(codes, factors, num_bins=20, convention="paper")
+    review = mig_sup_from_codes(codes, factors, num_bins=20)
+    binned = histogram_discretize(codes, 20)
+    h = np.array([entropy(np.bincount(factors[:, k])) for k in range(len(sizes))])
+    expected = []
+    for j in range(5):  # the active dimensions (the collapsed ones' variance is 1e-6)
+        normed = sorted((mutual_info_score(factors[:, k], binned[:, j]) / h[k] for k in range(len(sizes))),
+                        reverse=True)
+        expected.append(normed[0] - normed[1])
+    assert paper["mig_sup"] == pytest.approx(np.mean(expected), rel=1e-9)
+    assert [paper[f"mig_sup_{j}"] for j in range(5, 10)] == [0.0] * 5
+    assert 0.85 < paper["mig_sup"] < 0.95 and 0.45 < review["mig_sup"] < 0.55
+    with pytest.raises(Exception, match="convention"):
+        mig_sup(dataset(), perfect, num_train=100, convention="article")

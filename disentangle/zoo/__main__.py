@@ -7,10 +7,11 @@
     python -m disentangle.zoo publish RUN_DIR --name NAME [--manifest FILE] [--weights-dir DIR]
                                       [--metrics mig,dci] [--set METRIC.KEY=VALUE] [--url URL]
                                       [--recipe NAME] [--notes TEXT] [--wall-time SECONDS] [--force]
+                                      [--allow-partial]
 
 For example ``python -m disentangle.zoo info beta_tcvae-sprites-beta6-cpu20k-ref-s0``. Bad input (an
 unknown name, method or dataset, a bad option) prints one paragraph on stderr and exits with status
-2; a file that cannot be fetched or verified exits with status 1; a closed output pipe (``... |
+2; a file that cannot be fetched or verified exits with status 3; a closed output pipe (``... |
 head``) ends it quietly (:mod:`disentangle._core.cli`).
 """
 from __future__ import annotations
@@ -79,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--notes", default="", help="free text stored in the manifest (e.g. the schedule)")
     pu.add_argument("--wall-time", type=float, default=None, help="training wall time in seconds (default: from log.jsonl)")
     pu.add_argument("--force", action="store_true", help="replace an entry or file with other weights")
+    pu.add_argument("--allow-partial", action="store_true",
+                    help="publish a run that has not reached its train.steps (recorded with the steps it trained)")
     pu.add_argument("--no-progress", action="store_true", help="no progress bar while the metrics are computed")
     add_threads_option(pu)
     add_import_option(pu)
@@ -186,7 +189,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     from .. import zoo
 
-    name = args.name[len(ZOO_PREFIX):] if args.name.startswith(ZOO_PREFIX) else args.name  # as the other commands
+    name = _without_prefix(args.name)  # zoo:NAME, as --config and load write it, or NAME
     record = zoo.info(name)
     if args.json:
         print(json.dumps(record, indent=2, default=str))
@@ -208,7 +211,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_fetch(args: argparse.Namespace) -> int:
     from .. import zoo
 
-    print(zoo.fetch(args.name))
+    print(zoo.fetch(_without_prefix(args.name)))
     return 0
 
 
@@ -220,7 +223,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             f"verify takes a NAME or --all, not both: python -m disentangle.zoo verify {args.name} checks that "
             f"model, python -m disentangle.zoo verify (or --all) every pretrained model."
         )
-    results = zoo.verify(args.name)
+    results = zoo.verify(_without_prefix(args.name) if args.name else args.name)
     for r in results:
         print(f"{r.status:<8}  {r.name}  {r.path or ''}  {r.detail}")
     bad = [r for r in results if not r.ok]
@@ -246,7 +249,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         args.run_dir, args.name, manifest=args.manifest, weights_dir=args.weights_dir,
         metrics=metrics if args.metrics else None,  # None: the defaults, which its messages say
         metric_settings=settings, urls=args.urls, recipe=args.recipe, notes=args.notes,
-        wall_time_s=args.wall_time, force=args.force, progress=show_progress(args),
+        wall_time_s=args.wall_time, force=args.force, progress=show_progress(args), allow_partial=args.allow_partial,
     )
     print(f"published {args.name}: {record['file']} ({record['size']} bytes, sha256 {record['sha256']})")
     for metric, scores in record["metrics"].items():
@@ -255,6 +258,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"list": cmd_list, "info": cmd_info, "fetch": cmd_fetch, "verify": cmd_verify, "publish": cmd_publish}
+
+
+def _without_prefix(name: str) -> str:
+    """``NAME`` from ``zoo:NAME`` (as ``--config`` and ``disentangle.load`` write it), else ``name``."""
+    return name[len(ZOO_PREFIX):] if name.startswith(ZOO_PREFIX) else name
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,21 @@ def check_name(name: str) -> str:
     return name
 
 
+def check_not_a_recipe(name: str) -> None:
+    """Refuse a pretrained name that is a recipe's: a generated recipe (``beta_vae-dsprites-beta4-s0``)
+    or a shipped config (``quickstart``). The catalog takes a pretrained model's entry over a recipe
+    of the same name, so publishing it would change what ``--config zoo:NAME`` trains."""
+    from ..config.sources import shipped_config_names
+    from .recipes import parse_generated
+
+    if parse_generated(name) is not None or name in shipped_config_names():
+        raise ConfigError(
+            f"'{name}' is the name of a zoo recipe; a pretrained model of that name would replace the recipe "
+            f"(python -m disentangle.zoo info {name}, --config zoo:{name}). Name the model with its schedule, "
+            f"e.g. {name.rsplit('-s', 1)[0] if '-s' in name else name}-cpu20k{'-s' + name.rsplit('-s', 1)[1] if '-s' in name else ''}."
+        )
+
+
 def machine_info() -> dict[str, Any]:
     """The machine publishing the model: OS, architecture, CPU model and its x86 family/model, core
     count, torch's CPU capability and the CPU's native bf16 flags, torch (and the GPU when there is one)."""
@@ -150,6 +165,7 @@ def publish(
     machine: dict[str, Any] | None = None,
     force: bool = False,
     progress: bool = False,
+    allow_partial: bool = False,
 ) -> dict[str, Any]:
     """Publish the run in ``run_dir`` as the pretrained model ``name``; returns its manifest record.
 
@@ -162,7 +178,11 @@ def publish(
     weight file and the manifest entry are written after the last). An existing entry ``name`` with
     other weights is replaced only with ``force``. A metric that cannot run on the run's data (a
     supervised metric on an image folder), a manifest that is a folder or a weights folder that is a
-    file raise :class:`~disentangle.ConfigError` before anything is computed or written.
+    file raise :class:`~disentangle.ConfigError` before anything is computed or written, as do a
+    ``name`` that is a recipe's (a generated recipe such as ``beta_vae-dsprites-beta4-s0``, or a
+    shipped config: the model would replace the recipe under ``--config zoo:NAME``) and a run that
+    has not reached its ``train.steps`` (its config would not describe the weights; ``allow_partial``
+    publishes it, with ``train.steps`` recorded as the steps it trained).
     """
     import disentangle
 
@@ -172,6 +192,7 @@ def publish(
     from .recipes import name_of_model_number
 
     check_name(name)
+    check_not_a_recipe(name)
     run_dir = Path(run_dir)
     manifest_path = Path(manifest) if manifest is not None else _manifest.SHIPPED_MANIFEST
     weights_folder = Path(weights_dir) if weights_dir is not None else manifest_path.parent / "weights"
@@ -190,6 +211,16 @@ def publish(
     except CheckpointError as err:
         raise DisentangleError(f"Cannot publish '{run_dir}': {err}") from None
     config = model.config
+    planned = int((config.get("train") or {}).get("steps") or 0)
+    if model.trained_steps < planned:
+        if not allow_partial:
+            raise ConfigError(
+                f"Cannot publish '{run_dir}' as '{name}': it trained {model.trained_steps:,} of its "
+                f"{planned:,} steps (train.steps), so its config, which --config zoo:{name} trains, would not "
+                f"describe these weights. Finish the run (python -m disentangle.train --resume {run_dir}), or "
+                f"pass --allow-partial to publish it as it is, recorded with train.steps {model.trained_steps:,}."
+            )
+        config = {**config, "train": {**config["train"], "steps": int(model.trained_steps)}}
     given = getattr(model, "data_given", None)
     if given is not None:
         raise ConfigError(

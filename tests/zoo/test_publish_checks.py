@@ -126,3 +126,39 @@ def test_where_publish_writes_is_checked_before_any_work(where, fragment, tmp_pa
     assert err.startswith("error: ") and err.count("\n") == 1 and fragment.format(file=file) in err
     assert spy == [] and not (tiny_run / "metrics.json").exists() and not (tmp_path / "zoo").exists()
     assert not (tmp_path / "newzoo").exists()
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("beta_vae-dsprites-beta4-s0", "e.g. beta_vae-dsprites-beta4-cpu20k-s0"),  # a generated recipe
+    ("quickstart", "e.g. quickstart-cpu20k"),  # a shipped config
+])
+def test_a_recipe_s_name_is_refused_before_any_work(name, fragment, tmp_path, tiny_run, capsys, spy):
+    """The catalog takes a pretrained entry over a recipe of the same name: publishing one would change
+    what --config zoo:NAME trains."""
+    manifest = tmp_path / "zoo" / "manifest.json"
+    assert zoo_main(["publish", str(tiny_run), "--name", name, "--metrics", "mig", "--manifest", str(manifest),
+                     *FAST[:2]]) == 2
+    err = capsys.readouterr().err
+    assert f"'{name}' is the name of a zoo recipe; a pretrained model of that name would replace the recipe" in err
+    assert fragment in err and spy == [] and not manifest.parent.exists()
+
+
+def test_an_unfinished_run_is_refused_unless_allowed_and_then_recorded_as_trained(tmp_path, tiny_overrides, capsys):
+    from disentangle.training import Callback
+
+    class StopAt4(Callback):
+        def on_step_end(self, trainer, step, terms) -> None:
+            if step == 4:
+                trainer.request_stop("stopped at 4")
+
+    partial = tmp_path / "partial"
+    fit(load_config(None, tiny_overrides(partial, steps=8)), callbacks=[StopAt4()])  # 4 of its 8 steps
+    manifest = tmp_path / "zoo" / "manifest.json"
+    argv = ["publish", str(partial), "--name", "tiny-s0", "--metrics", "mig", "--manifest", str(manifest), *FAST[:2]]
+    assert zoo_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "it trained 4 of its 8 steps (train.steps)" in err and "--allow-partial" in err
+    assert not manifest.parent.exists()
+    assert zoo_main([*argv, "--allow-partial"]) == 0, capsys.readouterr().err
+    record = json.loads(manifest.read_text())["models"]["tiny-s0"]
+    assert record["config"]["train"]["steps"] == 4

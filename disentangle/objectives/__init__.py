@@ -23,9 +23,17 @@ def published_objective_state(config: Mapping[str, Any], state: Mapping[str, tor
     """The entries of an objective's ``state`` (a checkpoint's ``"objective"`` section) that the
     model of a run of ``config`` is used with: those its class names in
     :attr:`~disentangle.objectives.base.Objective.published_state` (QLAE's ``codebook``), detached;
-    ``{}`` for every other objective, or an objective this version does not know."""
+    ``{}`` for every other objective, or an objective not registered here (a plugin's that was not
+    imported: a warning says what may be missing when its checkpoint holds state)."""
     name = (config.get("objective") or {}).get("name")
     if name not in OBJECTIVES:
+        if state:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "the run's objective '%s' is not registered in this process (a plugin's: import its module, or "
+                "pass --import MODULE), so any of its state the model uses (a codebook, as QLAE's) is left out; "
+                "encode and decode use the networks alone.", name)
         return {}
     keys = getattr(OBJECTIVES.get(name), "published_state", ())
     return {key: state[key].detach() for key in keys if key in state}

@@ -211,6 +211,15 @@ def publish(
     except CheckpointError as err:
         raise DisentangleError(f"Cannot publish '{run_dir}': {err}") from None
     config = model.config
+    from ..objectives import OBJECTIVES
+
+    objective_name = (config.get("objective") or {}).get("name")
+    if objective_name not in OBJECTIVES:
+        raise ConfigError(
+            f"Cannot publish '{run_dir}': its objective '{objective_name}' is not registered in this process (a "
+            f"plugin's), so the state its model needs could not be told apart. Import the module that registers it "
+            f"(python -m disentangle.zoo publish --import MODULE ..., or import it before calling publish)."
+        )
     planned = int((config.get("train") or {}).get("steps") or 0)
     if model.trained_steps < planned:
         if not allow_partial:

@@ -162,3 +162,36 @@ def test_an_unfinished_run_is_refused_unless_allowed_and_then_recorded_as_traine
     assert zoo_main([*argv, "--allow-partial"]) == 0, capsys.readouterr().err
     record = json.loads(manifest.read_text())["models"]["tiny-s0"]
     assert record["config"]["train"]["steps"] == 4
+
+
+def test_a_run_of_an_objective_not_registered_here_is_refused_and_loads_with_a_warning(
+        tmp_path, tiny_run, capsys, caplog):
+    """A plugin's objective not imported: publish cannot tell the state its model needs (a codebook),
+    so it refuses; load warns that such state is left out (encode and decode still work)."""
+    import logging
+
+    import torch
+
+    import disentangle
+    from disentangle.training.checkpoint import DIGEST_KEY, atomic_save
+
+    run = tmp_path / "plugin_run"
+    shutil.copytree(tiny_run, run)
+    for name in ("checkpoint.pt", "checkpoint.prev.pt"):
+        if (run / name).exists():
+            saved = torch.load(run / name, weights_only=True)
+            saved.pop(DIGEST_KEY, None)
+            saved["config"]["objective"]["name"] = "_a_plugin_objective"
+            saved["objective"] = {"codebook": torch.zeros(2, 3)}
+            atomic_save(saved, run / name)
+    manifest = tmp_path / "zoo" / "manifest.json"
+    assert zoo_main(["publish", str(run), "--name", "plugin-s0", "--metrics", "mig", "--manifest", str(manifest),
+                     *FAST[:2]]) == 2
+    err = capsys.readouterr().err
+    assert "its objective '_a_plugin_objective' is not registered in this process" in err and "--import" in err
+    assert not manifest.parent.exists()
+    caplog.set_level(logging.WARNING, logger="disentangle")
+    model = disentangle.load(run)
+    assert model.trained_steps == 4
+    assert any("the run's objective '_a_plugin_objective' is not registered in this process" in r.getMessage()
+               for r in caplog.records)

@@ -31,8 +31,10 @@ with ``--config zoo:NAME``, and loading it is refused with a message naming its 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,9 +190,31 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     return _read(path) if path.exists() else {"format": FORMAT_VERSION, "models": {}}
 
 
+@contextlib.contextmanager
+def locked(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on the manifest at ``path`` (a ``.lock`` file beside it, ``flock``) so
+    that two publishes into one manifest read, check and write it one after the other; where
+    ``fcntl`` does not exist (Windows) nothing is locked. Re-entrant within a process is not needed:
+    callers take it once, around the read-check-write."""
+    path = Path(path)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def write_entry(path: str | Path, name: str, record: dict[str, Any]) -> None:
     """Add or replace ``name`` in the manifest at ``path`` (atomic rewrite, sorted names); a retired
-    model of that name is brought back (its retired record is dropped)."""
+    model of that name is brought back (its retired record is dropped). The caller holds
+    :func:`locked` where another process may write the same manifest."""
     path = Path(path)
     data = read_manifest(path)
     data["format"] = FORMAT_VERSION

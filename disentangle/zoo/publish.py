@@ -270,15 +270,7 @@ def publish(
         if _same_content(previous, data):
             data = previous
     sha256 = sha256_bytes(data)
-    if existing is not None and existing.get("sha256") != sha256 and not force:
-        raise ConfigError(
-            f"The manifest {manifest_path} already has a model '{name}' with other weights (sha256 "
-            f"{existing.get('sha256')}). Choose another name, or pass --force to replace it."
-        )
-    if weight_path.is_file() and not force and sha256_bytes(weight_path.read_bytes()) != sha256:
-        raise ConfigError(
-            f"{weight_path} exists and holds other weights. Choose another name or weights folder, or pass --force to replace it."
-        )
+    _check_not_other_weights(manifest_path, weight_path, name, sha256, force)
 
     record = _read_metrics_json(run_dir)
     seed = record["seed"] if record.get("seed") is not None else int(config.get("seed", 0) or 0)
@@ -305,29 +297,47 @@ def publish(
             raise KeyboardInterrupt(_interrupted_message(run_dir, missing, computed)) from None
     scores = {m: recorded[m] for m in metric_names}
 
-    atomic_write_bytes(weight_path, data)
-    record = {
-        "file": _relative_to(weight_path, manifest_path.parent),
-        "sha256": sha256,
-        "size": len(data),
-        "urls": list(urls) or list((existing or {}).get("urls") or []),
-        "recipe": recipe,
-        "model_number": model_number_for_config(config),
-        "config": config,
-        "trained_steps": model.trained_steps,
-        "wall_time_s": wall_time_s,
-        "wall_time_source": wall_source,
-        "machine": metadata["machine"],
-        "library_version": disentangle.__version__,
-        "torch_version": metadata["torch_version"],
-        "published": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "metrics": scores,
-        "metrics_seed": seed,
-        "metrics_settings": settings,
-        "notes": notes,
-    }
-    _manifest.write_entry(manifest_path, name, record)
+    with _manifest.locked(manifest_path):
+        # checked again under the lock: another publish may have written this name since the check
+        # before the metrics (which can take hours)
+        _check_not_other_weights(manifest_path, weight_path, name, sha256, force)
+        atomic_write_bytes(weight_path, data)
+        record = {
+            "file": _relative_to(weight_path, manifest_path.parent),
+            "sha256": sha256,
+            "size": len(data),
+            "urls": list(urls) or list((existing or {}).get("urls") or []),
+            "recipe": recipe,
+            "model_number": model_number_for_config(config),
+            "config": config,
+            "trained_steps": model.trained_steps,
+            "wall_time_s": wall_time_s,
+            "wall_time_source": wall_source,
+            "machine": metadata["machine"],
+            "library_version": disentangle.__version__,
+            "torch_version": metadata["torch_version"],
+            "published": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "metrics": scores,
+            "metrics_seed": seed,
+            "metrics_settings": settings,
+            "notes": notes,
+        }
+        _manifest.write_entry(manifest_path, name, record)
     return record
+
+
+def _check_not_other_weights(manifest_path: Path, weight_path: Path, name: str, sha256: str, force: bool) -> None:
+    """Refuse (unless ``force``) a manifest entry ``name`` or a weight file that holds other weights."""
+    existing = _manifest.read_manifest(manifest_path)["models"].get(name)
+    if existing is not None and existing.get("sha256") != sha256 and not force:
+        raise ConfigError(
+            f"The manifest {manifest_path} already has a model '{name}' with other weights (sha256 "
+            f"{existing.get('sha256')}). Choose another name, or pass --force to replace it."
+        )
+    if weight_path.is_file() and not force and sha256_bytes(weight_path.read_bytes()) != sha256:
+        raise ConfigError(
+            f"{weight_path} exists and holds other weights. Choose another name or weights folder, or pass --force to replace it."
+        )
 
 
 def _evaluate(evaluate_metrics, dataset, model, names, seed, settings, progress, finished=None):

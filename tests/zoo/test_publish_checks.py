@@ -195,3 +195,27 @@ def test_a_run_of_an_objective_not_registered_here_is_refused_and_loads_with_a_w
     assert model.trained_steps == 4
     assert any("the run's objective '_a_plugin_objective' is not registered in this process" in r.getMessage()
                for r in caplog.records)
+
+
+def test_a_name_taken_while_the_metrics_ran_is_checked_again_before_writing(tmp_path, tiny_run, monkeypatch):
+    """Two publishes of different runs under one name: the check before the metrics passes for both;
+    the one that writes second finds the other's entry under the manifest's lock and refuses."""
+    from disentangle.errors import ConfigError
+    from disentangle.zoo import manifest as manifest_module
+    from disentangle.zoo.publish import publish
+
+    manifest = tmp_path / "zoo" / "manifest.json"
+    real = disentangle.metrics.evaluate_metrics
+
+    def meanwhile_another_publish(dataset, representation, names, **kwargs):
+        manifest_module.write_entry(manifest, "tiny-s0", {"file": "weights/tiny-s0.safetensors", "sha256": "0" * 64,
+                                                          "size": 1, "config": {}, "metrics": {}})
+        return real(dataset, representation, names, **kwargs)
+
+    monkeypatch.setattr(disentangle.metrics, "evaluate_metrics", meanwhile_another_publish)
+    with pytest.raises(ConfigError, match="already has a model 'tiny-s0' with other weights"):
+        publish(tiny_run_copy := shutil.copytree(tiny_run, tmp_path / "run"), "tiny-s0", manifest=manifest,
+                metrics=["mig"], metric_settings={"mig": {"num_train": 200}})
+    assert json.loads(manifest.read_text())["models"]["tiny-s0"]["sha256"] == "0" * 64  # the other's, kept
+    assert not (manifest.parent / "weights" / "tiny-s0.safetensors").exists() and tiny_run_copy.exists()
+    assert (manifest.parent / "manifest.json.lock").exists()

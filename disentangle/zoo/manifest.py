@@ -96,14 +96,27 @@ def _read(path: Path) -> dict[str, Any]:
         raise ManifestError(f"The zoo manifest {path} cannot be read as JSON ({err}).") from None
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise ManifestError(f"The zoo manifest {path} has no 'models' mapping; it is not a disentangle zoo manifest.")
-    if data.get("format", FORMAT_VERSION) > FORMAT_VERSION:
+    version = data.get("format", FORMAT_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ManifestError(
+            f"The zoo manifest {path} has format {version!r}; it must be a whole number ({FORMAT_VERSION} for this "
+            f"library). Write \"format\": {FORMAT_VERSION}, or leave it out."
+        )
+    if version > FORMAT_VERSION:
         raise ManifestError(
             f"The zoo manifest {path} has format {data.get('format')}, newer than this library reads "
             f"({FORMAT_VERSION}); upgrade disentangle."
         )
     for name, record in data["models"].items():
-        if not isinstance(record, dict) or not isinstance(record.get("sha256"), str) or len(record["sha256"]) != 64:
+        digest = record.get("sha256") if isinstance(record, dict) else None
+        if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdefABCDEF" for c in digest):
             raise ManifestError(f"The zoo manifest {path}: entry '{name}' has no valid sha256 (64 hex digits).")
+        urls = record.get("urls")
+        if urls is not None and (not isinstance(urls, list) or not all(isinstance(u, str) for u in urls)):
+            raise ManifestError(
+                f"The zoo manifest {path}: entry '{name}' has 'urls' {urls!r}; it must be a list of URLs, e.g. "
+                f"[\"https://example.org/{name}.safetensors\"], or be left out."
+            )
         _check_file(path, name, record)
         size = record.get("size")
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):

@@ -103,6 +103,27 @@ def test_a_manifest_size_must_be_a_byte_count(tmp_path, monkeypatch):
         zoo_manifest.entries()
 
 
+@pytest.mark.parametrize("change, fragment", [
+    ({"format": "1"}, "has format '1'; it must be a whole number"),
+    ({"urls": "https://example.org/m.safetensors"}, "has 'urls' 'https://example.org/m.safetensors'; it must be a list"),
+    ({"sha256": "z" * 64}, "has no valid sha256 (64 hex digits)"),
+])
+def test_a_hand_written_manifest_s_wrong_types_are_one_paragraph(tmp_path, monkeypatch, capsys, change, fragment):
+    """A string format crashed `zoo list` with a TypeError; a string of urls was split into characters
+    ('Download ... from h'); a sha256 of 64 non-hex characters was taken."""
+    entry = {"file": "m.safetensors", "sha256": "0" * 64, "size": 10, **{k: v for k, v in change.items() if k != "format"}}
+    path = user_manifest(tmp_path, {"m-s0": entry})
+    if "format" in change:
+        data = json.loads(path.read_text())
+        data["format"] = change["format"]
+        path.write_text(json.dumps(data))
+    monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", str(path))
+    with pytest.raises(zoo.ManifestError, match=re.escape(fragment)):
+        zoo_manifest.entries()
+    code, _, err_text = cli(capsys, "list")
+    assert code != 0 and err_text.startswith("error: ") and "Traceback" not in err_text
+
+
 # ---------------------------------------------------------------------- downloads cut at the size
 class _Endless(http.server.BaseHTTPRequestHandler):
     """Serves ``/endless`` (no Content-Length, bytes until the client hangs up, at most 64 MiB) and

@@ -173,20 +173,28 @@ def remedy(entry: Entry) -> str:
 def verify_entry(entry: Entry) -> Verification:
     """Hash every local copy of ``entry`` (the manifest's file, the cache); nothing is downloaded.
 
-    ``"mismatch"`` if any copy present has another sha256, ``"ok"`` if a copy matches and none
-    mismatches, ``"missing"`` if there is no copy but a source to fetch it from, ``"unavailable"``
-    if there is neither; :attr:`Verification.remedy` says what to do.
+    ``"ok"`` if a copy matches (the one loading uses; a damaged other copy is named in the detail),
+    ``"mismatch"`` if copies are present and none matches, ``"missing"`` if there is no copy but a
+    source to fetch it from, ``"unavailable"`` if there is neither; :attr:`Verification.remedy`
+    says what to do.
     """
     found: list[tuple[Path, str]] = []
     for path in (entry.local_path, cache_file(entry)):
         if path is not None and path.is_file():
             found.append((path, file_hash(path, "sha256")))
     bad = [(p, h) for p, h in found if h != entry.sha256]
+    good = [p for p, h in found if h == entry.sha256]
+    if good:  # the copy fetch_entry loads (the manifest's file first, then the cache)
+        if bad:
+            path, actual = bad[0]
+            return Verification(entry.name, "ok", good[0], f"sha256 {entry.sha256}; the damaged copy {path} "
+                                f"(sha256 {actual}) is not used: delete it")
+        return Verification(entry.name, "ok", good[0], f"sha256 {entry.sha256}")
     if bad:
         path, actual = bad[0]
-        return Verification(entry.name, "mismatch", path, f"sha256 {actual}, manifest {entry.sha256}", remedy(entry))
-    if found:
-        return Verification(entry.name, "ok", found[0][0], f"sha256 {entry.sha256}")
+        fix = (f"delete it and fetch it again: python -m disentangle.zoo fetch {entry.name}"
+               if path == cache_file(entry) and (entry.urls or os.environ.get(MIRROR_ENV)) else remedy(entry))
+        return Verification(entry.name, "mismatch", path, f"sha256 {actual}, manifest {entry.sha256}", fix)
     if not (entry.urls or os.environ.get(MIRROR_ENV)):
         return Verification(entry.name, "unavailable", None, "no copy on disk and no URL to fetch it from", remedy(entry))
     return Verification(entry.name, "missing", None, f"not downloaded (fetch it: python -m disentangle.zoo fetch {entry.name})")

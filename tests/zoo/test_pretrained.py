@@ -367,6 +367,19 @@ def test_cli_bad_input_exits_2_with_one_paragraph(argv, fragment, capsys):
     assert code == 2 and err.startswith("error: ") and fragment in err and err.count("\n") == 1
 
 
+def test_a_damaged_cache_copy_beside_a_good_file_is_named_not_reported_unloadable(published, monkeypatch, isolated):
+    """verify follows what loading uses: the manifest's good file loads, so the model is ok, and the
+    damaged cache copy is named with its fix (not 'reinstall the package')."""
+    monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", str(published[1]))
+    cached = isolated / "zoo" / f"{NAME}.safetensors"
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"garbage")
+    (result,) = zoo.verify(NAME)
+    assert result.status == "ok" and result.path == weight_file(published)
+    assert f"the damaged copy {cached}" in result.detail and "delete it" in result.detail
+    assert_same_weights(zoo.load(NAME), published[0])
+
+
 def test_cli_publish_into_a_user_zoo_and_verify_a_corrupt_file(tmp_path, published, monkeypatch, capsys):
     manifest, weights = tmp_path / "mine" / "manifest.json", tmp_path / "blobs"
     code, out, err = cli(capsys, "publish", str(published[0]), "--name", "mine-s0", "--manifest", str(manifest),

@@ -129,6 +129,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.retired:
         return _list_retired(args)
     rows = []
+    pretrained = set(zoo.names(pretrained=True))
     for name in zoo.names(pretrained=args.pretrained):
         raw = zoo.config_dict(name)
         objective = (raw.get("objective") or {}).get("name", "beta_vae")
@@ -138,32 +139,56 @@ def cmd_list(args: argparse.Namespace) -> int:
         if args.pretrained:
             record = zoo.info(name)
             scores = record.get("metrics") or {}
+            shown = f"{dataset} (sub-grid)" if (raw.get("data") or {}).get("subgrid") else dataset
             rows.append(
-                [name, objective, dataset, _fmt(record.get("trained_steps")), _hours(record.get("wall_time_s"))]
+                [name, objective, shown, _supervision(objective), _fmt(record.get("trained_steps")),
+                 _hours(record.get("wall_time_s"))]
                 + [_fmt((scores.get(m) or {}).get(s)) for _, m, s in SCORE_COLUMNS]
             )
         else:
             parsed = zoo.recipes.parse_generated(name)
-            source = parsed[0].key if parsed else "shipped"
+            source = parsed[0].key if parsed else ("pretrained" if name in pretrained else "shipped")
             number = zoo.recipes.model_number_of(name) if parsed else zoo.info(name)["model_number"]
             steps = (raw.get("train") or {}).get("steps")
             rows.append([name, objective, dataset, _fmt(steps), source, _fmt(number)])
     if args.pretrained:
-        header = ["name", "objective", "dataset", "steps", "wall"] + [c for c, _, _ in SCORE_COLUMNS]
+        header = ["name", "objective", "dataset", "supervision", "steps", "wall"] + [c for c, _, _ in SCORE_COLUMNS]
         mig = header.index("MIG")
-        rows.sort(key=lambda row: -float(row[mig]) if row[mig] not in ("", "-") else float("inf"))
+        # ranked within a dataset and a kind of supervision: scores of other data, or of models that saw
+        # labels, are not comparable with an unsupervised model's
+        rows.sort(key=lambda row: (row[2], row[3] != "none", row[3],
+                                   -float(row[mig]) if row[mig] not in ("", "-") else float("inf")))
         print(_table(header, rows))
         retired = zoo.catalog.retired()
-        print(f"{len(rows)} pretrained models, best MIG first (as the README); steps: optimisation steps "
-              f"trained, wall: training time. Scores at their defaults with the recorded seed "
-              f"(python -m disentangle.zoo info NAME for every score)."
+        print(f"{len(rows)} pretrained models, by dataset and supervision (none: unsupervised; weak: pairs or "
+              f"groups sharing factors; labels: a few labels; classes: class/content), best MIG first within each "
+              f"(the schedules differ: compare the steps column). steps: optimisation steps trained, wall: "
+              f"training time. Scores at their defaults with the recorded seed (python -m disentangle.zoo info NAME "
+              f"for every score)."
               + (f" {len(retired)} retired models are not listed (python -m disentangle.zoo list --retired)."
                  if retired else ""))
     else:
         print(_table(["name", "objective", "dataset", "steps", "family", "dislib #"], rows))
-        print(f"{len(rows)} recipes. Generated recipes are listed with -s0; any -sN is a valid seed "
+        print(f"{len(rows)} recipes and pretrained models. Generated recipes are listed with -s0; any -sN is a valid seed "
               f"(seeds 0-49 of locatello2019 have disentanglement_lib model numbers).")
     return 0
+
+
+def _supervision(objective: str) -> str:
+    """What an objective learns from besides the images: ``none``, ``weak`` (pairs or groups sharing
+    factors), ``labels`` (a few labelled points), ``classes`` (a class per image, class/content)."""
+    from ..objectives import OBJECTIVES
+
+    if objective not in OBJECTIVES:
+        return "?"
+    cls = OBJECTIVES.get(objective)
+    if getattr(cls, "uses_labels", False):
+        return "labels"
+    if getattr(cls, "training_data", None) == "labels":
+        return "classes"
+    if hasattr(cls, "check_dataset"):
+        return "weak"
+    return "none"
 
 
 def _list_retired(args: argparse.Namespace) -> int:

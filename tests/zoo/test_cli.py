@@ -62,14 +62,22 @@ def test_list_pretrained_shows_the_dataset_and_the_steps_trained(capsys):
     code, out, _ = cli(capsys, "list", "--pretrained")
     assert code == 0
     header = out.splitlines()[0].split()
-    assert header[:5] == ["name", "objective", "dataset", "steps", "wall"]
+    assert header[:6] == ["name", "objective", "dataset", "supervision", "steps", "wall"]
     rows = [line for line in out.splitlines()[2:] if line.split()[:1] and line.split()[0] in zoo.names(pretrained=True)]
     assert len(rows) == len(zoo.names(pretrained=True))
+    order = []
     for line in rows:
-        name, objective, dataset, steps = line.split()[:4]
+        name, objective, dataset = line.split()[:3]
         record = zoo.info(name)
         assert (objective, dataset) == (record["config"]["objective"]["name"], record["config"]["data"]["name"])
+        subgrid = "(sub-grid)" in line
+        assert subgrid == bool(record["config"]["data"].get("subgrid"))
+        supervision, steps = line.split()[4 if subgrid else 3:6 if subgrid else 5]
         assert int(steps) == record["trained_steps"]
+        order.append((dataset + (" (sub-grid)" if subgrid else ""), supervision))
+    # grouped by dataset and supervision: a group's rows are contiguous, the unsupervised first
+    assert order == sorted(order, key=lambda key: (key[0], key[1] != "none", key[1]))
+    assert ("sprites", "weak") in order and ("sprites", "none") == order[0]
 
 
 # ---------------------------------------------------------------------- model numbers

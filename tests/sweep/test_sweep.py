@@ -25,6 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 #: a plugin module the sweep files import in every worker: a tiny dataset (2x3x4 grid of random 16x16
 #: binary images) whose batches can be slowed down, so a kill can land in the middle of a run
 PLUGIN = '''
+import os
+import signal
 import time
 import torch
 from disentangle.data import DATASETS, IndexedImageDataset
@@ -40,7 +42,9 @@ class SlowTiny(IndexedImageDataset):
 
 
 @DATASETS.register("_sweep_tiny", overwrite=True)
-def sweep_tiny(size: int = 16, delay: float = 0.0, build_log: str = "", device: str = "cpu"):
+def sweep_tiny(size: int = 16, delay: float = 0.0, build_log: str = "", die: bool = False, device: str = "cpu"):
+    if die:  # stands for a segfault or an out-of-memory kill of this run's worker
+        os.kill(os.getpid(), signal.SIGKILL)
     if build_log:  # one line per build, to count them
         with open(build_log, "a") as f:
             f.write("built\\n")
@@ -415,6 +419,24 @@ def test_kill_9_of_a_worker_restarts_the_pool_and_resumes(tmp_path):
     for run in runs:  # the interrupted runs resumed from their checkpoints: no step twice, none missing
         steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
         assert steps == list(range(2, 61, 2))
+
+
+def test_a_run_that_kills_its_worker_is_reported_crashed_and_the_others_finish(tmp_path, caplog):
+    """One run whose worker dies every time (a segfault, an out-of-memory kill) is charged the
+    attempts and reported crashed; the runs queued after it, never started when the pool broke, are
+    not charged and finish."""
+    import logging
+
+    grid = [{"data.die": [True]}, {"objective.beta": [1.0, 4.0]}]
+    path = write_sweep_file(tmp_path, grid=grid, seeds=1, metrics=[], metric_settings={})
+    out = tmp_path / "out"
+    caplog.set_level(logging.WARNING, logger="disentangle")
+    report = api.run(path, out, workers=1, threads_per_run=1, max_retries=1, log=None)
+    statuses = {o.run_id: o.status for o in report.outcomes}
+    bad = next(r.run_id for r in report.plan.runs if r.values.get("data.die"))
+    assert statuses == {r.run_id: ("crashed" if r.run_id == bad else "finished") for r in report.plan.runs}
+    warnings = [r.getMessage() for r in caplog.records if "worker process died" in r.getMessage()]
+    assert len(warnings) == 1 and f"died while training {bad}" in warnings[0]  # 2 attempts: one restart
 
 
 def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys):

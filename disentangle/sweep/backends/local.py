@@ -33,9 +33,10 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 from ...training.interrupt import yields_to_training
-from ..files import RunState
+from ..files import LOCK_NAME, RunState
 from ..runner import RunOutcome, RunTask, configure_worker, run_one
 
 CRASH_MESSAGE = (
@@ -169,21 +170,51 @@ def run_local(tasks: list[RunTask], options, report, folder=None) -> None:
         _run_with_retries(options, workers, threads, pending, report)
 
 
+class _PoolBroke(Exception):
+    """The pool broke (a worker died); ``pids`` are the workers it had."""
+
+    def __init__(self, pids: set[int]) -> None:
+        super().__init__(f"a worker of {sorted(pids)} died")
+        self.pids = pids
+
+
+def _running_when_it_broke(pending: dict, pids: set[int]) -> list:
+    """The runs a dead pool's workers were training: each run folder's ``.lock`` holds the pid of the
+    process that took it (:class:`~disentangle.sweep.files.RunLock`)."""
+    found = []
+    for task in pending.values():
+        try:
+            holder = (Path(task.run_dir) / LOCK_NAME).read_text().split("@", 1)[0].strip()
+        except OSError:
+            continue
+        if holder.isdigit() and int(holder) in pids:
+            found.append(task)
+    return found
+
+
 def _run_with_retries(options, workers: int, threads: int, pending: dict, report) -> None:
-    for attempt in range(options.max_retries + 1):
-        if not pending:
-            return
-        if attempt:
-            logger.warning(
-                f"a worker process died; restarting the pool for the {len(pending)} runs without an outcome "
-                f"(attempt {attempt + 1} of {options.max_retries + 1})"
-            )
+    """Run ``pending`` until each has an outcome. When a worker dies (killed, out of memory) the pool
+    breaks and every run without an outcome is started again in a new pool; only the runs that were
+    training when it broke are charged an attempt, and one charged more than ``max_retries`` times
+    is reported crashed, so one run that kills its worker does not take the others with it. Workers
+    that die before any run starts (they cannot start) charge every run."""
+    attempts: dict[str, int] = {}
+    while pending:
         try:
             _run_pool(list(pending.values()), workers, threads, pending, report)
-        except BrokenProcessPool:
-            continue
-    for task in pending.values():
-        report(RunOutcome(task.run_id, RunState.CRASHED, 0.0, CRASH_MESSAGE, task.describe()))
+        except _PoolBroke as broke:
+            culprits = _running_when_it_broke(pending, broke.pids) or list(pending.values())
+            for task in culprits:
+                attempts[task.run_id] = attempts.get(task.run_id, 0) + 1
+                if attempts[task.run_id] > options.max_retries:
+                    pending.pop(task.run_id, None)
+                    report(RunOutcome(task.run_id, RunState.CRASHED, 0.0, CRASH_MESSAGE, task.describe()))
+            if pending:
+                named = ", ".join(t.run_id for t in culprits[:4]) + (" ..." if len(culprits) > 4 else "")
+                logger.warning(
+                    f"a worker process died while training {named}; restarting the pool for the {len(pending)} "
+                    f"runs without an outcome (each run is tried {options.max_retries + 1} times at most)"
+                )
 
 
 def _run_pool(tasks: list[RunTask], workers: int, threads: int, pending: dict, report) -> None:
@@ -196,9 +227,13 @@ def _run_pool(tasks: list[RunTask], workers: int, threads: int, pending: dict, r
         )
         # spawned workers start during submit, inside the thread environment
         futures = {executor.submit(_run_unless_stopped, task): task for task in tasks}
+    pids = set(getattr(executor, "_processes", None) or {})  # the workers, started by the submits
     try:
         for future in as_completed(futures):
-            outcome = future.result()  # BrokenProcessPool propagates: the caller restarts the pool
+            try:
+                outcome = future.result()
+            except BrokenProcessPool:  # the caller restarts the pool
+                raise _PoolBroke(pids) from None
             pending.pop(outcome.run_id, None)
             report(outcome)
     except KeyboardInterrupt:

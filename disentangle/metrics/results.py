@@ -245,18 +245,30 @@ def is_finished_record(record: Any) -> bool:
 
 
 def finished_records(out_dir: str | Path) -> list[dict[str, Any]]:
-    """The ``metrics.json`` records of the finished runs (:func:`is_finished_record`), in the plan's order."""
+    """The ``metrics.json`` records of the finished runs (:func:`is_finished_record`) of the folder's
+    sweep files, in the plan's order; without a plan (``sweep.json``), of every run folder."""
+    return _finished(out_dir)[0]
+
+
+def _finished(out_dir: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """``(records, left_out)``: the planned runs' finished records, and the ids of finished run
+    folders that no sweep file of the folder plans (a grid point removed, or a run id that a later
+    version of the library computes otherwise: the same setting and seed would count twice)."""
     out_dir = Path(out_dir)
     plan = read_json(out_dir / PLAN_NAME) or {}
     order = [r["run_id"] for r in plan.get("runs", [])]
     runs_dir = out_dir / RUNS_DIR
     present = sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
-    records = []
+    records, left_out = [], []
     for rid in dict.fromkeys([*order, *present]):
         record = read_json(runs_dir / rid / METRICS_NAME)
-        if is_finished_record(record):
+        if not is_finished_record(record):
+            continue
+        if order and rid not in order:
+            left_out.append(rid)
+        else:
             records.append(record)
-    return records
+    return records, left_out
 
 
 def build_table(out_dir: str | Path, *, ignore: Iterable[str] = ()) -> ResultsTable:
@@ -265,7 +277,7 @@ def build_table(out_dir: str | Path, *, ignore: Iterable[str] = ()) -> ResultsTa
     out_dir = Path(out_dir)
     plan = read_json(out_dir / PLAN_NAME) or {}
     planned = {r["run_id"]: r for r in plan.get("runs", [])}
-    records = finished_records(out_dir)
+    records, left_out = _finished(out_dir)
     plan_keys = list(plan.get("varying_keys", []))
     keys = varying_keys([r.get("config") or {} for r in records], first=plan_keys, ignore=ignore)
     keys = plan_keys + [k for k in keys if k not in plan_keys]
@@ -273,6 +285,14 @@ def build_table(out_dir: str | Path, *, ignore: Iterable[str] = ()) -> ResultsTa
     metric_order = list(plan.get("metrics", []))
     metric_order += sorted({m for r in records for m in r["metrics"]} - set(metric_order))
     tags, notes = _settings_tags(records, metric_order)
+    if left_out:
+        shown = ", ".join(left_out[:3]) + (f" and {len(left_out) - 3} more" if len(left_out) > 3 else "")
+        notes.append(
+            f"{len(left_out)} finished run folder(s) under runs/ belong to no sweep file of this folder ({shown}): "
+            f"a grid point since removed, or a run id an earlier version of the library computed otherwise. They "
+            f"are left out, so a setting and seed never count twice; move them away, or add their sweep file "
+            f"back to this folder, to change that."
+        )
     score_columns: dict[str, None] = {}
     for metric in metric_order:
         for tag in dict.fromkeys(tags[metric].values()):

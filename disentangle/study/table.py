@@ -34,6 +34,7 @@ from ..metrics.results import (
     RESULTS_NAME,
     RUNS_DIR,
     is_finished_record,
+    read_json,
     read_results,
     score_column,
 )
@@ -164,20 +165,26 @@ def _read_sweep_folder(folder: Path) -> StudyTable:
     )
 
 
+#: config keys that differ between the runs of one setting: each run's own folder
+_PER_RUN_KEYS = frozenset({"train.out_dir"})
+
+
 def _table_from_run_folders(folder: Path, runs: Path) -> StudyTable:
     """Build the results table from ``runs/*/config.yaml`` + ``metrics.json`` (finished runs only)."""
     records: list[tuple[str, dict[str, Any], dict[str, float]]] = []
+    grid_keys: set[str] | None = set()  # the sweep's grid keys (its records' "values"), while every record has them
     unfinished = 0
     for run in sorted(p for p in runs.iterdir() if p.is_dir()):
         config_file, metrics_file = run / CONFIG_NAME, run / METRICS_NAME
         if not (config_file.is_file() and metrics_file.is_file()):
             unfinished += 1
             continue
-        with open(metrics_file, encoding="utf-8") as f:
-            metrics = json.load(f)
+        metrics = read_json(metrics_file)  # None when unreadable (a torn write): not finished
         if not is_finished_record(metrics):  # scores evaluate wrote into a run still training
             unfinished += 1
             continue
+        values = metrics.get("values")
+        grid_keys = grid_keys | set(values) if grid_keys is not None and isinstance(values, dict) else None
         nested = metrics.get("metrics", metrics) if isinstance(metrics, dict) else {}
         scores = {
             score_column(metric, score): to_float(value)
@@ -193,8 +200,10 @@ def _table_from_run_folders(folder: Path, runs: Path) -> StudyTable:
             f"python -m disentangle.sweep results {folder}."
         )
     keys = sorted({k for _, flat, _ in records for k in flat})
+    # the settings: the sweep's grid keys; else the config keys that vary, less where each run was written
+    candidates = sorted(grid_keys) if grid_keys is not None else [k for k in keys if k not in _PER_RUN_KEYS]
     varying = [
-        k for k in keys
+        k for k in candidates
         if k != "seed" and len({json.dumps(flat.get(k), sort_keys=True, default=str) for _, flat, _ in records}) > 1
     ]
     for k in ("objective.name", "data.name"):  # always useful to name the method and the dataset

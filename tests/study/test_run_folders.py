@@ -17,7 +17,8 @@ def _run(folder, run_id: str, beta: float, record: dict) -> None:
     run = folder / "runs" / run_id
     run.mkdir(parents=True)
     (run / "config.yaml").write_text(yaml.safe_dump({"seed": 0, "objective": {"name": "beta_vae", "beta": beta},
-                                                     "data": {"name": "sprites"}}))
+                                                     "data": {"name": "sprites"},
+                                                     "train": {"out_dir": str(run)}}))
     (run / "metrics.json").write_text(json.dumps(record))
 
 
@@ -48,3 +49,14 @@ def test_a_folder_of_runs_evaluate_scored_part_way_has_no_finished_run(tmp_path)
 ])
 def test_what_a_finished_record_is(record, finished):
     assert is_finished_record(record) is finished
+
+
+def test_the_settings_are_the_grid_s_not_where_each_run_was_written(tmp_path):
+    """train.out_dir differs from run to run: as a setting it made every run a cell of its own."""
+    for i, (beta, seed) in enumerate([(1.0, 0), (1.0, 1), (4.0, 0)]):
+        _run(tmp_path, f"r{i}", beta, {"run_id": f"r{i}", "values": {"objective.beta": beta},
+                                       "metrics": {"mig": {"mig": 0.1 * i}}, "finished_at": "x"})
+    table = read_table(tmp_path)
+    assert "train.out_dir" not in table.columns and "objective.beta" in table.columns
+    (tmp_path / "runs" / "r2" / "metrics.json").write_text('{"metrics": {"mig"')  # torn: not finished, no traceback
+    assert [row["run_id"] for row in read_table(tmp_path).rows] == ["r0", "r1"]

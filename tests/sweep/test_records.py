@@ -257,3 +257,22 @@ def test_scores_written_by_hand_into_a_run_still_training_do_not_finish_it(tmp_p
     _, rows = read_csv(out / "results.csv")
     assert [r["run_id"] for r in rows] == [task.run_id]
     assert api.run_state(run, ["mig"], MIG_200)[0] == "finished"
+
+
+def test_a_finished_run_folder_no_sweep_file_plans_is_left_out_with_a_note(tmp_path):
+    """A run id an earlier version computed otherwise leaves the old folder beside the new: the same
+    setting and seed must not count twice in results.csv (the study would read a seed effect of 0)."""
+    a = sweep_from_dict(tiny_sweep_dict(tmp_path, grid={"objective.beta": [1.0]}, seeds=1, metrics=["mig"],
+                                        metric_settings=MIG_200), source="a.yaml", folder=tmp_path)
+    out = tmp_path / "out"
+    api.write_plan(a, out)
+    done = a.runs[0].run_id
+    record = {"run_id": done, "metrics": {"mig": {"mig": 0.1}}, "metric_settings": MIG_200, "config": a.runs[0].config,
+              "finished_at": "2026-12-07T06:00:00+0000"}
+    for rid in (done, "0123456789abcdef"):
+        (out / "runs" / rid).mkdir(parents=True)
+        (out / "runs" / rid / "metrics.json").write_text(json.dumps({**record, "run_id": rid}))
+    table = api.results(out)
+    assert [r["run_id"] for r in table.rows] == [done]
+    assert any(n.startswith("1 finished run folder(s) under runs/ belong to no sweep file of this folder "
+                            "(0123456789abcdef)") for n in table.notes)

@@ -293,6 +293,12 @@ def _parse_seeds(value: Any, where: str) -> list[int]:
     ):
         if len(set(value)) != len(value):
             raise ConfigError(f"{where}: 'seeds' lists a seed twice: {value}.")
+        from ..config.validation import MAX_SEED
+
+        too_large = [s for s in value if s > MAX_SEED]  # every seed, not only the first run's
+        if too_large:
+            raise ConfigError(f"{where}: 'seeds' lists {too_large[0]}; a seed is an integer from 0 to 2**63 - 1 "
+                              f"(a run's random streams are seeded from it). Pick smaller seeds, e.g. 0..n-1.")
         return list(value)
     raise ConfigError(
         f"{where}: 'seeds' must be a count n (seeds 0..n-1) or a non-empty list of non-negative integers, got {value!r}."

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from disentangle.sweep import api, load_sweep, sweep_from_dict
 from disentangle.sweep.runner import run_one
 
@@ -276,3 +278,12 @@ def test_a_finished_run_folder_no_sweep_file_plans_is_left_out_with_a_note(tmp_p
     assert [r["run_id"] for r in table.rows] == [done]
     assert any(n.startswith("1 finished run folder(s) under runs/ belong to no sweep file of this folder "
                             "(0123456789abcdef)") for n in table.notes)
+
+
+def test_every_seed_is_checked_before_anything_is_created(tmp_path):
+    """Only the first seed went through the config's check: [0, 2**63] was accepted, and its second
+    run would fail when it started."""
+    from disentangle.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"'seeds' lists 9223372036854775808; a seed is an integer from 0 to 2\*\*63"):
+        sweep_from_dict(tiny_sweep_dict(tmp_path, seeds=[0, 2**63]), source="s.yaml", folder=tmp_path)

@@ -74,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         apply_import_option(args.imports)
         apply_threads_option(args.threads)
+        if args.few_labels:  # a bad name is refused before the report folder is written
+            from ..metrics import resolve_metric_names
+
+            resolve_metric_names([args.few_labels])
         result = analyze(
             args.input,
             args.out,
@@ -126,7 +130,10 @@ def _write_centrality(sweep: str, out: str, points: int, progress: bool) -> str:
     from ..metrics.results import is_finished_record, read_json
     from .centrality import centrality_matrix, model_centrality
 
-    runs = sorted(p for p in (Path(sweep) / "runs").glob("*") if is_finished_record(read_json(p / "metrics.json")))
+    folder = Path(sweep)
+    if folder.is_file():  # its results.csv: the sweep folder is the one holding it
+        folder = folder.parent
+    runs = sorted(p for p in (folder / "runs").glob("*") if is_finished_record(read_json(p / "metrics.json")))
     if len(runs) < 2:
         raise InputError(f"ModelCentrality compares runs; '{sweep}' has {len(runs)} finished run(s) (runs/*/metrics.json "
                          f"written by the sweep).")

@@ -104,5 +104,9 @@ def is_unsupervised(score: str) -> bool:
 
 
 def is_headline(score: str) -> bool:
+    """Whether the score column ``<metric>.<score>`` is one of its metric's headline scores; a column
+    split by settings (``mig.mig[num_train=300]``, :mod:`disentangle.metrics.results`) is judged
+    without its tag."""
     metric, _, name = score.partition(".")
+    name = name.split("[", 1)[0]
     return metric not in HEADLINE_SCORES or name in HEADLINE_SCORES[metric]

@@ -27,3 +27,10 @@ def test_every_headline_score_is_a_score_of_its_metric(metric, scores):
     assert set(HEADLINE_SCORES[metric]) <= set(scores[metric]), sorted(set(HEADLINE_SCORES[metric]) - set(scores[metric]))
     kept = [k for k in scores[metric] if is_headline(f"{metric}.{k}")]
     assert kept and len(kept) == len(HEADLINE_SCORES[metric])
+
+
+def test_a_column_split_by_settings_keeps_its_headline_status():
+    """results.csv splits a metric computed with several settings (mig.mig[num_train=300]): the
+    default --scores headline dropped those columns silently."""
+    assert is_headline("mig.mig[num_train=300]") and is_headline("dci.disentanglement[num_train=2000]")
+    assert not is_headline("mig.mig_shape[num_train=300]") and not is_headline("dci.informativeness_train[num_train=2]")

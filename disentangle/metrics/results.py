@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from .._core.atomic import atomic_write_text
-from ..errors import DisentangleError
+from ..errors import InputError
 
 # ---------------------------------------------------------------------- the files of a sweep folder
 #: the plan of a sweep folder (``DIR/sweep.json``): its runs' order, varying keys and metrics
@@ -358,13 +358,14 @@ def write_table(table: ResultsTable, path: str | Path) -> ResultsTable:
 # ---------------------------------------------------------------------- reading
 def read_results(path: str | Path) -> ResultsTable:
     """Read a results table: column names and cells stripped, an empty cell as None, every other
-    cell the text written (no type is guessed). Raises :class:`~disentangle.DisentangleError` for
-    a file without a header row."""
+    cell the text written (no type is guessed). Raises :class:`~disentangle.errors.InputError`
+    (bad input: exit status 2 from the command lines) for a file without a header row."""
     path = Path(path)
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         if not reader.fieldnames:
-            raise DisentangleError(f"'{path}' is empty: a results table needs a header row and one row per run.")
+            raise InputError(f"'{path}' is empty: a results table needs a header row and one row per run. Pass a "
+                             f"sweep's results.csv (python -m disentangle.sweep results DIR writes it).")
         columns = [c.strip() for c in reader.fieldnames]
         rows = [
             {c.strip(): (v.strip() if isinstance(v, str) and v.strip() != "" else None) for c, v in raw.items() if c}

@@ -240,8 +240,12 @@ def _parse_overrides(value: Any, where: str, what: str) -> dict[str, Any]:
     for key, item in value.items():
         if not isinstance(key, str) or not key:
             raise ConfigError(f"{where}: '{what}' has a key {key!r} that is not a dotted config key.")
-        if isinstance(item, dict) and item:
-            for sub, sub_value in _parse_overrides(item, where, what).items():
+        if key in _CONFIG_SECTIONS and isinstance(item, dict) and item:
+            # a section written as a mapping (train: {steps: 10}): its keys, each with its value as
+            # given; a mapping below that is a setting's value (data.subgrid, train.schedules)
+            for sub, sub_value in item.items():
+                if not isinstance(sub, str) or not sub:
+                    raise ConfigError(f"{where}: '{what}' has a key {sub!r} under '{key}' that is not a config key.")
                 flat[f"{key}.{sub}"] = sub_value
         else:
             flat[key] = item

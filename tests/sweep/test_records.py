@@ -287,3 +287,16 @@ def test_every_seed_is_checked_before_anything_is_created(tmp_path):
 
     with pytest.raises(ConfigError, match=r"'seeds' lists 9223372036854775808; a seed is an integer from 0 to 2\*\*63"):
         sweep_from_dict(tiny_sweep_dict(tmp_path, seeds=[0, 2**63]), source="s.yaml", folder=tmp_path)
+
+
+def test_a_section_written_as_a_mapping_and_a_schedule_in_set(tmp_path):
+    """set: {train: {steps: 10}} was refused ("'steps' is not a dotted config key"), and a schedule
+    under set was split into its own keys; both now reach the runs' configs."""
+    raw = tiny_sweep_dict(tmp_path, grid={"objective.beta": [1.0]}, seeds=1)
+    raw["set"] = {**raw["set"], "train": {"steps": 10, "lr": 3.0e-4},
+                  "train.schedules": {"objective.beta": {"kind": "linear", "start": 0.0, "end": 4.0, "steps": 5}}}
+    raw["set"].pop("train.steps", None)
+    plan = sweep_from_dict(raw, source="s.yaml", folder=tmp_path)
+    config = plan.runs[0].config
+    assert (config["train"]["steps"], config["train"]["lr"]) == (10, 3.0e-4)
+    assert config["train"]["schedules"]["objective.beta"]["end"] == 4.0

@@ -270,7 +270,7 @@ def publish(
         if _same_content(previous, data):
             data = previous
     sha256 = sha256_bytes(data)
-    _check_not_other_weights(manifest_path, weight_path, name, sha256, force)
+    _check_not_other_weights(manifest_path, weight_path, name, sha256, force, data)
 
     record = _read_metrics_json(run_dir)
     seed = record["seed"] if record.get("seed") is not None else int(config.get("seed", 0) or 0)
@@ -300,7 +300,7 @@ def publish(
     with _manifest.locked(manifest_path):
         # checked again under the lock: another publish may have written this name since the check
         # before the metrics (which can take hours)
-        _check_not_other_weights(manifest_path, weight_path, name, sha256, force)
+        _check_not_other_weights(manifest_path, weight_path, name, sha256, force, data)
         atomic_write_bytes(weight_path, data)
         record = {
             "file": _relative_to(weight_path, manifest_path.parent),
@@ -326,8 +326,15 @@ def publish(
     return record
 
 
-def _check_not_other_weights(manifest_path: Path, weight_path: Path, name: str, sha256: str, force: bool) -> None:
-    """Refuse (unless ``force``) a manifest entry ``name`` or a weight file that holds other weights."""
+def _check_not_other_weights(
+    manifest_path: Path, weight_path: Path, name: str, sha256: str, force: bool, data: bytes | None = None,
+) -> None:
+    """Refuse (unless ``force``) a manifest entry ``name`` or a weight file that holds other weights;
+    the same model (``data``'s tensors and config) written on another machine or by another version
+    of the library is not other weights: publishing it again records the new provenance."""
+    if force or (data is not None and weight_path.is_file()
+                 and _same_content(weight_path.read_bytes(), data, provenance=False)):
+        return
     existing = _manifest.read_manifest(manifest_path)["models"].get(name)
     if existing is not None and existing.get("sha256") != sha256 and not force:
         raise ConfigError(
@@ -445,8 +452,13 @@ def check_output_paths(manifest: Path, weights_folder: Path, named_as_folder: bo
         )
 
 
-def _same_content(a: bytes, b: bytes) -> bool:
-    """Whether two zoo weight files hold equal tensors and equal metadata."""
+#: metadata of a weight file that says where and when it was written, not what the model is
+PROVENANCE_KEYS = ("machine", "library_version", "torch_version", "wall_time_s", "wall_time_source")
+
+
+def _same_content(a: bytes, b: bytes, provenance: bool = True) -> bool:
+    """Whether two zoo weight files hold equal tensors and equal metadata (without ``provenance``,
+    :data:`PROVENANCE_KEYS` aside: the same model published again elsewhere or by a later version)."""
     import torch
 
     from ..errors import WeightsError
@@ -456,6 +468,8 @@ def _same_content(a: bytes, b: bytes) -> bool:
         (ta, ma), (tb, mb) = decode_weights(a), decode_weights(b)
     except WeightsError:
         return False
+    if not provenance:
+        ma, mb = ({k: v for k, v in m.items() if k not in PROVENANCE_KEYS} for m in (ma, mb))
     return ma == mb and ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta)
 
 

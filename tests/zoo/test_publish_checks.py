@@ -219,3 +219,18 @@ def test_a_name_taken_while_the_metrics_ran_is_checked_again_before_writing(tmp_
     assert json.loads(manifest.read_text())["models"]["tiny-s0"]["sha256"] == "0" * 64  # the other's, kept
     assert not (manifest.parent / "weights" / "tiny-s0.safetensors").exists() and tiny_run_copy.exists()
     assert (manifest.parent / "manifest.json.lock").exists()
+
+
+def test_the_same_model_published_again_elsewhere_is_not_other_weights(tmp_path, tiny_run):
+    """Republishing a run on another machine (or with another library version) changes only the
+    file's provenance: it was refused as 'other weights'; it now records the new provenance."""
+    from disentangle.zoo.publish import publish
+
+    manifest = tmp_path / "zoo" / "manifest.json"
+    run = shutil.copytree(tiny_run, tmp_path / "run")
+    first = publish(run, "tiny-s0", manifest=manifest, metrics=["mig"], metric_settings={"mig": {"num_train": 200}},
+                    machine={"cpu": "machine A"})
+    again = publish(run, "tiny-s0", manifest=manifest, metrics=["mig"], metric_settings={"mig": {"num_train": 200}},
+                    machine={"cpu": "machine B"})
+    assert first["sha256"] != again["sha256"]
+    assert json.loads(manifest.read_text())["models"]["tiny-s0"]["machine"] == {"cpu": "machine B"}

@@ -16,8 +16,9 @@ sweep puts the run in ``DIR/runs/<id>``), ``train.progress``, ``train.log_every`
 ``train.checkpoint_every`` (the trainer's resume is bit-exact whatever the checkpoint interval),
 ``train.eval_every`` and ``train.eval_metrics`` (evaluation during training restores every RNG
 state), ``train.traversals``, ``train.tensorboard``, ``train.image_every`` and ``train.callbacks``
-(pictures, logs and your own code: a callback that stops a run early leaves a shorter run of the same
-model, continued by a rerun),
+(pictures, logs and your own code: a callback that stops a run early, such as early stopping, ends
+the same run sooner; the sweep scores it at the step it stopped, and its ``metrics.json`` records
+``steps`` and ``stop_reason``),
 ``data.download`` (whether a missing file may be fetched), ``data.cache_dir`` (which folder the
 downloaded dataset file is kept in: the same file, verified against the same checksum, wherever it
 lies), ``data.cache`` (which folder an image folder's or CelebA's decoded images are cached in: the

@@ -235,14 +235,15 @@ def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None)
     flush_denormals_first(config)  # before the worker's first multi-threaded work: its threads inherit it
     dataset = cached_dataset(raw["data"], device)
     applicable, left_out = metrics_for_data(task, dataset)
-    train_seconds = None
+    train_seconds, stop_reason = None, None
     if missing is None:  # not trained to the end yet, or trained but not evaluated
         resume = has_checkpoint(run_dir)
         if not resume:
             (run_dir / "log.jsonl").unlink(missing_ok=True)  # records of an attempt killed before its first checkpoint
         t0 = time.perf_counter()
-        Trainer(config, dataset=dataset).fit(resume=resume, precision=task.resume_precision if resume else None)
+        result = Trainer(config, dataset=dataset).fit(resume=resume, precision=task.resume_precision if resume else None)
         train_seconds = round(time.perf_counter() - t0, 3)
+        stop_reason = result.stop_reason  # a callback ended it early (early stopping): scored where it stopped
     previous = read_json(run_dir / METRICS_NAME) if missing is not None else None
     names = [m for m in (missing if missing is not None else applicable) if m not in left_out]
     scores, seconds, steps = evaluate_run(run_dir, dataset, device, names, config.seed, task.metric_settings, task.threads)
@@ -263,6 +264,7 @@ def _train_and_evaluate(task: RunTask, run_dir: Path, missing: list[str] | None)
         },
         "config": config.to_dict(),
         FINISHED_KEY: time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **({"stop_reason": stop_reason} if stop_reason else {}),
         **({NOT_APPLICABLE: left_out} if left_out else {}),
     }
     from .. import __version__

@@ -300,3 +300,16 @@ def test_a_section_written_as_a_mapping_and_a_schedule_in_set(tmp_path):
     config = plan.runs[0].config
     assert (config["train"]["steps"], config["train"]["lr"]) == (10, 3.0e-4)
     assert config["train"]["schedules"]["objective.beta"]["end"] == 4.0
+
+
+def test_a_run_ended_by_early_stopping_is_scored_where_it_stopped_and_says_why(tmp_path):
+    path = write_sweep_file(tmp_path, grid={"objective.beta": [1.0]}, seeds=1, metrics=["mig"],
+                            metric_settings=MIG_200, extra_set={
+                                "train.callbacks": [{"name": "early_stopping", "monitor": "loss", "patience": 1,
+                                                     "min_delta": 1.0e9}]})
+    out = tmp_path / "out"
+    report = api.run(path, out, workers=1, threads_per_run=1, log=None)
+    (run_id,) = [r.run_id for r in report.plan.runs]
+    record = json.loads((out / "runs" / run_id / "metrics.json").read_text())
+    assert record["steps"] == 4 and "loss has not improved" in record["stop_reason"]  # checks at 2 and 4
+    assert api.run(path, out, workers=1, log=None).to_run == 0  # ended, not partial

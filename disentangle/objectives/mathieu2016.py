@@ -64,12 +64,14 @@ Parameters (config keys; reference-code values are ``factors-variation/train.lua
 ``swap_weight``
     Default 1 (``swap1weight``).
 ``kl_weight``
-    Default 0.6: the reference code's ``klweightZ = 0.1`` times its factor ``6/P`` on the KL, with its
-    squared errors averaged over the ``P`` pixel values; our reconstruction terms are sums over pixels,
-    so the same ratio is ``0.1 · 6``.
+    Default 0.15: the reference code's ``klweightZ = 0.1`` times its factor ``6/P`` on the KL, with its
+    squared errors averaged over the ``P`` pixel values of images scaled to [−1, 1] (4× the squared
+    errors of our [0, 1] images); our reconstruction terms are sums over pixels of [0, 1] images, so
+    the same ratio to them is ``0.1 · 6 / 4``.
 ``adversarial_weight``
-    Default 0.01 (``swap2weight``), a weight per pixel value: it multiplies ``P · adversarial`` so that
-    its ratio to the summed reconstruction terms is the reference code's at any image size.
+    Default 0.0025: the reference code's ``swap2weight`` 0.01 over the same 4, a weight per pixel
+    value: it multiplies ``P · adversarial`` so that its ratio to the summed reconstruction terms is
+    the reference code's at any image size.
 ``fake_content``
     ``"other_class"`` (default) or ``"prior"``: where a fake's unspecified code ``z'`` comes from (above).
 ``real_label``
@@ -85,8 +87,9 @@ Parameters (config keys; reference-code values are ``factors-variation/train.lua
 ``reconstruction``
     ``"gaussian"`` (default: the paper's squared error) or ``"bernoulli"``.
 
-The reference code scales images to [−1, 1] (its squared errors are 4× ours on [0, 1] images) and
-uses a 32×32 network of its own; the weights above are its values unchanged.
+The reference code scales images to [−1, 1] (its squared errors are 4× ours on [0, 1] images, which
+``kl_weight`` and ``adversarial_weight`` account for: the reconstruction weights are its values,
+the other two keep its ratios to them) and uses a 32×32 network of its own.
 
 Terms: ``loss``, ``recon``, ``swap_recon``, ``kl``, ``adversarial`` (the generator's BCE), and from
 ``D``'s phase ``discriminator_loss`` and ``discriminator_accuracy`` (the fraction of the ``2B`` pairs
@@ -202,8 +205,8 @@ class Mathieu2016(ClassContentObjective):
         group_size: int = 2,
         recon_weight: float = 0.5,
         swap_weight: float = 1.0,
-        kl_weight: float = 0.6,
-        adversarial_weight: float = 0.01,
+        kl_weight: float = 0.15,
+        adversarial_weight: float = 0.0025,
         fake_content: Literal["other_class", "prior"] = "other_class",
         real_label: float = 0.95,
         discriminator_hidden: int = 256,

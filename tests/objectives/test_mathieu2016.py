@@ -196,7 +196,8 @@ def test_each_pair_is_judged_on_its_own(shape, kind):
 
 def test_defaults_optimizers_and_state():
     obj = Mathieu2016()
-    assert (obj.recon_weight, obj.swap_weight, obj.kl_weight, obj.adversarial_weight) == (0.5, 1.0, 0.6, 0.01)
+    # the reference's weights with its [-1, 1] images' 4x squared errors accounted for
+    assert (obj.recon_weight, obj.swap_weight, obj.kl_weight, obj.adversarial_weight) == (0.5, 1.0, 0.15, 0.0025)
     assert (obj.fake_content, obj.real_label, obj.group_size, obj.reconstruction) == ("other_class", 0.95, 2, "gaussian")
     assert obj.discriminator_lr is None and obj.discriminator_betas == (0.5, 0.999)
     model, obj, opts = _setup(discriminator_lr=3e-4)

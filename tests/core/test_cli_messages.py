@@ -97,14 +97,19 @@ def test_uint8_and_0_255_images_are_refused_or_converted_with_a_message(model):
         model.representation(images.float())
 
 
-def test_zoo_list_ranks_the_pretrained_models_by_mig_as_the_readme(capsys):
+def test_zoo_list_ranks_the_pretrained_models_by_mig_within_dataset_and_supervision(capsys):
     from disentangle.zoo.__main__ import main
 
     assert main(["list", "--pretrained"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    at = lines[0].index("MIG")  # a fixed-width table
-    migs = [float(line[at:].split()[0]) for line in lines[2:] if "-sprites-" in line]
-    assert len(migs) >= 2 and migs == sorted(migs, reverse=True)
+    at, group_at, steps_at = (lines[0].index(c) for c in ("MIG", "dataset", "steps"))  # a fixed-width table
+    groups: dict[str, list[float]] = {}
+    for line in lines[2:]:
+        if "-sprites-" in line:
+            groups.setdefault(" ".join(line[group_at:steps_at].split()), []).append(float(line[at:].split()[0]))
+    assert len(groups["sprites none"]) >= 2
+    for migs in groups.values():
+        assert migs == sorted(migs, reverse=True)
 
 
 def test_visualize_all_says_that_it_skipped_the_scores_plot(tmp_path):

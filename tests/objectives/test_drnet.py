@@ -112,6 +112,34 @@ def test_the_similarity_pulls_each_content_code_toward_its_detached_target(tiny_
     torch.testing.assert_close(sum(d.abs().sum() for d in detached) * 2, sum(w.abs().sum() for w in both))
 
 
+def test_the_adversarial_term_moves_each_pose_code_against_its_detached_partner(tiny_dataset):
+    """The reference code's stop-gradient (hp1 cloned): the pose encoder's adversarial gradient flows
+    through pose(x_i) only, its partner's pose entering S as a constant; S itself does not move."""
+    import torch.nn.functional as F
+
+    model, obj, _ = _setup(similarity_normalization="none")
+    batch = _batch(obj, tiny_dataset)
+    params = list(model.encoder.parameters())
+
+    def grads(loss):  # zeros for the log-variance head, which the codes do not use
+        return [torch.zeros_like(p) if g is None else g for p, g in zip(params, torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True))]
+
+    got = grads(obj.model_terms(model, batch)[0]["adversarial"])
+    pose = model.encode(batch.x)[0][:, :POSE]
+    partner = [1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10]
+
+    def adversarial(first):
+        logits = obj.discriminator(torch.cat([first, pose], 1)).squeeze(1)
+        return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, 0.5))
+
+    detached = grads(adversarial(pose[partner].detach()))
+    both = grads(adversarial(pose[partner]))
+    for g, d in zip(got, detached):
+        torch.testing.assert_close(g, d)
+    assert any(not torch.allclose(d, w) for d, w in zip(detached, both))  # the detach matters here
+    assert all(p.grad is None for p in obj.discriminator.parameters())
+
+
 def test_the_batch_normalised_similarity_ignores_the_codes_scale(tiny_dataset):
     """The trivial minimum of the raw similarity, codes shrunk toward a constant, gains nothing once
     the codes are standardised over the batch; the raw similarity shrinks with the square of the scale."""

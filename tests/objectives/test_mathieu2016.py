@@ -395,3 +395,26 @@ def test_the_cli_trains_from_the_dsprites_config(tmp_path, tiny_overrides):
     assert main(["--config", str(CONFIGS / "dsprites" / "mathieu2016.yaml"), *tiny_overrides(run, steps=4, **extra)]) == 0
     records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     assert records[-1]["step"] == 4 and math.isfinite(records[-1]["loss"])
+
+
+def test_the_adversarial_term_reaches_the_encoder_through_the_fakes_other_class_codes(tiny_dataset):
+    """The reference code backpropagates the generator's adversarial loss into z' (its z3, another
+    image's encoding): a detach there would leave the encoder's gradient from the fakes' s alone."""
+    model, obj, _ = _setup()
+    batch = _batch(obj, tiny_dataset)
+    params = [p for p in model.encoder.parameters() if p.requires_grad]
+
+    def adversarial_grads():
+        with distributed.random_source(torch.Generator().manual_seed(5)):
+            loss = obj.model_terms(model, batch)[0]["adversarial"]
+        return [torch.zeros_like(p) if g is None else g
+                for p, g in zip(params, torch.autograd.grad(loss, params, allow_unused=True))]
+
+    with_path = adversarial_grads()
+    real = obj.fake_codes
+    obj.fake_codes = lambda z, labels: real(z, labels).detach()
+    try:
+        without = adversarial_grads()
+    finally:
+        obj.fake_codes = real
+    assert any(not torch.allclose(a, b) for a, b in zip(with_path, without))

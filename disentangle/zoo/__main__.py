@@ -69,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     pu = sub.add_parser("publish", help="write a finished run's weights and manifest entry")
     pu.add_argument("run_dir")
     pu.add_argument("--name", required=True, help="pretrained name, e.g. beta_tcvae-sprites-beta6-cpu20k-ref-s0")
-    pu.add_argument("--manifest", help="manifest file to add the entry to (default: the package's)")
+    pu.add_argument("--manifest", help="manifest file to add the entry to (default: the package's, from a source "
+                    "checkout only; give your own, e.g. ~/myzoo/manifest.json)")
     pu.add_argument("--weights-dir", help="folder for the .safetensors file (default: weights/ next to the manifest)")
     pu.add_argument("--metrics", default=None,
                     help="comma-separated metrics to record (default: the six of Locatello et al. + unsupervised_scores)")

@@ -49,6 +49,23 @@ def check_name(name: str) -> str:
     return name
 
 
+def check_shipped_manifest_writable(path: Path) -> None:
+    """Refuse to publish into the package's own manifest (``--manifest`` left out) unless it is a
+    source checkout's (``pip install -e``) that this process may write: in an installed package
+    the model would count as shipped and be lost at the next upgrade, and a read-only
+    site-packages fails only after the metrics were computed."""
+    installed = any(part in ("site-packages", "dist-packages") for part in path.resolve().parts)
+    folder = path.parent
+    if installed or not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        why = "is inside the installed package" if installed else "cannot be written by this process"
+        raise ConfigError(
+            f"Without --manifest, publish writes into the package's own manifest, {path}, which {why}: a model "
+            f"published there would count as shipped and be lost at the next upgrade. Give a manifest of your "
+            f"own, e.g. --manifest ~/myzoo/manifest.json (created when missing), then export "
+            f"DISENTANGLE_ZOO_MANIFEST=~/myzoo/manifest.json to load it."
+        )
+
+
 def check_not_a_recipe(name: str) -> None:
     """Refuse a pretrained name that is a recipe's: a generated recipe (``beta_vae-dsprites-beta4-s0``)
     or a shipped config (``quickstart``). The catalog takes a pretrained model's entry over a recipe
@@ -169,7 +186,8 @@ def publish(
 ) -> dict[str, Any]:
     """Publish the run in ``run_dir`` as the pretrained model ``name``; returns its manifest record.
 
-    ``manifest`` defaults to the package's manifest and ``weights_dir`` to the ``weights/``
+    ``manifest`` defaults to the package's manifest (a source checkout's only:
+    :func:`check_shipped_manifest_writable`) and ``weights_dir`` to the ``weights/``
     folder next to the manifest. ``metrics`` (default :data:`DEFAULT_METRICS`) are taken from the
     run's ``metrics.json`` where present there with the settings asked for (the defaults, or
     ``metric_settings``; a score recorded with other settings is computed again), the rest computed with ``metric_settings`` and the
@@ -194,6 +212,8 @@ def publish(
     check_name(name)
     check_not_a_recipe(name)
     run_dir = Path(run_dir)
+    if manifest is None:
+        check_shipped_manifest_writable(_manifest.SHIPPED_MANIFEST)
     manifest_path = Path(manifest) if manifest is not None else _manifest.SHIPPED_MANIFEST
     weights_folder = Path(weights_dir) if weights_dir is not None else manifest_path.parent / "weights"
     metric_names = resolve_metric_names(list(metrics) if metrics is not None else list(DEFAULT_METRICS))

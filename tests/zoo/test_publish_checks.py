@@ -234,3 +234,18 @@ def test_the_same_model_published_again_elsewhere_is_not_other_weights(tmp_path,
                     machine={"cpu": "machine B"})
     assert first["sha256"] != again["sha256"]
     assert json.loads(manifest.read_text())["models"]["tiny-s0"]["machine"] == {"cpu": "machine B"}
+
+
+def test_without_manifest_an_installed_package_s_manifest_is_refused_before_any_work(
+        tmp_path, tiny_run, monkeypatch, capsys, spy):
+    """Publishing into site-packages made a user's model count as shipped, lost at the next upgrade."""
+    from disentangle.zoo import manifest as manifest_module
+
+    installed = tmp_path / "lib" / "python3.11" / "site-packages" / "disentangle" / "zoo" / "manifest.json"
+    installed.parent.mkdir(parents=True)
+    installed.write_text('{"format": 1, "models": {}}')
+    monkeypatch.setattr(manifest_module, "SHIPPED_MANIFEST", installed)
+    assert zoo_main(["publish", str(tiny_run), "--name", "tiny-s0", "--metrics", "mig", *FAST[:2]]) == 2
+    err = capsys.readouterr().err
+    assert "which is inside the installed package" in err and "--manifest ~/myzoo/manifest.json" in err
+    assert spy == [] and json.loads(installed.read_text())["models"] == {}

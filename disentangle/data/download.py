@@ -27,6 +27,7 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -292,7 +293,7 @@ def load_npz_array(path: str | os.PathLike, key: str, *, mmap: bool = False) -> 
             return archive[key]
     except CorruptDataFileError:
         raise
-    except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError) as err:
+    except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError, zlib.error) as err:
         raise CorruptDataFileError(
             f"{path} could not be read as a .npz archive ({type(err).__name__}: {err}); the file is "
             "probably truncated or corrupt. Delete it and download it again."

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -99,7 +100,7 @@ def read_binary_matrix(path: str | os.PathLike) -> np.ndarray:
     """Read a NORB binary-matrix file (optionally gzipped; see the module docstring)."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with reading(path, errors=(OSError, EOFError)), opener(path, "rb") as f:
+    with reading(path, errors=(OSError, EOFError, zlib.error)), opener(path, "rb") as f:
         data = f.read()
     if len(data) < 20:
         raise CorruptDataFileError(f"{path} is too short ({len(data)} bytes) to be a NORB binary matrix.")

@@ -106,6 +106,16 @@ class SubGrid(GridDataset):
     """
 
     def __init__(self, base: GridDataset, spec: Mapping[str, int | Sequence[int]]) -> None:
+        combinations = int(np.prod(base.factor_sizes))
+        if len(base) != combinations:
+            from ..errors import ConfigError
+
+            raise ConfigError(
+                f"data.subgrid keeps classes of a grid with one image per combination of its factors, and "
+                f"{getattr(base, 'name', type(base).__name__)} holds {len(base):,} images for its {combinations:,} "
+                f"combinations (a factor it does not show, as SmallNORB's instance, picks among them), so its images "
+                f"cannot be addressed by the factors shown. Leave data.subgrid out for this dataset."
+            )
         self.base = base
         self.spec = check_subgrid_spec(spec)
         self.kept = subgrid_classes(self.spec, base.factor_names, base.factor_sizes)

@@ -101,3 +101,23 @@ def test_load_npz_array_memmap_and_fallback(tmp_path):
     packed.write_bytes(packed.read_bytes()[:40])
     with pytest.raises(CorruptDataFileError, match="c.npz"):
         load_npz_array(packed, "images")
+
+
+def test_a_compressed_archive_damaged_inside_is_one_paragraph(tmp_path):
+    """A flipped byte inside a compressed member raised zlib.error, a traceback, not the corrupt-file
+    message (the real dSprites file is compressed)."""
+    import numpy as np
+    import pytest
+
+    from disentangle.data.download import load_npz_array
+    from disentangle.errors import CorruptDataFileError
+
+    path = tmp_path / "data.npz"
+    sparse = (np.random.default_rng(0).random((64, 64, 64)) < 0.05).astype(np.uint8)  # Huffman-coded, as masks
+    np.savez_compressed(path, imgs=sparse)
+    data = bytearray(path.read_bytes())
+    for i in range(len(data) // 10, len(data) // 10 + 64):  # inside the deflate stream: zlib.error
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptDataFileError, match="could not be read as a .npz archive"):
+        load_npz_array(path, "imgs")

@@ -108,3 +108,25 @@ def test_a_run_trains_on_the_sub_grid_and_a_bad_factor_stops_before_the_run_fold
     code = main(["--config", str(tmp_path / "bad.yaml"), 'data.subgrid={"zz": 2}'])
     assert code == 2 and not bad.exists()
     assert "zz" in capsys.readouterr().err
+
+
+def test_a_grid_with_more_images_than_combinations_is_refused():
+    """SmallNORB holds 10 instances per combination of the factors it shows: a sub-grid computed its
+    images' rows from the shown factors alone and read other objects' images (43% matched)."""
+    import torch
+
+    from disentangle.data import IndexedImageDataset
+    from disentangle.data.subgrid import SubGrid
+    from disentangle.errors import ConfigError
+
+    class WithHiddenInstances(IndexedImageDataset):
+        name = "a grid with a hidden factor"
+
+        def __len__(self) -> int:
+            return 2 * super().__len__()
+
+    images = torch.zeros(24, 1, 4, 4, dtype=torch.uint8)
+    base = WithHiddenInstances(images, ("a", "b", "c"), (2, 3, 4), scale=1.0)
+    with pytest.raises(ConfigError, match="holds 48 images for its 24 combinations"):
+        SubGrid(base, {"c": 2})
+    assert len(SubGrid(IndexedImageDataset(images, ("a", "b", "c"), (2, 3, 4), scale=1.0), {"c": 2})) == 12

@@ -224,10 +224,27 @@ def changes_the_data(overrides: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (overrides or {}).items() if k != "path" and k not in STORAGE_KEYS}
 
 
+def model_fingerprint(model: Any) -> str:
+    """A sha256 of the model's weights (its ``state_dict``, names and values in order): what a
+    scores record is of, wherever the model's files lie (a run folder moved keeps it)."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        if isinstance(tensor, torch.Tensor):
+            digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 def existing_record(output: Path, seed: int, step: int | None = None,
-                    data_overrides: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                    data_overrides: dict[str, Any] | None = None, model_sha256: str | None = None,
+                    ) -> dict[str, Any] | None:
     """The scores record already in ``output`` (None when there is none), checked to share ``seed``
-    and, where both are known, the training ``step``.
+    and, where both are known, the training ``step`` (a sweep's record calls it ``steps``) and the
+    model's weights (``model_sha256``, :func:`model_fingerprint`).
 
     Raises ``ConfigError`` when the file holds scores computed with another seed, of another step
     or on other data (:func:`changes_the_data` of ``data_overrides`` and of the record's), or is not
@@ -250,7 +267,14 @@ def existing_record(output: Path, seed: int, step: int | None = None,
             f"file's scores share one seed, so they are neither mixed nor overwritten. Write these scores "
             f"elsewhere with --output FILE, or evaluate with --seed {recorded}."
         )
-    recorded_step = record.get("step")
+    recorded_sha = record.get("model_sha256")
+    if record.get("metrics") and recorded_sha and model_sha256 and recorded_sha != model_sha256:
+        raise ConfigError(
+            f"{output} holds scores of another model ({record.get('checkpoint') or record.get('run_dir') or 'its weights'} "
+            f"differ from those loaded now); one file's scores are of one model, so they are neither mixed nor "
+            f"overwritten. Write these scores elsewhere with --output FILE, or move {output} away."
+        )
+    recorded_step = record.get("step", record.get("steps"))
     if record.get("metrics") and recorded_step is not None and step is not None and int(recorded_step) != step:
         raise ConfigError(
             f"{output} holds scores of the model at step {recorded_step} ({record.get('checkpoint', 'checkpoint')}), "
@@ -414,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
         seed = args.seed if args.seed is not None else int(config.get("seed", 0) or 0)
         checkpoint = str(getattr(model, "source", source))
         step = int(getattr(model, "trained_steps", 0))
-        previous = existing_record(output, seed, step, data_overrides)
+        fingerprint = model_fingerprint(model)
+        previous = existing_record(output, seed, step, data_overrides, fingerprint)
         logger.info(f"scoring {checkpoint} (step {step:,}) with {threads}")
 
         seconds: dict[str, float] = {}
@@ -444,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
                 "run_dir": str(Path(source)),
                 "checkpoint": checkpoint,
                 "step": step,
+                "model_sha256": fingerprint,
                 "seed": seed,
                 "metrics": results,
                 # what each score depends on, so a sweep or zoo publish never reuses it for other settings

@@ -137,6 +137,26 @@ def test_a_seed_other_than_the_files_is_refused_before_computing(run_dir, tmp_pa
     assert "not a metrics record" in capsys.readouterr().err and out.read_text() == "[1, 2]"
 
 
+def test_scores_of_another_model_or_of_a_sweep_s_other_step_are_not_merged(run_dir, tmp_path, capsys, tiny_overrides):
+    """A record is of one model: another run's scores in the file (same seed, same step), or a
+    sweep's record of another step (it calls the step 'steps'), are refused, not merged."""
+    out = tmp_path / "m.json"
+    assert main([str(run_dir), "-m", "mig", "--set", "mig.num_train=200", "--output", str(out), "--no-progress"]) == 0
+    assert len(json.loads(out.read_text())["model_sha256"]) == 64
+    other = tmp_path / "other"
+    fit(load_config(None, tiny_overrides(other, steps=4, **{"seed": 1})))  # another model, same step
+    assert main([str(other), "-m", "mig", "--seed", "0", "--set", "mig.num_train=200", "--output", str(out),
+                 "--no-progress"]) == 2
+    assert "holds scores of another model" in capsys.readouterr().err
+    assert list(json.loads(out.read_text())["metrics"]) == ["mig"]
+    sweep_record = tmp_path / "sweep.json"
+    sweep_record.write_text(json.dumps({"run_id": "x", "steps": 999, "seed": 0, "metrics": {"dci": {}},
+                                        "train_seconds": 1.0, "finished_at": "x"}))
+    assert main([str(run_dir), "-m", "mig", "--set", "mig.num_train=200", "--output", str(sweep_record),
+                 "--no-progress"]) == 2
+    assert "holds scores of the model at step 999" in capsys.readouterr().err
+
+
 def test_a_record_without_settings_keeps_its_other_metrics_at_their_defaults():
     from disentangle.evaluate import merged_record
     from disentangle.metrics.results import settings_identity

@@ -53,10 +53,13 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"comma-separated pictures, or 'all' (default): {', '.join(PICTURES)}")
     p.add_argument("--device", default="cpu", help="device for the model and the dataset (default: cpu)")
     add_threads_option(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of the images shown and of the prior samples (default: 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the images shown and of the prior samples (default: the run's seed, as the "
+                        "trainer drew its pictures; 0 for a model without one)")
     p.add_argument("--metrics", default=None, metavar="FILE",
                    help=f"scores for metrics.png (default: a zoo model's published scores, or RUN_DIR/{METRICS_FILE})")
-    p.add_argument("--limit", type=float, default=2.0, help="traversal range [-limit, limit] (default: 2)")
+    p.add_argument("--limit", type=float, default=None,
+                   help="traversal range [-limit, limit] (default: 2, or 1 for InfoGAN's uniform codes)")
     p.add_argument("--frames", type=int, default=40, help="frames of one loop of traversals.gif (default: 40)")
     p.add_argument("--fps", type=float, default=20.0, help="frames per second of traversals.gif (default: 20)")
     p.add_argument("--images", type=int, default=3, help="input images in traversals.png (default: 3)")
@@ -133,11 +136,13 @@ def main(argv: list[str] | None = None) -> int:
         explicit = args.what != "all"
         names = resolve_pictures(args.what)
         device = _check_device(args.device)
-        positive("--limit", args.limit)
+        if args.limit is not None:
+            positive("--limit", args.limit)
         positive_int("--frames", args.frames, minimum=2)
         positive("--fps", args.fps)
         positive_int("--images", args.images)
-        positive_int("--seed", args.seed, minimum=0)
+        if args.seed is not None:
+            positive_int("--seed", args.seed, minimum=0)
         apply_threads_option(args.threads)
         from ..evaluate import parse_data_overrides
 
@@ -173,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
 
         from .pictures import write_pictures
 
+        seed = args.seed if args.seed is not None else int((getattr(model, "config", None) or {}).get("seed", 0) or 0)
         written = write_pictures(
-            model, dataset, out, names, seed=args.seed, metrics=metrics, limit=args.limit,
+            model, dataset, out, names, seed=seed, metrics=metrics, limit=args.limit,
             num_frames=args.frames, fps=args.fps, num_images=args.images,
         )
     except (*REPORTED, KeyboardInterrupt) as err:

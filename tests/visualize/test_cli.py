@@ -174,3 +174,23 @@ def test_metrics_that_is_a_folder_exits_2_before_loading(run_dir, tmp_path, caps
     assert main([str(run_dir), "--out", str(out), "--metrics", str(empty)]) == 2
     assert "That folder holds none: compute the scores with  python -m disentangle.evaluate" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_command_line_draws_with_the_run_s_seed_and_the_model_s_own_range(tmp_path, tiny_overrides, monkeypatch):
+    """visualize RUN drew with seed 0 and ±2 whatever the run: a seed-7 run's traversals.png, written
+    by the trainer with seed 7, was replaced by other images, and InfoGAN's ±1 codes were swept to ±2."""
+    import disentangle.visualize.pictures as pictures_module
+
+    run = tmp_path / "run"
+    fit(load_config(None, tiny_overrides(run, steps=4, seed=7)))
+    seen = {}
+
+    def spy(model, dataset, out, names, **kwargs):
+        seen.update(kwargs)
+        return {}
+
+    monkeypatch.setattr(pictures_module, "write_pictures", spy)
+    assert main([str(run), "--what", "traversals", "--out", str(tmp_path / "pics")]) == 0
+    assert seen["seed"] == 7 and seen["limit"] is None  # None: write_pictures takes the model's code range
+    assert main([str(run), "--what", "traversals", "--out", str(tmp_path / "pics"), "--seed", "2", "--limit", "3"]) == 0
+    assert (seen["seed"], seen["limit"]) == (2, 3.0)

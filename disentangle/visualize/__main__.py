@@ -108,6 +108,20 @@ def _find_metrics(source: str, given: str | None) -> dict[str, dict[str, float]]
     return read_metrics(path) if path.exists() else None
 
 
+def _recorded_step(source: str, given: str | None) -> int | None:
+    """The training step the scores file of :func:`_find_metrics` records (``step``, or a sweep's
+    ``steps``); None for a zoo model's published scores or a file that records none."""
+    if given is None and source.startswith(ZOO_PREFIX):
+        return None
+    from ..metrics.results import read_json
+
+    path = Path(given) if given is not None else (
+        (Path(source) if Path(source).is_dir() else Path(source).parent) / METRICS_FILE)
+    record = read_json(path)
+    step = record.get("step", record.get("steps")) if isinstance(record, dict) else None
+    return int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None
+
+
 def _load(source: str, device: str, data_overrides: dict | None = None):
     import disentangle
 
@@ -164,6 +178,17 @@ def main(argv: list[str] | None = None) -> int:
         if out.exists() and not out.is_dir():
             raise InputError(f"--out '{out}' is a file, not a folder; choose a folder to write the pictures into.")
         model, dataset = _load(args.source, device, data_overrides)
+        recorded = _recorded_step(args.source, args.metrics) if metrics is not None else None
+        trained = getattr(model, "trained_steps", None)
+        if recorded is not None and trained is not None and recorded != int(trained):
+            problem = (f"the scores for metrics.png are of the model at step {recorded:,}, and the model loaded from "
+                       f"{args.source} is at step {int(trained):,}")
+            if explicit and "metrics" in names:
+                raise InputError(f"{problem}; score this one with python -m disentangle.evaluate {args.source} "
+                                 f"--output FILE and pass --metrics FILE, or leave 'metrics' out of --what.")
+            names.remove("metrics")
+            metrics = None
+            print(f"note: metrics.png skipped: {problem}.", file=sys.stderr)
         from .pictures import pictures_for, pictures_for_data
 
         if not explicit:

@@ -194,3 +194,20 @@ def test_the_command_line_draws_with_the_run_s_seed_and_the_model_s_own_range(tm
     assert seen["seed"] == 7 and seen["limit"] is None  # None: write_pictures takes the model's code range
     assert main([str(run), "--what", "traversals", "--out", str(tmp_path / "pics"), "--seed", "2", "--limit", "3"]) == 0
     assert (seen["seed"], seen["limit"]) == (2, 3.0)
+
+
+def test_scores_of_another_step_are_not_drawn_as_the_model_s(run_dir, tmp_path, capsys):
+    """metrics.png read the run folder's metrics.json whatever checkpoint was loaded (checkpoint.prev.pt,
+    or a run trained on after it was scored)."""
+    run = tmp_path / "run"
+    import shutil
+
+    shutil.copytree(run_dir, run)
+    (run / "metrics.json").write_text(json.dumps({"step": 2, "seed": 0, "metrics": {"mig": {"mig": 0.3}}}))
+    assert main([str(run), "--what", "metrics", "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "the scores for metrics.png are of the model at step 2, and the model loaded from" in err
+    assert "is at step 4" in err and not (tmp_path / "a").exists()
+    assert main([str(run), "--out", str(tmp_path / "b"), "--frames", "2"]) == 0
+    assert "note: metrics.png skipped: the scores for metrics.png are of the model at step 2" in capsys.readouterr().err
+    assert not (tmp_path / "b" / "metrics.png").exists() and (tmp_path / "b" / "traversals.png").exists()

@@ -85,7 +85,7 @@ from .jemmig import jemmig
 from .mig import mig
 from .mig_sup import mig_sup
 from .modularity import modularity_explicitness
-from .names import LOCATELLO_METRICS  # the six supervised scores of the Locatello et al. study
+from .names import LOCATELLO_METRICS, POSTERIOR_METRICS  # the six supervised scores of the Locatello et al. study
 from .reduced_downstream import reduced_downstream_task
 from .registration import DATA_NEEDS, METRICS, MetricSpec, metric_spec, register_metric
 from .sap import sap_score
@@ -160,10 +160,29 @@ def available_metrics(representation: Any = None, dataset: Any = None) -> tuple[
     and on unlabelled images only those that need no labels.
     """
     has_encoder = representation is None or callable(getattr(representation, "encode", None))
+    has_posterior = representation is None or has_a_posterior(representation)
     return tuple(
         name for name in METRICS.names()
         if (has_encoder or not metric_spec(name).requires_encoder) and metric_applies(name, dataset)
+        and (has_posterior or name not in POSTERIOR_METRICS)
     )
+
+
+def has_a_posterior(model: Any) -> bool:
+    """Whether ``model`` is a VAE with a posterior to score (:data:`~disentangle.metrics.names.POSTERIOR_METRICS`):
+    not a GAN, whose decoder declares a uniform code prior (``decoder.code_prior = "uniform"``)."""
+    return getattr(getattr(model, "decoder", None), "code_prior", None) != "uniform"
+
+
+def refuse_without_a_posterior(metric: str, model: Any) -> None:
+    """Raise :class:`~disentangle.ConfigError` when ``metric`` (one of the posterior metrics) is asked
+    of a GAN."""
+    if not has_a_posterior(model):
+        raise ConfigError(
+            f"{metric} scores a VAE's posterior q(z|x) and likelihood p(x|z), and this model is a GAN: its codes "
+            f"have a uniform prior and no posterior (its encode is an inference network's guess), so the numbers "
+            f"would mean nothing. Leave {metric} out; 'all' leaves it out for GANs."
+        )
 
 
 def resolve_metric_names(names: str | Iterable[str], representation: Any = None, dataset: Any = None) -> list[str]:

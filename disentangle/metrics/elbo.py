@@ -63,6 +63,9 @@ def elbo(
     images included. ``model`` must have ``encode(x) -> (mu, logvar)`` and ``decode(z) -> logits``
     (every VAE of the library; not the GANs, whose generator takes noise besides the code).
     """
+    from . import refuse_without_a_posterior
+
+    refuse_without_a_posterior("elbo", model)
     encode = encoder_of(model)
     decode = getattr(model, "decode", None)
     if not callable(decode):

@@ -65,6 +65,9 @@ def elbo_decomposition(
     the closed-form average ``kl`` (for comparison), and ``dimwise_kl_<j>`` per code dimension,
     all in nats.
     """
+    from . import refuse_without_a_posterior
+
+    refuse_without_a_posterior("elbo_decomposition", model)
     sizes = check_dataset(dataset)
     G.encoder_of(model)
     N = G.dataset_size(dataset) if dataset_size is None else dataset_size

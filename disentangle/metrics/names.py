@@ -17,6 +17,10 @@ LOCATELLO_METRICS: tuple[str, ...] = (
 """The six supervised scores of the Locatello et al. (2019) study, in the paper's order."""
 
 UNSUPERVISED_METRICS: tuple[str, ...] = ("unsupervised_scores", "udr", "elbo_decomposition")
+
+POSTERIOR_METRICS: tuple[str, ...] = ("elbo", "elbo_decomposition")
+"""Metrics of a VAE's posterior ``q(z|x)`` and likelihood ``p(x|z)``: meaningless for a GAN, whose
+codes have a uniform prior and no posterior (its ``encode`` is an inference network's guess)."""
 """Metrics whose scores need no ground-truth factors (the study compares them with the supervised ones)."""
 
 PUBLISHED_METRICS: tuple[str, ...] = (*LOCATELLO_METRICS, "unsupervised_scores")

@@ -304,7 +304,8 @@ def evaluate_run(
     def done(name: str, scores: dict[str, float], secs: float) -> None:
         seconds[name] = round(secs, 3)
 
-    scores = evaluate_metrics(dataset, model, names, seed=seed, settings=merged, callback=done)
+    scores = evaluate_metrics(dataset, model, names, seed=seed, callback=done,
+                              settings={m: v for m, v in merged.items() if METRICS.canonical(m) in names})
     return scores, seconds, steps
 
 

@@ -374,6 +374,8 @@ def _evaluate(evaluate_metrics, dataset, model, names, seed, settings, progress,
 
     from tqdm.auto import tqdm
 
+    from ..metrics import METRICS
+
     with tqdm(total=len(names), desc="metrics", unit="metric", file=sys.stderr, disable=not progress) as bar:
         bar.set_postfix_str(names[0])
 
@@ -384,7 +386,8 @@ def _evaluate(evaluate_metrics, dataset, model, names, seed, settings, progress,
             following = names.index(name) + 1
             bar.set_postfix_str(names[following] if following < len(names) else "")
 
-        return evaluate_metrics(dataset, model, names, seed=seed, settings=settings, callback=done)
+        return evaluate_metrics(dataset, model, names, seed=seed, callback=done,
+                                settings={m: v for m, v in settings.items() if METRICS.canonical(m) in names})
 
 
 def _interrupted_message(run_dir: Path, missing: list[str], computed: dict[str, Any]) -> str:

@@ -250,8 +250,12 @@ class VAE(nn.Module):
         return torch.cat(outs) if outs else torch.empty(0, self.latent_dim, device=device)
 
     @torch.no_grad()
-    def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
-        """Mean reconstruction ``sigmoid(decode(mu))`` of a batch."""
+    def reconstruct(self, x: torch.Tensor | np.ndarray) -> torch.Tensor:
+        """Mean reconstruction ``sigmoid(decode(mu))`` of a batch; ``x`` as :meth:`representation`
+        takes it (a float tensor in [0, 1], a uint8 tensor or a numpy array), moved to the model's device."""
+        x = torch.as_tensor(x)
+        if x.dtype == torch.uint8:
+            x = x.float() / 255.0
         return self.decode_mean(self.encode(x.to(self.device))[0])
 
 

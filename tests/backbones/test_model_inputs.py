@@ -113,3 +113,14 @@ def test_the_checks_read_only_shape_and_dtype(model):
         model.encode(torch.empty(2, 1, 64, 64, device="meta", dtype=torch.float64))
     with pytest.raises(InputError, match="float64"):
         model.decode(torch.empty(2, 4, device="meta", dtype=torch.float64))
+
+
+def test_reconstruct_takes_what_representation_takes(model):
+    """model.reconstruct(numpy_array) raised AttributeError ('ndarray' has no 'to'); uint8 images are
+    divided by 255, as representation does."""
+    x = torch.rand(2, *model.image_shape)
+    expected = model.reconstruct(x)
+    torch.testing.assert_close(model.reconstruct(x.numpy()), expected)
+    as_uint8 = (x * 255).round().to(torch.uint8)
+    torch.testing.assert_close(model.reconstruct(as_uint8), model.reconstruct(as_uint8.float() / 255))
+    assert isinstance(np.asarray(model.reconstruct(x.numpy())), np.ndarray)

@@ -303,6 +303,9 @@ def merged_record(previous: dict[str, Any] | None, new: dict[str, Any]) -> dict[
         return new
     merged = {**previous, **{k: v for k, v in new.items() if k not in ("metrics", "metric_settings", "seconds", "run_dir")}}
     merged.setdefault("run_dir", new["run_dir"])
+    for key in ("total_seconds", "data_overrides"):  # of the latest evaluation only: not an older one's
+        if key not in new:
+            merged.pop(key, None)
     for key in ("metrics", "metric_settings", "seconds"):
         old = previous.get(key)
         merged[key] = {**(old if isinstance(old, dict) else {}), **new[key]}

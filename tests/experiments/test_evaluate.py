@@ -294,3 +294,15 @@ def test_an_output_that_is_a_folder_exits_2_before_loading(run_dir, tmp_path, ca
     err = capsys.readouterr().err
     assert err.startswith(f"error: --output '{tmp_path / 'new'}/' names a folder (it ends with '/');")
     assert f"--output {tmp_path / 'new' / 'metrics.json'}" in err and not (tmp_path / "new").exists()
+
+
+def test_a_merge_keeps_no_timing_or_data_change_of_an_older_evaluation():
+    from disentangle.evaluate import merged_record
+
+    previous = {"run_dir": "r", "seed": 0, "metrics": {"mig": {"mig": 0.1}}, "metric_settings": {}, "seconds": {},
+                "total_seconds": 99.0, "data_overrides": {"path": "/old"}}
+    new = {"run_dir": "r", "seed": 0, "metrics": {"sap_score": {"sap": 0.2}}, "metric_settings": {}, "seconds": {}}
+    merged = merged_record(previous, new)
+    assert "total_seconds" not in merged and "data_overrides" not in merged
+    assert set(merged["metrics"]) == {"mig", "sap_score"}
+    assert merged_record(previous, {**new, "total_seconds": 3.0})["total_seconds"] == 3.0

@@ -230,19 +230,12 @@ class VAE(nn.Module):
         """Posterior means for a batch of observations of any size (chunked, no gradients; by
         default in chunks of 64 on a CPU, where small batches are faster, and 1,024 elsewhere).
 
-        ``x`` may be a float tensor in [0, 1], a uint8 tensor (divided by 255) or a numpy array;
-        it is moved to the model's device. Returns a float tensor on that device.
+        ``x`` may be a float tensor in [0, 1], a uint8 tensor (divided by 255) or a numpy array, a
+        batch or one image, channels first or, as numpy and PIL lay images out, last (``(H, W, C)``,
+        ``(B, H, W, C)``; a gray image also ``(H, W)``) where the image shape tells them apart; it
+        is moved to the model's device. Returns a float tensor on that device.
         """
-        x = torch.as_tensor(x)
-        if x.dtype == torch.uint8:
-            x = x.float() / 255.0
-        elif x.is_floating_point() and x.numel() and float(x.max()) > 1.5:
-            raise InputError(
-                f"The images look like 0-255 values (largest {float(x.max()):g}); the model takes images in "
-                f"[0, 1]. Pass x / 255 (uint8 images are converted)."
-            )
-        if tuple(x.shape) == self.image_shape:  # a single observation
-            x = x.unsqueeze(0)
+        x = self._as_image_batch(x)
         device = self.device
         batch_size = batch_size or (64 if device.type == "cpu" else 1024)
         dtype = self._weights_dtype() or torch.float32  # float32 unless the model was converted
@@ -252,11 +245,34 @@ class VAE(nn.Module):
     @torch.no_grad()
     def reconstruct(self, x: torch.Tensor | np.ndarray) -> torch.Tensor:
         """Mean reconstruction ``sigmoid(decode(mu))`` of a batch; ``x`` as :meth:`representation`
-        takes it (a float tensor in [0, 1], a uint8 tensor or a numpy array), moved to the model's device."""
+        takes it (a float tensor in [0, 1], a uint8 tensor or a numpy array, channels first or last),
+        moved to the model's device."""
+        return self.decode_mean(self.encode(self._as_image_batch(x).to(self.device))[0])
+
+    def _as_image_batch(self, x: Any) -> torch.Tensor:
+        """``x`` as a float batch ``(B, C, H, W)`` in [0, 1] (:meth:`representation`'s inputs); what
+        cannot be told apart is left for :meth:`encode`'s checks to name."""
         x = torch.as_tensor(x)
         if x.dtype == torch.uint8:
             x = x.float() / 255.0
-        return self.decode_mean(self.encode(x.to(self.device))[0])
+        elif x.is_floating_point() and x.numel() and float(x.max()) > 1.5:
+            raise InputError(
+                f"The images look like 0-255 values (largest {float(x.max()):g}); the model takes images in "
+                f"[0, 1]. Pass x / 255 (uint8 images are converted)."
+            )
+        if len(self.image_shape) != 3:
+            return x.unsqueeze(0) if tuple(x.shape) == self.image_shape else x
+        c, h, w = self.image_shape
+        shape = tuple(x.shape)
+        if c == 1 and shape == (h, w):  # one gray image
+            return x[None, None]
+        if shape == self.image_shape:  # one image, channels first
+            return x.unsqueeze(0)
+        if shape == (h, w, c) and c not in (h, w):  # one image, channels last
+            return x.permute(2, 0, 1).unsqueeze(0)
+        if x.dim() == 4 and shape[1:] == (h, w, c) and c not in (h, w):  # a batch, channels last
+            return x.permute(0, 3, 1, 2)
+        return x
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

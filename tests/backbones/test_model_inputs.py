@@ -124,3 +124,18 @@ def test_reconstruct_takes_what_representation_takes(model):
     as_uint8 = (x * 255).round().to(torch.uint8)
     torch.testing.assert_close(model.reconstruct(as_uint8), model.reconstruct(as_uint8.float() / 255))
     assert isinstance(np.asarray(model.reconstruct(x.numpy())), np.ndarray)
+
+
+def test_representation_takes_numpy_and_pil_layouts_where_the_shape_tells(model):
+    """A notebook's images come channels-last (numpy, PIL) and gray ones as (H, W): representation
+    and reconstruct take them as they come, and give what the channels-first batch gives."""
+    images = torch.rand(2, *model.image_shape)
+    expected = model.representation(images)
+    last = images.permute(0, 2, 3, 1).numpy()
+    torch.testing.assert_close(model.representation(last), expected)
+    torch.testing.assert_close(model.representation(last[0]), expected[:1])
+    if model.image_shape[0] == 1:
+        torch.testing.assert_close(model.representation(images[0, 0].numpy()), expected[:1])
+    torch.testing.assert_close(model.reconstruct(last), model.reconstruct(images))
+    with pytest.raises(InputError, match="got shape"):  # what the shape cannot tell is still named
+        model.representation(torch.rand(2, 5, 64, 64))

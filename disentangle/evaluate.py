@@ -267,19 +267,19 @@ def existing_record(output: Path, seed: int, step: int | None = None,
             f"file's scores share one seed, so they are neither mixed nor overwritten. Write these scores "
             f"elsewhere with --output FILE, or evaluate with --seed {recorded}."
         )
-    recorded_sha = record.get("model_sha256")
-    if record.get("metrics") and recorded_sha and model_sha256 and recorded_sha != model_sha256:
-        raise ConfigError(
-            f"{output} holds scores of another model ({record.get('checkpoint') or record.get('run_dir') or 'its weights'} "
-            f"differ from those loaded now); one file's scores are of one model, so they are neither mixed nor "
-            f"overwritten. Write these scores elsewhere with --output FILE, or move {output} away."
-        )
     recorded_step = record.get("step", record.get("steps"))
     if record.get("metrics") and recorded_step is not None and step is not None and int(recorded_step) != step:
         raise ConfigError(
             f"{output} holds scores of the model at step {recorded_step} ({record.get('checkpoint', 'checkpoint')}), "
             f"and the model loaded now is at step {step}; one file's scores are of one model, so they are "
             f"neither mixed nor overwritten. Write these scores elsewhere with --output FILE, or move {output} away."
+        )
+    recorded_sha = record.get("model_sha256")
+    if record.get("metrics") and recorded_sha and model_sha256 and recorded_sha != model_sha256:
+        raise ConfigError(
+            f"{output} holds scores of another model ({record.get('checkpoint') or record.get('run_dir') or 'its weights'} "
+            f"differ from those loaded now); one file's scores are of one model, so they are neither mixed nor "
+            f"overwritten. Write these scores elsewhere with --output FILE, or move {output} away."
         )
     recorded_data = changes_the_data(record.get("data_overrides"))
     if record.get("metrics") and recorded_data != changes_the_data(data_overrides):

@@ -311,13 +311,6 @@ def evaluate_metrics(
     seed = checks.seed("seed", seed)
     resolved = resolve_metric_names(names, representation, dataset)
     settings = _settings_by_metric_name(settings or {})
-    unused = sorted(set(settings) - set(resolved))
-    if unused:  # a setting for a metric not run is a mistake (a typo'd or dropped name), as on the command line
-        raise ConfigError(
-            f"settings were given for {', '.join(unused)}, which {'is' if len(unused) == 1 else 'are'} not among "
-            f"the metrics to compute ({', '.join(resolved)}). Add {'it' if len(unused) == 1 else 'them'} to the "
-            f"metrics, or leave {'its' if len(unused) == 1 else 'their'} settings out."
-        )
     for name in resolved:
         validate_settings(name, settings.get(name, {}), dataset)
         check_metric_applies(name, dataset, settings.get(name, {}))

@@ -207,15 +207,3 @@ def test_settings_keyed_by_an_alias_reach_their_metric_on_the_cli_and_in_sweep_f
     names, settings = _parse_metrics(["sap"], {"sap": {"num_train": 100}}, "sweep.yaml")
     assert names == ["sap_score"] and settings["sap_score"]["num_train"] == 100
 
-
-def test_settings_for_a_metric_not_run_are_refused_in_python_too(tiny_dataset):
-    """evaluate_metrics(..., "mig", settings={"dci": ...}) ignored the dci entry silently (a typo'd or
-    dropped name); the command line refused it."""
-    import pytest
-
-    from disentangle.errors import ConfigError
-    from disentangle.metrics import evaluate_metrics
-
-    with pytest.raises(ConfigError, match=r"settings were given for dci, which is not among the metrics to compute \(mig\)"):
-        evaluate_metrics(tiny_dataset, lambda x: x.flatten(1)[:, :3].float(), "mig",
-                         settings={"dci": {"num_train": 5}})

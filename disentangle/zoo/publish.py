@@ -356,12 +356,12 @@ def _check_not_other_weights(
                  and _same_content(weight_path.read_bytes(), data, provenance=False)):
         return
     existing = _manifest.read_manifest(manifest_path)["models"].get(name)
-    if existing is not None and existing.get("sha256") != sha256 and not force:
+    if existing is not None and existing.get("sha256") != sha256:
         raise ConfigError(
             f"The manifest {manifest_path} already has a model '{name}' with other weights (sha256 "
             f"{existing.get('sha256')}). Choose another name, or pass --force to replace it."
         )
-    if weight_path.is_file() and not force and sha256_bytes(weight_path.read_bytes()) != sha256:
+    if weight_path.is_file() and sha256_bytes(weight_path.read_bytes()) != sha256:
         raise ConfigError(
             f"{weight_path} exists and holds other weights. Choose another name or weights folder, or pass --force to replace it."
         )

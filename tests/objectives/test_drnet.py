@@ -4,6 +4,7 @@ a planted class in the pose codes that the discriminator finds, training, resume
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 from pathlib import Path
@@ -93,14 +94,19 @@ def test_the_loss_matches_an_independent_computation(group_size, normalization, 
     assert terms["adversarial"].item() >= math.log(2) - 1e-6  # BCE against ½ is at least log 2
 
 
+def _encoder_grads(model, loss) -> list[torch.Tensor]:
+    """``loss``'s gradients on the encoder's parameters; zeros for the log-variance head, which the
+    codes do not use."""
+    params = list(model.encoder.parameters())
+    grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+
+
 def test_the_similarity_pulls_each_content_code_toward_its_detached_target(tiny_dataset):
     """The reference code's stop-gradient: only h_c(x_p(i)) is moved toward h_c(x_i)."""
     model, obj, _ = _setup(similarity_normalization="none")
     batch = _batch(obj, tiny_dataset)
-    params = list(model.encoder.parameters())
-
-    def grads(loss):  # zeros for the log-variance head, which the codes do not use
-        return [torch.zeros_like(p) if g is None else g for p, g in zip(params, torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True))]
+    grads = functools.partial(_encoder_grads, model)
 
     got = grads(obj.model_terms(model, batch)[0]["similarity"])
     content = model.encode(batch.x)[0][:, POSE:]
@@ -119,10 +125,7 @@ def test_the_adversarial_term_moves_each_pose_code_against_its_detached_partner(
 
     model, obj, _ = _setup(similarity_normalization="none")
     batch = _batch(obj, tiny_dataset)
-    params = list(model.encoder.parameters())
-
-    def grads(loss):  # zeros for the log-variance head, which the codes do not use
-        return [torch.zeros_like(p) if g is None else g for p, g in zip(params, torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True))]
+    grads = functools.partial(_encoder_grads, model)
 
     got = grads(obj.model_terms(model, batch)[0]["adversarial"])
     pose = model.encode(batch.x)[0][:, :POSE]

@@ -59,7 +59,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from .._core import checks
 from ..errors import (
@@ -84,6 +83,7 @@ from .image_folder import (
     crop_and_resize,
     decode_images,
     memory_mapped,
+    place_images,
     source_prefix,
 )
 from .samples import SampleDataset, choose_placement
@@ -509,21 +509,20 @@ def _build(
     store = CacheFiles(cache_folder(cache, "celeba"), source_prefix(images.source, f"celeba-{split}", settings), key)
     transform = _transform(crop, crop_size, size)
 
-    def build() -> Decoded:
+    def build(into: Path | None) -> Decoded:
         items = [(name, images.opener(name)) for name in selected]
-        return decode_images(items, transform, size, 3, what=what, skip_unreadable=skip_unreadable, fix=fix)
+        return decode_images(items, transform, size, 3, what=what, skip_unreadable=skip_unreadable, fix=fix,
+                             into=into)
 
-    stream = placement == "stream" or (
-        placement == "auto" and store.array.is_file()
-        and choose_placement("auto", store.array.stat().st_size, device)[0] == "stream")
-    decoded = cached_decode(store, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix, mmap=stream)
+    # memory-mapped until the placement is known: a split larger than memory is never read into it
+    decoded = cached_decode(store, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix,
+                            mmap=placement != "device")
     placed, reason = choose_placement(placement, decoded.images.nbytes, device)
     if placed == "stream":
         decoded = memory_mapped(store, size, decoded)
     labels = classes[[row[name] for name in decoded.names]]
-    images_tensor = torch.from_numpy(decoded.images)
     dataset = SampleDataset(
-        images_tensor if placed == "stream" else images_tensor.to(device), labels, attribute_names,
+        place_images(decoded.images, placed == "stream", device), labels, attribute_names,
         label_sizes=(2,) * len(attribute_names), name=f"CelebA {split} ({root})", stream=placed == "stream",
     )
     dataset.placement_reason = reason

@@ -224,10 +224,10 @@ class HighResGridDataset(FileDataset):
         folder = Path(self._cache_dir).expanduser() if self._cache_dir is not None else default_cache_dir()
         store = CacheFiles(folder / self.files[0].subdir, source_prefix(files.source, self.registry_name, settings), key)
 
-        def build() -> Decoded:
+        def build(into: Path | None) -> Decoded:
             items = [(name, files.opener(name)) for name in names]
             return decode_images(items, lambda image: _square(image, size), size, 3, what=what,
-                                 skip_unreadable=False, fix=fix)
+                                 skip_unreadable=False, fix=fix, into=into)
 
         decoded = cached_decode(store, size, build, what=what, skip_unreadable=False, fix=fix)
         self.cache_file = str(store.array)

@@ -35,10 +35,12 @@ device) and runs the unsupervised scores. What happens to each file:
 beside it naming the files in order and the skipped ones. It is keyed by a hash of the sorted
 relative file names, their sizes and modification times, ``image_size`` and ``channels``: touching,
 adding, removing or renaming any image makes a new cache (the stale one of the same folder is
-deleted), and anything else reuses it without decoding. Both files are written atomically (a
-temporary file in the same folder, renamed into place), the ``.npy`` last, so a build that is
-interrupted or fails leaves nothing a later run would trust. A cache file that does not load is
-rebuilt. :func:`decode_images` and the decoding helpers here are shared with the ``celeba`` loader.
+deleted), and anything else reuses it without decoding. The images are written to a partial file
+in the cache folder as they are decoded (a folder larger than memory never sits in it), which is
+renamed into place after the index: a build that is interrupted or fails leaves nothing a later run
+would trust, and the partial file of a killed build is deleted by the next one. A cache folder that
+cannot be written, or a disk that fills up, is a warning: the images are then decoded into memory.
+A cache file that does not load is rebuilt. :func:`decode_images` and the decoding helpers here are shared with the ``celeba`` loader.
 """
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ import numpy as np
 import torch
 
 from .._core import checks
-from .._core.atomic import atomic_write, atomic_write_json
+from .._core.atomic import atomic_write, atomic_write_json, fsync_dir
 from ..errors import CorruptDataFileError, DataPathNotFoundError, ParameterError
 from . import DATASETS
 from .download import default_cache_dir, require_path
@@ -181,10 +183,18 @@ def decode_images(
     what: str,
     skip_unreadable: bool,
     fix: str = "",
+    into: Path | None = None,
 ) -> Decoded:
     """Decode ``items`` (``(name, opener)``: ``opener()`` gives a path or a binary file) with
     :func:`decode_image`, apply ``transform`` (an ``L``/``RGB`` image to one of ``size`` ×
     ``size``) and stack them as ``(N, C, size, size)`` uint8, in the order of ``items``.
+
+    ``into``: a path for an ``.npy`` file that the images are written to as they are decoded, in
+    order, so that a set larger than memory never sits in it; the result's ``images`` are then
+    that file, memory-mapped (copy-on-write). Leaving out unreadable files or a third channel of
+    gray images rewrites the file in chunks. A write that fails raises :class:`SpillError`
+    (the caller decodes into memory instead); ``into`` is the caller's to remove then. Without
+    ``into`` the stack is built in memory.
 
     Unreadable files are collected; with ``skip_unreadable`` they are left out and listed in a
     logged warning, otherwise :class:`CorruptDataFileError` names them (``fix``: how to fix it,
@@ -195,7 +205,7 @@ def decode_images(
     n = len(items)
     errors = _unreadable_errors()
     width = 1 if channels == 1 else 3
-    out = np.empty((n, width, size, size), dtype=np.uint8)
+    sink: _Rows = _MemoryRows((n, width, size, size)) if into is None else _FileRows(into, (n, width, size, size))
     ok = np.ones(n, dtype=bool)
     gray_everywhere = True
     skipped: list[tuple[str, str]] = []
@@ -228,8 +238,8 @@ def decode_images(
                 ok[index] = False
                 skipped.append((items[index][0], reason))
             else:
-                out[index] = chw  # a gray image broadcasts to 3 channels
                 gray_everywhere = gray_everywhere and gray
+            sink.put(index, chw)  # a gray image broadcasts to 3 channels; an unreadable one is a row of zeros
             if progress is not None:
                 progress.update(1)
     finally:
@@ -237,6 +247,7 @@ def decode_images(
             progress.close()
         if workers > 1 and pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        sink.close()
 
     if skipped and len(skipped) == n:
         raise CorruptDataFileError(
@@ -250,14 +261,122 @@ def decode_images(
         )
     names = [name for (name, _), keep in zip(items, ok) if keep]
     if skipped:
-        out = out[ok]
         logger.warning(
             "Skipped %d of the %d image files of %s that could not be read: %s.",
             len(skipped), n, what, describe_files(skipped),
         )
-    if channels == "auto" and gray_everywhere:
-        out = np.ascontiguousarray(out[:, :1])
-    return Decoded(out, names, skipped)
+    keep_rows = None if not skipped else ok
+    keep_channels = 1 if channels == "auto" and gray_everywhere else width
+    return Decoded(sink.finish(keep_rows, keep_channels), names, skipped)
+
+
+class SpillError(OSError):
+    """Writing decoded images to their file failed (a full or read-only disk): ``__cause__`` says why."""
+
+
+class _Rows:
+    """Where :func:`decode_images` puts the decoded images, row by row in order."""
+
+    def put(self, index: int, chw: np.ndarray | None) -> None:
+        raise NotImplementedError
+
+    def finish(self, keep_rows: np.ndarray | None, channels: int) -> np.ndarray:
+        """The stack with only the rows ``keep_rows`` (all when None) and the first ``channels``."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class _MemoryRows(_Rows):
+    def __init__(self, shape: tuple[int, int, int, int]) -> None:
+        self.out = np.empty(shape, dtype=np.uint8)
+
+    def put(self, index: int, chw: np.ndarray | None) -> None:
+        if chw is not None:
+            self.out[index] = chw
+
+    def finish(self, keep_rows: np.ndarray | None, channels: int) -> np.ndarray:
+        out = self.out if keep_rows is None else self.out[keep_rows]
+        return out if channels == out.shape[1] else np.ascontiguousarray(out[:, :channels])
+
+
+#: how many bytes of images :class:`_FileRows` copies at once when it rewrites its file
+_CHUNK_BYTES = 64 << 20
+
+
+class _FileRows(_Rows):
+    """Rows appended to an ``.npy`` file as they come (they come in order): its header names all
+    ``shape[0]`` rows and an unreadable file's row is zeros, so that the common case (every file read,
+    the channels kept) needs no second pass; otherwise the kept rows and channels are copied, in
+    chunks, into a new file that replaces it."""
+
+    def __init__(self, path: Path, shape: tuple[int, int, int, int]) -> None:
+        self.path, self.shape = path, shape
+        self.row_bytes = int(np.prod(shape[1:]))
+        self.written = 0
+        try:
+            self.file: BinaryIO | None = open(path, "wb")
+            _write_npy_header(self.file, shape)
+        except OSError as err:
+            self.close()
+            raise SpillError(f"could not write {path}: {err}") from err
+
+    def put(self, index: int, chw: np.ndarray | None) -> None:
+        assert index == self.written and self.file is not None, "rows come in order"
+        row = np.zeros(self.shape[1:], np.uint8) if chw is None else np.broadcast_to(chw, self.shape[1:])
+        try:
+            self.file.write(memoryview(np.ascontiguousarray(row)).cast("B"))
+        except OSError as err:
+            raise SpillError(f"could not write {self.path}: {err}") from err
+        self.written += 1
+
+    def close(self) -> None:
+        if getattr(self, "file", None) is not None:
+            try:
+                self.file.close()
+            except OSError:
+                pass
+            self.file = None
+
+    def finish(self, keep_rows: np.ndarray | None, channels: int) -> np.ndarray:
+        try:
+            if self.file is not None:
+                self.file.flush()
+                os.fsync(self.file.fileno())
+                self.close()
+            if keep_rows is not None or channels != self.shape[1]:
+                self._rewrite(keep_rows, channels)
+        except OSError as err:
+            raise SpillError(f"could not write {self.path}: {err}") from err
+        return np.load(self.path, mmap_mode="c", allow_pickle=False)
+
+    def _rewrite(self, keep_rows: np.ndarray | None, channels: int) -> None:
+        full = np.load(self.path, mmap_mode="r", allow_pickle=False)
+        rows = np.arange(len(full)) if keep_rows is None else np.flatnonzero(keep_rows)
+        shape = (len(rows), channels, *self.shape[2:])
+        step = max(1, _CHUNK_BYTES // self.row_bytes)
+        partial = self.path.with_name(self.path.name + ".rewrite")
+        try:
+            with open(partial, "wb") as out:
+                _write_npy_header(out, shape)
+                for start in range(0, len(rows), step):
+                    out.write(memoryview(np.ascontiguousarray(full[rows[start:start + step], :channels])).cast("B"))
+                out.flush()
+                os.fsync(out.fileno())
+            del full
+            os.replace(partial, self.path)
+        finally:
+            if partial.exists():
+                partial.unlink()
+
+
+def _write_npy_header(file: BinaryIO, shape: tuple[int, ...]) -> None:
+    """The header of a C-ordered uint8 ``.npy`` array of ``shape`` (its data follow)."""
+    from numpy.lib import format as npy
+
+    npy.write_array_header_1_0(file, {"descr": npy.dtype_to_descr(np.dtype(np.uint8)),
+                                      "fortran_order": False, "shape": tuple(int(d) for d in shape)})
 
 
 def _reason(err: BaseException) -> str:
@@ -357,6 +476,42 @@ class CacheFiles:
             return None
         return images, index
 
+    def partial(self) -> Path | None:
+        """A new file to decode into (:func:`decode_images`'s ``into``), named for this process, in
+        the cache folder (so that :meth:`commit` renames it into place); the files a killed build of
+        the same source left there are deleted first. None when the folder cannot be written (the
+        images are then decoded into memory)."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._delete_leftovers()
+            path = self.folder / f"{self.stem}.{_host()}-{os.getpid()}.partial"
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666))  # honours the umask
+        except OSError as err:
+            logger.warning("Could not write the decoded cache in %s (%s: %s); decoding into memory, and the next "
+                           "run decodes again.", self.folder, type(err).__name__, err)
+            return None
+        return path
+
+    def _delete_leftovers(self) -> None:
+        """Delete the partial files of this source whose build died (a process of this host that is gone)."""
+        for leftover in self.folder.glob(f"{self.prefix}-*.partial*"):
+            match = re.search(r"\.(.+)-(\d+)\.partial", leftover.name)
+            if match is None or match.group(1) != _host() or _alive(int(match.group(2))):
+                continue
+            try:
+                leftover.unlink()
+                logger.info("Deleted %s, left by a decode that was stopped.", leftover)
+            except OSError:
+                pass
+
+    def commit(self, partial: Path, index: dict[str, Any]) -> None:
+        """Make the decoded ``partial`` file this cache: the index is written (atomically), then the
+        file renamed over the stack, and older caches of the same source deleted."""
+        atomic_write_json(self.index, {**index, "key": self.key})
+        os.replace(partial, self.array)
+        fsync_dir(self.folder)
+        self._delete_stale()
+
     def save(self, images: np.ndarray, index: dict[str, Any]) -> None:
         """Write the index, then the stack (both atomically), and delete older caches of the
         same source. A cache that cannot be written is a warning, not an error: the data are
@@ -369,6 +524,9 @@ class CacheFiles:
             logger.warning("Could not write the decoded cache %s (%s: %s); the next run decodes again.",
                            self.array, type(err).__name__, err)
             return
+        self._delete_stale()
+
+    def _delete_stale(self) -> None:
         for stale in self.folder.glob(f"{self.prefix}-*"):
             if stale.name not in (self.array.name, self.index.name) and stale.suffix in (".npy", ".json"):
                 try:
@@ -376,6 +534,24 @@ class CacheFiles:
                     logger.info("Deleted the stale cache %s.", stale)
                 except OSError:
                     pass
+
+
+def _host() -> str:
+    """This machine's name as it may appear in a file name."""
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname()) or "host"
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by another user
+        return True
+    return True
 
 
 def memory_mapped(files: CacheFiles, size: int, decoded: Decoded) -> Decoded:
@@ -388,14 +564,30 @@ def memory_mapped(files: CacheFiles, size: int, decoded: Decoded) -> Decoded:
     return decoded if reread is None else Decoded(reread[0], decoded.names, decoded.skipped)
 
 
-def cached_decode(
-    files: CacheFiles, size: int, build: Callable[[], Decoded], *, what: str, skip_unreadable: bool, fix: str,
-    mmap: bool = False,
-) -> Decoded:
-    """The decoded images from ``files`` when they hold this key, else ``build()`` written there.
+def place_images(images: np.ndarray, stream: bool, device: str | torch.device) -> torch.Tensor:
+    """The decoded ``images`` as a tensor: as they are (memory-mapped) when streamed, else on
+    ``device`` (a memory-mapped stack is read into memory first, so that "device" placement on the
+    CPU holds the images in memory, not in the file's pages)."""
+    if stream:
+        return torch.from_numpy(images)
+    if isinstance(images, np.memmap):
+        images = np.array(images)
+    return torch.from_numpy(images).to(device)
 
-    A cache made while skipping unreadable files repeats its warning, and refuses to be used with
-    ``skip_unreadable`` false (the same error as a fresh decode)."""
+
+def cached_decode(
+    files: CacheFiles, size: int, build: Callable[[Path | None], Decoded], *, what: str, skip_unreadable: bool,
+    fix: str, mmap: bool = False,
+) -> Decoded:
+    """The decoded images from ``files`` when they hold this key, else ``build(into)`` made the cache.
+
+    ``build(into)`` decodes with :func:`decode_images`'s ``into``: the images go to a partial file of
+    the cache as they are decoded, which then becomes the cache (:meth:`CacheFiles.commit`), so that
+    a set larger than memory never sits in it. When the cache folder cannot be written, or a write
+    fails on the way (a full disk), it is a warning and ``build(None)`` decodes into memory. With
+    ``mmap`` the images are the cache file memory-mapped (copy-on-write), else they are read into
+    memory. A cache made while skipping unreadable files repeats its warning, and refuses to be used
+    with ``skip_unreadable`` false (the same error as a fresh decode)."""
     hit = files.load(size, mmap=mmap)
     if hit is not None:
         images, index = hit
@@ -411,13 +603,56 @@ def cached_decode(
                            len(skipped), total, what, describe_files(skipped))
         logger.info("Loaded %d decoded images of %s from the cache %s.", len(images), what, files.array)
         return Decoded(images, list(index["files"]), skipped)
-    decoded = build()
-    files.save(decoded.images, {"source": what, "files": decoded.names, "skipped": [list(p) for p in decoded.skipped]})
-    if mmap:  # the images just written, memory-mapped: the decoded copy in memory is let go
-        reread = files.load(size, mmap=True)
-        if reread is not None:
-            return Decoded(reread[0], decoded.names, decoded.skipped)
-    return decoded
+    made = _missing_folders(files.folder)  # removed again when the build fails
+    partial = files.partial()
+    if partial is None:
+        return build(None)
+    committed = False
+    try:
+        try:
+            decoded = build(partial)
+        except SpillError as err:
+            logger.warning("Could not write the decoded cache %s (%s); decoding into memory, and the next run "
+                           "decodes again.", files.array, err.__cause__ or err)
+            _unlink(partial)
+            return build(None)
+        index = {"source": what, "files": decoded.names, "skipped": [list(p) for p in decoded.skipped]}
+        try:
+            files.commit(partial, index)
+        except OSError as err:  # the index or the rename
+            logger.warning("Could not write the decoded cache %s (%s: %s); the next run decodes again.",
+                           files.array, type(err).__name__, err)
+            return Decoded(decoded.images if mmap else np.array(decoded.images), decoded.names, decoded.skipped)
+        committed = True
+    finally:
+        if partial.exists():  # a failed or interrupted build leaves nothing a later run would trust
+            _unlink(partial)
+        if not committed:
+            for folder in made:
+                try:
+                    folder.rmdir()  # only when empty
+                except OSError:
+                    pass
+    reread = files.load(size, mmap=mmap)
+    images = reread[0] if reread is not None else (decoded.images if mmap else np.array(decoded.images))
+    return Decoded(images, decoded.names, decoded.skipped)
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its parents that do not exist yet, deepest first."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    return missing
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------------------- the folder
@@ -542,22 +777,20 @@ def image_folder(
     key = cache_key({**settings, "files": [[f.name, f.size, f.mtime_ns, f.ctime_ns] for f in found]})
     files = CacheFiles(cache_folder(cache, "image_folder"), source_prefix(folder, "image_folder", settings), key)
 
-    def build() -> Decoded:
+    def build(into: Path | None) -> Decoded:
         items = [(f.name, _path_opener(folder / f.name)) for f in found]
         return decode_images(items, lambda image: fit_square(image, size), size, channels,
-                             what=what, skip_unreadable=skip_unreadable, fix=fix)
+                             what=what, skip_unreadable=skip_unreadable, fix=fix, into=into)
 
     placement = checks.choice("placement", placement, ("auto", "device", "stream"))
-    stream = placement == "stream"
-    if placement == "auto" and files.array.is_file():
-        stream = choose_placement("auto", files.array.stat().st_size, device)[0] == "stream"
-    decoded = cached_decode(files, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix, mmap=stream)
+    # memory-mapped until the placement is known: a folder larger than memory is never read into it
+    decoded = cached_decode(files, size, build, what=what, skip_unreadable=skip_unreadable, fix=fix,
+                            mmap=placement != "device")
     placed, reason = choose_placement(placement, decoded.images.nbytes, device)
     stream = placed == "stream"
     if stream:
         decoded = memory_mapped(files, size, decoded)
-    images = torch.from_numpy(decoded.images)
-    dataset = SampleDataset(images if stream else images.to(device), None, name=f"image folder {folder}",
+    dataset = SampleDataset(place_images(decoded.images, stream, device), None, name=f"image folder {folder}",
                             stream=stream)
     dataset.placement_reason = reason
     dataset.files = tuple(decoded.names)

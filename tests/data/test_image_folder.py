@@ -266,6 +266,114 @@ def test_a_damaged_cache_file_is_decoded_again(small_folder, tmp_path):
     assert torch.equal(first.images, again.images)
 
 
+# ---------------------------------------------------------------------- decoding into the cache file
+def _mixed_folder(root: Path, *, gray_only: bool = False, broken: bool = True) -> Path:
+    root.mkdir()
+    for i in range(7):
+        pixels = noise(9, 11, 1) if gray_only or i % 3 == 0 else noise(9, 11)
+        Image.fromarray(pixels).save(root / f"{i}.png")
+    if broken:
+        (root / "3.png").write_text("not a PNG")  # a row left out of the file
+    return root
+
+
+@pytest.mark.parametrize("gray_only, broken, channels", [
+    (False, False, "auto"), (False, True, "auto"), (True, False, "auto"), (True, True, "auto"),
+    (False, True, 1), (True, False, 3),
+])
+def test_decoding_into_a_file_gives_the_in_memory_stack(tmp_path, monkeypatch, gray_only, broken, channels):
+    root = _mixed_folder(tmp_path / "images", gray_only=gray_only, broken=broken)
+    monkeypatch.setattr(folder_module, "_CHUNK_BYTES", 2 * 8 * 8)  # the rewrite copies in chunks of two rows
+    items = [(f.name, (lambda p=root / f.name: p)) for f in list_images(root)[0]]
+
+    def decode(into):
+        return folder_module.decode_images(items, lambda image: folder_module.fit_square(image, 8), 8, channels,
+                                           what="test", skip_unreadable=True, into=into)
+
+    in_memory = decode(None)
+    on_disk = decode(tmp_path / "stack.partial")
+    assert isinstance(on_disk.images, np.memmap) and not isinstance(in_memory.images, np.memmap)
+    assert on_disk.images.shape == in_memory.images.shape == (7 - broken, 1 if gray_only and channels != 3 or channels == 1 else 3, 8, 8)
+    assert np.array_equal(on_disk.images, in_memory.images) and on_disk.names == in_memory.names
+    assert np.array_equal(np.load(tmp_path / "stack.partial"), in_memory.images)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["images", "stack.partial"]  # no rewrite file left
+
+
+def test_a_first_build_never_holds_the_whole_stack_in_memory(tmp_path, monkeypatch):
+    import tracemalloc
+
+    monkeypatch.setattr(folder_module, "_CHUNK_BYTES", 16 * 3 * 48 * 48)  # the rewrite's chunks: 16 rows
+
+    root = tmp_path / "many"
+    root.mkdir()
+    for i in range(300):
+        Image.fromarray(noise(48, 48)).save(root / f"{i:03d}.png")
+    (root / "zz.png").write_text("not a PNG")  # forces the rewrite that leaves the row out
+    stack_bytes = 300 * 3 * 48 * 48
+    build(_mixed_folder(tmp_path / "warm-up"), tmp_path / "warm-up-cache", image_size=48)  # imports Pillow's plugins
+    tracemalloc.start()
+    try:
+        streamed = build(root, tmp_path, image_size=48, placement="stream")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert streamed.stream and len(streamed) == 300
+    # numpy's allocations are traced: no (N, C, H, W) array (the rest is the file list's Python objects)
+    assert peak < stack_bytes / 3, (peak, stack_bytes)
+    held = build(root, tmp_path / "again", image_size=48, placement="device")
+    assert torch.equal(streamed.images, held.images)
+
+
+def test_a_full_disk_while_decoding_falls_back_to_memory(small_folder, tmp_path, monkeypatch, caplog):
+    import errno
+
+    expected = build(small_folder, tmp_path / "reference", image_size=8).images
+    write = folder_module._FileRows.put
+
+    def full_disk(self, index, chw):
+        if index == 2:
+            raise folder_module.SpillError("could not write") from OSError(errno.ENOSPC, "No space left on device")
+        write(self, index, chw)
+
+    monkeypatch.setattr(folder_module._FileRows, "put", full_disk)
+    with caplog.at_level(logging.WARNING, logger="disentangle.data.image_folder"):
+        ds = build(small_folder, tmp_path, image_size=8)
+    assert torch.equal(ds.images, expected)
+    assert "No space left on device" in caplog.text and "decoding into memory" in caplog.text
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not any(cache.iterdir())  # no partial file, no cache to trust
+
+
+def test_an_unwritable_cache_folder_decodes_into_memory(small_folder, tmp_path, caplog):
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder would be")  # mkdir fails as on a read-only disk
+    with caplog.at_level(logging.WARNING, logger="disentangle.data.image_folder"):
+        ds = build(small_folder, tmp_path, image_size=8)
+    assert len(ds) == 4 and "decoding into memory" in caplog.text
+    assert torch.equal(ds.images, build(small_folder, tmp_path / "elsewhere", image_size=8).images)
+    assert blocked.read_text() == "a file where the cache folder would be"
+
+
+def test_a_killed_builds_partial_file_is_deleted_by_the_next_build(small_folder, tmp_path):
+    import subprocess
+    import sys
+
+    first = build(small_folder, tmp_path, image_size=8)
+    stem = Path(first.cache_file).stem
+    prefix = stem.rsplit("-", 1)[0]
+    host = folder_module._host()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)  # a process that has ended
+    left = tmp_path / "cache" / f"{prefix}-{'0' * 24}.{host}-{dead_pid}.partial"
+    running = tmp_path / "cache" / f"{prefix}-{'1' * 24}.{host}-{os.getpid()}.partial"  # a build still going
+    elsewhere = tmp_path / "cache" / f"{prefix}-{'2' * 24}.otherhost-{dead_pid}.partial"  # another machine's
+    for path in (left, running, elsewhere):
+        path.write_bytes(b"half an image stack")
+    Image.fromarray(noise(10, 12)).save(small_folder / "new.png")  # a new key: decoded again
+    build(small_folder, tmp_path, image_size=8)
+    assert not left.exists() and running.exists() and elsewhere.exists()
+
+
 # ---------------------------------------------------------------------- unreadable files
 @pytest.fixture
 def folder_with_broken_files(tmp_path):

@@ -81,6 +81,10 @@ if [ -z "${CAMPAIGN_TWINS_IN:-}" ] && [ "$native_bf16" = 1 ]; then CAMPAIGN_TWIN
 if [ -z "${CAMPAIGN_TWINS_LAST:-}" ]; then
     if [ "$native_bf16" = 1 ]; then CAMPAIGN_TWINS_LAST=0; else CAMPAIGN_TWINS_LAST=1; fi
 fi
+# CAMPAIGN_THREADS=2 gives each run two threads (default 1): for one run left alone on a 2-core machine
+# (run it with CAMPAIGN_RUNS naming that run; the second lane then finds it busy and ends). The thread
+# count is not part of a run's id; execution.jsonl records each session's.
+THREADS="${CAMPAIGN_THREADS:-1}"
 lane_args=(--precisions "$CAMPAIGN_PRECISIONS" --campaign "$CAMPAIGN")  # each sweep's partial runs first
 [ -n "${CAMPAIGN_RUNS:-}" ] && lane_args+=(--runs "$CAMPAIGN_RUNS")
 [ -n "${CAMPAIGN_CONTINUE_IN:-}" ] && lane_args+=(--continue-in "$CAMPAIGN_CONTINUE_IN")
@@ -94,7 +98,7 @@ lane() {  # every run in order, one at a time on one thread; a failed or busy ru
     local file sweep resume_in rc
     while IFS=$'\t' read -r file sweep resume_in; do
         rc=0
-        python -m disentangle.sweep run "$file" --out "$CAMPAIGN/$sweep" --workers 1 --threads-per-run 1 \
+        python -m disentangle.sweep run "$file" --out "$CAMPAIGN/$sweep" --workers 1 --threads-per-run "$THREADS" \
             ${resume_in:+--resume-precision "$resume_in"} || rc=$?
         [ "$rc" -ge 128 ] && return "$rc"
     done < "$CAMPAIGN/lanes.txt"

@@ -3,7 +3,8 @@
 Loads the model with :func:`disentangle.load`, builds its dataset from the ``data`` section of its
 config, and writes the pictures of :mod:`disentangle.visualize.pictures` (by default all of them;
 ``metrics.png`` only when scores exist: ``--metrics FILE``, a zoo model's published scores, or
-``RUN_DIR/metrics.json``)::
+where ``python -m disentangle.evaluate`` writes them: ``RUN_DIR/metrics.json``, ``NAME.metrics.json``
+in the current folder for a zoo weight file)::
 
     python -m disentangle.visualize runs/quickstart                        # into runs/quickstart/
     python -m disentangle.visualize runs/quickstart --what gif,latent_responses --out pictures/
@@ -57,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="seed of the images shown and of the prior samples (default: the run's seed, as the "
                         "trainer drew its pictures; 0 for a model without one)")
     p.add_argument("--metrics", default=None, metavar="FILE",
-                   help=f"scores for metrics.png (default: a zoo model's published scores, or RUN_DIR/{METRICS_FILE})")
+                   help=f"scores for metrics.png (default: a zoo model's published scores, or where evaluate writes them: "
+                        f"RUN_DIR/{METRICS_FILE}, NAME.{METRICS_FILE} here for a zoo weight file)")
     p.add_argument("--limit", type=float, default=None,
                    help="traversal range [-limit, limit] (default: 2, or 1 for InfoGAN's uniform codes)")
     p.add_argument("--frames", type=int, default=40, help="frames of one loop of traversals.gif (default: 40)")
@@ -90,33 +92,48 @@ def _default_out(source: str) -> Path:
     return path if path.is_dir() else path.parent
 
 
+def _metrics_file(source: str, given: str | None) -> Path | None:
+    """The scores file for metrics.png: ``--metrics FILE``, else where ``python -m disentangle.evaluate
+    SOURCE`` writes its scores (``RUN_DIR/metrics.json``; ``NAME.metrics.json`` in the current folder for
+    a zoo weight file, then a ``metrics.json`` beside that file) when it exists; None for a zoo model
+    (its published scores are in the manifest) or when there is none."""
+    if given is not None:
+        return Path(given)
+    if source.startswith(ZOO_PREFIX):
+        return None
+    from ..evaluate import default_output
+    from ..loading import is_weights_file
+
+    path = Path(source)
+    candidates = [default_output(source)]
+    if is_weights_file(path):
+        candidates.append(path.parent / METRICS_FILE)
+    return next((candidate for candidate in candidates if candidate.exists()), None)
+
+
 def _find_metrics(source: str, given: str | None) -> dict[str, dict[str, float]] | None:
-    """The scores for metrics.png: ``--metrics FILE``, else a zoo model's published scores, else
-    ``RUN_DIR/metrics.json`` when it exists; None when there are none."""
+    """The scores for metrics.png: those of :func:`_metrics_file`, else a zoo model's published
+    scores; None when there are none."""
     from .plots import check_metrics, read_metrics
 
-    if given is not None:
-        return read_metrics(given)
-    if source.startswith(ZOO_PREFIX):
+    if given is None and source.startswith(ZOO_PREFIX):
         from .. import zoo
 
         name = source[len(ZOO_PREFIX):]
         scores = zoo.info(name).get("metrics")
         return check_metrics(scores, source=f"the zoo's record of {name}") if scores else None
-    path = Path(source)
-    path = (path if path.is_dir() else path.parent) / METRICS_FILE
-    return read_metrics(path) if path.exists() else None
+    path = _metrics_file(source, given)
+    return read_metrics(path) if path is not None else None
 
 
 def _recorded_step(source: str, given: str | None) -> int | None:
     """The training step the scores file of :func:`_find_metrics` records (``step``, or a sweep's
     ``steps``); None for a zoo model's published scores or a file that records none."""
-    if given is None and source.startswith(ZOO_PREFIX):
-        return None
     from ..metrics.results import read_json
 
-    path = Path(given) if given is not None else (
-        (Path(source) if Path(source).is_dir() else Path(source).parent) / METRICS_FILE)
+    path = _metrics_file(source, given)
+    if path is None:
+        return None
     record = read_json(path)
     step = record.get("step", record.get("steps")) if isinstance(record, dict) else None
     return int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None

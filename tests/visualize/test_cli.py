@@ -211,3 +211,21 @@ def test_scores_of_another_step_are_not_drawn_as_the_model_s(run_dir, tmp_path, 
     assert main([str(run), "--out", str(tmp_path / "b"), "--frames", "2"]) == 0
     assert "note: metrics.png skipped: the scores for metrics.png are of the model at step 2" in capsys.readouterr().err
     assert not (tmp_path / "b" / "metrics.png").exists() and (tmp_path / "b" / "traversals.png").exists()
+
+
+def test_a_zoo_weight_file_finds_the_scores_evaluate_wrote_for_it(tmp_path, monkeypatch, tiny_overrides, capsys):
+    from disentangle import zoo
+    from disentangle.evaluate import main as evaluate
+
+    run = tmp_path / "run"
+    fit(load_config(None, tiny_overrides(run, steps=4)))
+    record = zoo.publish(run, "tiny-weights-s0", manifest=tmp_path / "zoo" / "manifest.json", metrics=["mig"])
+    weights = tmp_path / "zoo" / record["file"]
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "pictures"
+    assert main([str(weights), "--out", str(out), "--what", "metrics"]) == 2  # not evaluated yet
+    assert "metrics.png needs scores" in capsys.readouterr().err
+    assert evaluate([str(weights), "--metrics", "mig"]) == 0  # into ./tiny-weights-s0.metrics.json
+    assert (tmp_path / "tiny-weights-s0.metrics.json").is_file()
+    assert main([str(weights), "--out", str(out), "--what", "metrics"]) == 0
+    assert (out / "metrics.png").is_file()

@@ -19,6 +19,8 @@
 ``latent_responses`` and ``swaps`` read the factor labels (:data:`FACTOR_PICTURES`): on images without
 labels (an image folder) ``all`` leaves them out with a logged note, and naming one is an error
 (:func:`pictures_for_data`).
+A model with quantised latents (QLAE) has no KL: every picture orders and labels its latents by
+code entropy in bits (:func:`~.latents.code_entropy_per_dim`), ``kl_per_dim.png`` included.
 Every input is checked, and matplotlib imported, before the folder or any file is made; each file
 is written atomically, so a rerun rewrites the same files.
 """
@@ -233,9 +235,8 @@ def _write(
     from . import plots, reconstructions, responses, traversals
 
     x = sample_images(dataset, max(KL_IMAGES, num_images, num_reconstructions), seed)
-    kl = kl_per_dim(model, x)
-    book = latent_codebook(model)  # a quantised model's latents are ordered by code entropy, not KL
-    order = kl if book is None else code_entropy_per_dim(model, x, book)
+    book = latent_codebook(model)  # a quantised model's latents are ordered by code entropy: it has no KL
+    order = kl_per_dim(model, x) if book is None else code_entropy_per_dim(model, x, book)
     written: dict[str, Path] = {}
     for name in names:
         path = out_dir / {**PICTURES, **CLASS_CONTENT_PICTURES}[name]
@@ -254,9 +255,11 @@ def _write(
             save_png(reconstructions.sample_grid(model, num_samples, generator=generator), path)
         elif name == "latent_responses":
             found = responses.latent_responses(dataset, model, num_per_value=num_per_value, seed=seed)
-            plots.save_figure(plots.latent_responses_figure(found, kl), path)
+            # rows by what orders the latents everywhere else (a quantised model's code entropy)
+            figure = plots.latent_responses_figure(found, order, score="KL" if book is None else "H")
+            plots.save_figure(figure, path)
         elif name == "kl_per_dim":
-            plots.save_figure(plots.kl_per_dim_figure(kl, active_kl=min_kl), path)
+            plots.save_figure(plots.kl_per_dim_figure(order, active_kl=min_kl, entropy=book is not None), path)
         elif name == "metrics":
             plots.save_figure(plots.metrics_figure(metrics), path)
         elif name == "swaps":

@@ -59,13 +59,15 @@ def latent_responses_figure(
     kl: Sequence[float] | np.ndarray | None = None,
     *,
     dims: Sequence[int] | None = None,
+    score: str = "KL",
 ) -> Figure:
     """A grid of small plots, one row per latent and one column per factor.
 
     Panel ``(j, k)`` draws ``E[μ_j | f_k = v]`` against the factor's value ``v`` with a ±1 std band
     (see :mod:`~disentangle.visualize.responses`); all panels share the y axis, so a flat curve
     means the latent does not respond to that factor. Rows are ``dims`` if given, else every latent,
-    by decreasing ``kl`` when it is given (row labels then show it).
+    by decreasing ``kl`` when it is given (row labels then show it, named ``score``: ``"KL"``, or
+    ``"H"`` for a quantised model's code entropy in bits).
     """
     num_latents = responses.num_latents
     if dims is not None:
@@ -90,7 +92,7 @@ def latent_responses_figure(
                 ax.set_title(name, fontsize=9)
             if r == len(rows) - 1:
                 ax.set_xlabel("value", fontsize=7)
-        label = f"z{j}" if kl is None else f"z{j}\nKL {float(np.asarray(kl)[j]):.2f}"
+        label = f"z{j}" if kl is None else f"z{j}\n{score} {float(np.asarray(kl)[j]):.2f}"
         axes[r, 0].set_ylabel(label, fontsize=8, rotation=0, ha="right", va="center")
     title = "Mean code against each factor's value (band: ±1 std over the other factors)"
     # wrapped to the figure's width: one factor's column is narrower than the title at 9 pt
@@ -98,17 +100,24 @@ def latent_responses_figure(
     return fig
 
 
-def kl_per_dim_figure(kl: Sequence[float] | np.ndarray, active_kl: float = ACTIVE_KL) -> Figure:
-    """Bars of the KL (nats) of every latent, with the active-latent threshold as a dashed line."""
+def kl_per_dim_figure(kl: Sequence[float] | np.ndarray, active_kl: float = ACTIVE_KL, *,
+                      entropy: bool = False) -> Figure:
+    """Bars of the KL (nats) of every latent, with the active-latent threshold as a dashed line.
+
+    With ``entropy`` the bars are a quantised model's code entropy per latent in bits
+    (:func:`~disentangle.visualize.latents.code_entropy_per_dim`; QLAE has no posterior variance and
+    so no KL), with the same threshold in bits."""
     kl = np.asarray(kl, dtype=float)
     fig = _figure(max(4.0, 0.45 * len(kl) + 1.5), 3.0)
     ax = fig.subplots()
     active = kl >= active_kl
     ax.bar(np.arange(len(kl)), kl, color=np.where(active, "C0", "0.7"))
-    ax.axhline(active_kl, color="C3", linestyle="--", linewidth=1, label=f"active: KL ≥ {active_kl:g}")
+    name, unit = ("H", "bits") if entropy else ("KL", "nats")
+    ax.axhline(active_kl, color="C3", linestyle="--", linewidth=1, label=f"active: {name} ≥ {active_kl:g}")
     ax.set_xticks(np.arange(len(kl)), [f"z{j}" for j in range(len(kl))], fontsize=8)
-    ax.set_ylabel("KL(q(z_j|x) ‖ N(0, 1)) [nats]", fontsize=8)
-    ax.set_title(f"KL per latent: total {kl.sum():.2f} nats, {int(active.sum())} of {len(kl)} active", fontsize=9)
+    ax.set_ylabel("H(quantised z_j) [bits]" if entropy else "KL(q(z_j|x) ‖ N(0, 1)) [nats]", fontsize=8)
+    what = "Code entropy per latent" if entropy else "KL per latent"
+    ax.set_title(f"{what}: total {kl.sum():.2f} {unit}, {int(active.sum())} of {len(kl)} active", fontsize=9)
     ax.legend(fontsize=8)
     return fig
 

@@ -99,3 +99,33 @@ def test_reconstructions_decode_the_quantised_code_and_samples_take_codebook_val
         np.testing.assert_allclose(found, np.sort(BOOK[j].numpy()), atol=1e-3)
         # uniform over the four values: 1000 expected each, sd about 27
         assert np.all(np.abs(counts - 1000) < 120), counts
+
+
+def test_the_kl_and_response_plots_of_a_quantised_model_show_its_code_entropy(tmp_path, monkeypatch):
+    """QLAE has no posterior variance, so a "KL" from its encoder's second output means nothing: the
+    bar plot and the response rows are its code entropy (bits), as the traversals' order is."""
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    from disentangle.visualize import pictures, plots
+
+    data, model = BlockFactors(), quantised_model()
+    model.objective_state["codebook"] = torch.tensor(
+        [[-2.0, 0.0, 2.0, 9.0], [-1.0, -0.5, 0.5, 1.0], [0.0, 5.0, 6.0, 7.0]]
+    )
+    drawn = {}
+    bars, rows = plots.kl_per_dim_figure, plots.latent_responses_figure
+    monkeypatch.setattr(plots, "kl_per_dim_figure", lambda values, **kw: drawn.setdefault("bars", (values, kw)) and bars(values, **kw))
+    monkeypatch.setattr(plots, "latent_responses_figure",
+                        lambda found, values, **kw: drawn.setdefault("rows", (values, kw)) and rows(found, values, **kw))
+    pictures.write_pictures(model, data, tmp_path, ["kl_per_dim", "latent_responses"], seed=0)
+    x = pictures.sample_images(data, pictures.KL_IMAGES, 0)
+    entropy = code_entropy_per_dim(model, x, model.objective_state["codebook"])
+    np.testing.assert_array_equal(drawn["bars"][0], entropy)
+    assert drawn["bars"][1]["entropy"] is True
+    np.testing.assert_array_equal(drawn["rows"][0], entropy)
+    assert drawn["rows"][1]["score"] == "H"
+    figure = bars(entropy, entropy=True)
+    assert "bits" in figure.axes[0].get_ylabel() and figure.axes[0].get_title().startswith("Code entropy per latent")
+    unquantised = bars(np.array([1.0, 0.0]))
+    assert "nats" in unquantised.axes[0].get_ylabel()

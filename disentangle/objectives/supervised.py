@@ -18,7 +18,9 @@ means:
 ``embed``  ``Σ_{j<L} mean_b CE(softmax_v(−((μ_bj − e_jv) · σ)²), y_bj)``: each value ``v`` of factor
            ``j`` has a learned 1-D embedding ``e_jv`` (Glorot-uniform, as TF's default), or with
            ``use_order`` ``e_jv = a_j · v + c_j`` (a learned slope and offset: the order of the values
-           is kept); ``σ`` a fixed temperature or, with ``embed_sigma: learn``, a learned one
+           is kept); ``σ`` a fixed temperature or, with ``embed_sigma: learn``, a learned ``σ_j``
+           per factor (Glorot-uniform for a scalar, ``U(−√3, √3)``, as the reference's
+           ``tf.get_variable("sigma", [1])`` in each factor's scope; its sign does not matter)
 =========  =========================================================================================
 
 Schedules of the weight (``t`` the number of steps done, ``T`` ``schedule_steps``, the reference's
@@ -146,9 +148,17 @@ class SupervisedRegularizer(nn.Module):
                     nn.Parameter(torch.empty(int(n), device=device).uniform_(-math.sqrt(3.0 / n), math.sqrt(3.0 / n)))
                     for n in label_sizes
                 )
-            if self.embed_sigma == "learn":
-                self.sigma = nn.Parameter(torch.ones((), device=device))
+            if self.embed_sigma == "learn":  # one per factor, as the reference's variable scopes give
+                bound = math.sqrt(3.0)
+                self.sigmas = nn.Parameter(torch.empty(len(label_sizes), device=device).uniform_(-bound, bound))
         self.built = True
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[no-untyped-def]
+        # before 2026-12-07 a learned temperature was one scalar ``sigma`` shared by all factors
+        old = state_dict.get(prefix + "sigma")
+        if old is not None and prefix + "sigmas" not in state_dict and self.built and self.embed_sigma == "learn":
+            state_dict[prefix + "sigmas"] = state_dict.pop(prefix + "sigma").reshape(()).expand(len(self.sizes)).clone()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def embedding(self, j: int) -> torch.Tensor:
         """The embeddings ``e_jv`` of the values of labelled factor ``j``."""
@@ -166,9 +176,9 @@ class SupervisedRegularizer(nn.Module):
             return l2_loss(mu, labels, self.scale)
         if self.kind == "cov":
             return cov_loss(mu, labels)
-        sigma = self.sigma if self.embed_sigma == "learn" else float(self.embed_sigma)
         total = mu.new_zeros((), dtype=torch.float32)
         for j in range(labels.shape[1]):
+            sigma = self.sigmas[j] if self.embed_sigma == "learn" else float(self.embed_sigma)
             logits = embed_logits(mu[:, j], self.embedding(j), sigma)
             total = total + F.cross_entropy(logits, labels[:, j].long())
         return total

@@ -84,6 +84,38 @@ def test_embed_in_closed_form_at_known_embeddings():
     assert reg(mu, labels).item() == pytest.approx(expected, rel=1e-5)
 
 
+def test_a_learned_embed_temperature_is_one_per_factor_as_the_reference():
+    """disentanglement_lib creates ``tf.get_variable("sigma", [1])`` inside each factor's variable scope:
+    one temperature per factor, Glorot-uniform for a scalar (U(−√3, √3))."""
+    torch.manual_seed(0)
+    reg = SupervisedRegularizer("embed", embed_sigma="learn")
+    reg.build((3, 2))
+    assert reg.sigmas.shape == (2,) and bool((reg.sigmas.abs() <= 3**0.5).all()) and reg.sigmas[0] != reg.sigmas[1]
+    with torch.no_grad():
+        reg.embeddings[0].copy_(torch.tensor([0.0, 1.0, 2.0]))
+        reg.embeddings[1].copy_(torch.tensor([-1.0, 1.0]))
+        reg.sigmas.copy_(torch.tensor([2.0, 0.5]))
+    mu = torch.tensor([[1.0, 1.0, 9.0], [0.5, -1.0, 9.0]])
+    labels = torch.tensor([[1.0, 1.0], [2.0, 0.0]])
+    expected = 0.0
+    for j, (emb, sigma) in enumerate((([0.0, 1.0, 2.0], 2.0), ([-1.0, 1.0], 0.5))):
+        ces = []
+        for b in range(2):
+            logits = -((mu[b, j].item() - np.array(emb)) * sigma) ** 2
+            ces.append(-(logits[int(labels[b, j])] - np.log(np.exp(logits).sum())))
+        expected += np.mean(ces)
+    loss = reg(mu, labels)
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    loss.backward()
+    assert bool((reg.sigmas.grad != 0).all())  # each factor's temperature learns from its own term
+    # a checkpoint from when one temperature was shared loads into every factor's
+    old = {k: v for k, v in reg.state_dict().items() if k != "sigmas"} | {"sigma": torch.tensor(1.5)}
+    again = SupervisedRegularizer("embed", embed_sigma="learn")
+    again.build((3, 2))
+    again.load_state_dict(old)
+    assert torch.equal(again.sigmas.detach(), torch.tensor([1.5, 1.5]))
+
+
 def test_embed_with_order_is_a_line_of_learned_slope_and_offset():
     reg = SupervisedRegularizer("embed", embed_use_order=True)
     reg.build((4,))

@@ -74,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         apply_import_option(args.imports)  # the user's registrations, before the config names them
         config_path = args.config
         overrides = list(args.overrides)
+        if isinstance(args.resume, str) and "=" in args.resume and not Path(args.resume).is_dir():
+            # `--resume train.steps=6`: an override that --resume's optional RUN_DIR took for a folder
+            overrides.insert(0, args.resume)
+            args.resume = True
         if args.threads is not None:
             overrides.append(f"train.threads={args.threads}")
         if isinstance(args.resume, str):

@@ -76,7 +76,10 @@ class Config:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_yaml())
+        """Write the config as YAML to ``path``, atomically (a kill never leaves a torn ``config.yaml``)."""
+        from .._core.atomic import atomic_write_text
+
+        atomic_write_text(path, self.to_yaml())
 
 
 T = TypeVar("T")

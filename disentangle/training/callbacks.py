@@ -53,6 +53,7 @@ same scalars at the same steps.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import math
@@ -246,7 +247,8 @@ def truncate_jsonl(path: Path, step: int) -> None:
                 kept.append(line)
         except json.JSONDecodeError:  # a torn last line from a crash
             continue
-    path.write_text("".join(line + "\n" for line in kept))
+    text = "".join(line + "\n" for line in kept)  # atomically: a kill now must not empty the log
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
 class ProgressBar(Callback):
@@ -324,15 +326,15 @@ class CsvLogger(Callback):
 
     def on_fit_start(self, trainer: Trainer) -> None:
         self.path = trainer.out_dir / self.filename
+        kept: list[list[str]] = []
         if self.path.exists():
             with self.path.open(newline="") as f:
                 rows = [row for row in csv.reader(f)]
-            kept = [rows[0]] + [r for r in rows[1:] if len(r) == 3 and r[0].isdigit() and int(r[0]) <= trainer.step]
-            with self.path.open("w", newline="") as f:
-                csv.writer(f).writerows(kept)
-        if not self.path.exists():
-            with self.path.open("w", newline="") as f:
-                csv.writer(f).writerow(["step", "name", "value"])
+            kept = [r for r in rows[1:] if len(r) == 3 and r[0].isdigit() and int(r[0]) <= trainer.step]
+        buffer = io.StringIO(newline="")
+        csv.writer(buffer).writerows([["step", "name", "value"], *kept])
+        text = buffer.getvalue()  # atomically: a kill now must not empty the file
+        atomic_write(self.path, lambda f: f.write(text.encode("utf-8")))
 
     def _write(self, step: int, values: Mapping[str, float]) -> None:
         with self.path.open("a", newline="") as f:
@@ -378,7 +380,13 @@ class EarlyStopping(Callback):
             check_monitored_metric(self.monitor, config.train)
 
     def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
-        if not self.monitor.startswith("metrics/"):
+        if self.monitor.startswith("metrics/"):
+            return
+        from .cadence import Cadence
+
+        # a session stopped between log steps logs its last step too; that record is not a check, so
+        # that a resumed run stops where an uninterrupted one does
+        if "log" in Cadence.from_config(trainer.config.train).due(step):
             self._check(trainer, step, scalar_items(scalars))
 
     def on_evaluate(self, trainer: Trainer, step: int, scores: Mapping[str, Mapping[str, float]]) -> None:

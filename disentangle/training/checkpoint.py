@@ -9,11 +9,16 @@ A run folder keeps two: ``checkpoint.pt`` (the newest) and ``checkpoint.prev.pt`
 aside, so at every instant at least one complete checkpoint is on disk; :func:`load_latest` falls
 back to the previous one, with a warning, when the newest is missing or unreadable (a truncated
 file, a disk error), and raises :class:`CheckpointError` naming every file it tried when none is
-readable.
+readable. A process killed between the two renames leaves the new file under its temporary name
+(``.checkpoint.pt.<pid>.next``, complete): :func:`load_latest` takes it first, as the newest, and
+:func:`settle_checkpoints` (the trainer's first act on a resume) finishes that rotation, or moves an
+unreadable newest file aside (``checkpoint.unreadable.pt``) so that the next rotation cannot put it
+over the only good one.
 """
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import random
 import warnings
@@ -27,10 +32,14 @@ from .._core.atomic import atomic_write, fsync_dir
 from .._core.devices import check_device
 from ..errors import CheckpointError, CheckpointNotFoundError
 
+logger = logging.getLogger(__name__)
+
 CHECKPOINT_NAME = "checkpoint.pt"
 """The newest checkpoint of a run folder."""
 PREVIOUS_CHECKPOINT_NAME = "checkpoint.prev.pt"
 """The checkpoint before it, kept when a new one is written (resume falls back to it)."""
+UNREADABLE_CHECKPOINT_NAME = "checkpoint.unreadable.pt"
+"""Where a resume moves a newest checkpoint it could not read (kept for inspection, never loaded)."""
 FORMAT_VERSION = 1
 """The version of the checkpoint dict's layout."""
 
@@ -131,9 +140,44 @@ def save_rotating(obj: Any, path: str | Path) -> None:
 
 
 def has_checkpoint(run_dir: str | Path) -> bool:
-    """Whether ``run_dir`` holds a checkpoint (newest or previous), readable or not."""
+    """Whether ``run_dir`` holds a checkpoint (newest, previous, or one whose rotation a kill
+    interrupted), readable or not."""
     run_dir = Path(run_dir)
-    return (run_dir / CHECKPOINT_NAME).exists() or (run_dir / PREVIOUS_CHECKPOINT_NAME).exists()
+    return ((run_dir / CHECKPOINT_NAME).exists() or (run_dir / PREVIOUS_CHECKPOINT_NAME).exists()
+            or bool(interrupted_rotations(run_dir)))
+
+
+def interrupted_rotations(run_dir: str | Path) -> list[Path]:
+    """The complete new checkpoints that :func:`save_rotating` wrote but a kill kept from their
+    place (``.checkpoint.pt.<pid>.next``), newest first."""
+    found = list(Path(run_dir).glob(f".{CHECKPOINT_NAME}.*.next"))
+    return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+
+def settle_checkpoints(run_dir: str | Path, loaded: str | Path) -> None:
+    """Put a run folder's checkpoint files in order after a resume read ``loaded``:
+
+    * ``loaded`` is an interrupted rotation's new file: the rotation is finished (the newest file, if
+      any, becomes the previous one, and ``loaded`` the newest);
+    * ``loaded`` is the previous checkpoint because the newest could not be read: the newest is
+      moved to :data:`UNREADABLE_CHECKPOINT_NAME`, so that the next checkpoint keeps the previous one
+      instead of putting the unreadable file in its place;
+    * other interrupted rotations' files are deleted (older, or unreadable)."""
+    run_dir, loaded = Path(run_dir), Path(loaded)
+    newest, previous = run_dir / CHECKPOINT_NAME, run_dir / PREVIOUS_CHECKPOINT_NAME
+    if loaded.name.endswith(".next"):
+        if newest.exists():
+            os.replace(newest, previous)
+        os.replace(loaded, newest)
+        logger.warning("Finished the checkpoint rotation that a stop interrupted: %s is the newest checkpoint "
+                       "again.", newest)
+    elif loaded.name == PREVIOUS_CHECKPOINT_NAME and newest.exists():
+        os.replace(newest, run_dir / UNREADABLE_CHECKPOINT_NAME)
+        logger.warning("Moved the unreadable newest checkpoint to %s (kept for inspection), so that the next "
+                       "checkpoint keeps %s.", run_dir / UNREADABLE_CHECKPOINT_NAME, previous)
+    for leftover in interrupted_rotations(run_dir):
+        leftover.unlink(missing_ok=True)
+    fsync_dir(run_dir)
 
 
 def capture_rng_state(generators: dict[str, torch.Generator]) -> dict[str, Any]:
@@ -211,7 +255,8 @@ def load_latest(
 ) -> tuple[dict[str, Any], Path]:
     """The newest readable checkpoint of a run folder and the file it came from.
 
-    Tries ``checkpoint.pt`` then ``checkpoint.prev.pt``; using the previous one emits a
+    Tries an interrupted rotation's new file (:func:`interrupted_rotations`), ``checkpoint.pt``, then
+    ``checkpoint.prev.pt``; using the previous one emits a
     ``UserWarning`` that says why, which step it holds and ``fallback_consequence`` (what that
     means for the caller: a resumed run trains those steps again, a loaded model is older). When neither is readable,
     raises :class:`CheckpointError` (or :class:`CheckpointNotFoundError` when neither exists) with
@@ -220,14 +265,16 @@ def load_latest(
     check_map_location(map_location)
     run_dir = Path(run_dir)
     problems: list[str] = []
-    candidates = [run_dir / CHECKPOINT_NAME, run_dir / PREVIOUS_CHECKPOINT_NAME]
-    for i, path in enumerate(candidates):
+    interrupted = interrupted_rotations(run_dir)  # written after the newest: a kill kept it from its place
+    candidates = [*interrupted, run_dir / CHECKPOINT_NAME, run_dir / PREVIOUS_CHECKPOINT_NAME]
+    for path in candidates:
         try:
             ckpt = load_checkpoint(path, map_location=map_location)
         except CheckpointError as err:
-            problems.append(str(err))
+            if path not in interrupted:  # a torn temporary file is no news
+                problems.append(str(err))
             continue
-        if i > 0:
+        if path.name == PREVIOUS_CHECKPOINT_NAME:
             warnings.warn(
                 f"{problems[0]} Falling back to the previous checkpoint '{path}' (step {int(ckpt['step'])}); "
                 f"{fallback_consequence}.",

@@ -7,7 +7,7 @@ Run folder (``train.out_dir``)::
                      the fp16 scaler, step and all RNG states; written atomically;
                      torch.load(weights_only=True)
     checkpoint.prev.pt  the checkpoint before it (resume falls back to it if the newest is
-                     unreadable)
+                     unreadable, and moves that one to checkpoint.unreadable.pt)
     log.jsonl        one JSON object per logged step with every term the objective returns
     execution.jsonl  one JSON object per training session: the device, the precision and the
                      execution strategies chosen (channels-last, the transposed convolutions'
@@ -56,6 +56,7 @@ import dataclasses
 import functools
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -93,6 +94,7 @@ from .checkpoint import (
     capture_rng_state,
     has_checkpoint,
     load_latest,
+    settle_checkpoints,
     restore_rng_state,
     save_rotating,
     upgrade_checkpoint,
@@ -302,6 +304,20 @@ class TrainResult:
     stop_reason: str | None = None
 
 
+
+def check_out_dir(out_dir: Path) -> None:
+    """Raise :class:`ConfigError` when ``out_dir`` cannot be a run folder because it, or the nearest
+    of its parents that exists, is a file (a typo, or a checkpoint path given as the folder)."""
+    for candidate in (out_dir, *out_dir.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                where = "is a file" if candidate == out_dir else f"is inside '{candidate}', which is a file"
+                raise ConfigError(
+                    f"train.out_dir '{out_dir}' {where}, so it cannot be a run folder. Give a folder, e.g. "
+                    f"train.out_dir={candidate.parent / 'runs' / 'NAME'}."
+                )
+            return
+
 class Trainer:
     """Builds dataset, model, objective and optimizers from a :class:`Config` and trains.
 
@@ -488,6 +504,34 @@ class Trainer:
         if self.stop_reason is None:
             self.stop_reason = str(reason)
 
+    def set_learning_rate(self, lr: float, optimizer: str = "model") -> None:
+        """Make ``lr`` the base learning rate of ``optimizer`` (``"model"``, or an objective's own:
+        ``"discriminator"``, ...) from the next step on, for a callback (``on_step_end``, ``on_log``,
+        ``on_evaluate``): the learning-rate schedule (``train.lr_schedule``, warm-up) goes on
+        multiplying it, and the checkpoint keeps it, so a resumed run goes on with it. A
+        ``train.schedules`` entry for ``train.lr`` sets the model's rate at every step and so
+        overrides this. Not under torchrun (callbacks run on the main process only, and the ranks'
+        rates would differ): schedule the rate with ``train.schedules`` there."""
+        if distributed.is_distributed():
+            raise RuntimeError(
+                "set_learning_rate is called by a callback, which runs on the main process only, so under "
+                "torchrun the processes would train with different learning rates. Schedule the rate with "
+                "train.schedules instead."
+            )
+        if optimizer not in self.optimizers:
+            raise ConfigError(
+                f"set_learning_rate: no optimizer '{optimizer}'; this run has {', '.join(sorted(self.optimizers))}."
+            )
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr < 0:
+            raise ConfigError(f"set_learning_rate: lr is {lr!r}; give a finite number >= 0.")
+        scheduler = self.schedulers.get(optimizer)
+        for i, group in enumerate(self.optimizers[optimizer].param_groups):
+            factor = 1.0
+            if scheduler is not None:  # the schedule's factor for the next step, as LambdaLR.step() set it
+                factor = scheduler.lr_lambdas[i](scheduler.last_epoch)
+                scheduler.base_lrs[i] = float(lr)
+            group["lr"] = float(lr) * factor
+
     @contextlib.contextmanager
     def outside_the_loop(self):
         """Time spent inside (an evaluation, pictures) does not count in ``steps_per_s``."""
@@ -615,6 +659,7 @@ class Trainer:
         for callback in configured + self._user_callbacks:
             if hasattr(callback, "check_config"):  # a callback of the user's need not subclass Callback
                 callback.check_config(self.config)
+        check_out_dir(self.out_dir)  # before the data or the model are built
         exists = self._on_main(lambda: has_checkpoint(self.out_dir))
         if exists and not resume:
             raise RunExistsError(
@@ -627,8 +672,17 @@ class Trainer:
                 raise RunExistsError(
                     f"Cannot resume: no checkpoint at '{self.checkpoint_path}'. Start a new run without --resume."
                 )
-            ckpt = upgrade_checkpoint(self._on_main(lambda: load_latest(self.out_dir)[0]))
+            ckpt, loaded = self._on_main(lambda: load_latest(self.out_dir))
+            ckpt = upgrade_checkpoint(ckpt)
             check_resume_config(ckpt["config"], self.config, self.out_dir)
+            if int(ckpt["step"]) > cfg.steps:
+                raise ConfigError(
+                    f"Cannot resume '{self.out_dir}' with train.steps={cfg.steps:,}: its checkpoint is at step "
+                    f"{int(ckpt['step']):,}, past it, so there is nothing to train and the run's config would "
+                    f"say fewer steps than its weights have. Resume with train.steps={int(ckpt['step']):,} or "
+                    "more, or load the run as it is (disentangle.load)."
+                )
+            self._on_main(lambda: settle_checkpoints(self.out_dir, loaded))
         if self.rank_info.is_main:
             for message in _idle_settings_to_warn(cfg, ckpt):
                 logger.warning(message)
@@ -689,6 +743,8 @@ class Trainer:
                 due = cadence.due(self.step)
                 if "log" in due:
                     self._log_terms(session, terms)
+                if "evaluate" in due and "log" not in due:  # no metric is computed on a model that is NaN
+                    self._check_finite(session)
                 events = [event for event in due if event in self._file_handlers]
                 if events:  # rank 0 writes and evaluates; an error there is raised on every rank
                     self._on_main(functools.partial(self._write_events, session, events))
@@ -769,7 +825,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ the events of a step
     def _open_run_folder(self) -> None:  # rank 0
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(
+                f"train.out_dir '{self.out_dir}' cannot be created ({type(err).__name__}: {err.strerror or err}). "
+                "Choose a folder you can write to, e.g. train.out_dir=runs/NAME."
+            ) from None
         self.config.save(self.out_dir / "config.yaml")
         with (self.out_dir / "execution.jsonl").open("a") as f:
             f.write(json.dumps({"step": self.step, **dataclasses.asdict(self.execution)}) + "\n")
@@ -874,6 +936,34 @@ class _Session:
         self.stalled = False
         self.terms: dict[str, Any] = {}
         self.nonfinite = torch.zeros((), dtype=torch.bool, device=device)
+
+    def set_learning_rate(self, lr: float, optimizer: str = "model") -> None:
+        """Make ``lr`` the base learning rate of ``optimizer`` (``"model"``, or an objective's own:
+        ``"discriminator"``, ...) from the next step on, for a callback (``on_step_end``, ``on_log``,
+        ``on_evaluate``): the learning-rate schedule (``train.lr_schedule``, warm-up) goes on
+        multiplying it, and the checkpoint keeps it, so a resumed run goes on with it. A
+        ``train.schedules`` entry for ``train.lr`` sets the model's rate at every step and so
+        overrides this. Not under torchrun (callbacks run on the main process only, and the ranks'
+        rates would differ): schedule the rate with ``train.schedules`` there."""
+        if distributed.is_distributed():
+            raise RuntimeError(
+                "set_learning_rate is called by a callback, which runs on the main process only, so under "
+                "torchrun the processes would train with different learning rates. Schedule the rate with "
+                "train.schedules instead."
+            )
+        if optimizer not in self.optimizers:
+            raise ConfigError(
+                f"set_learning_rate: no optimizer '{optimizer}'; this run has {', '.join(sorted(self.optimizers))}."
+            )
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr < 0:
+            raise ConfigError(f"set_learning_rate: lr is {lr!r}; give a finite number >= 0.")
+        scheduler = self.schedulers.get(optimizer)
+        for i, group in enumerate(self.optimizers[optimizer].param_groups):
+            factor = 1.0
+            if scheduler is not None:  # the schedule's factor for the next step, as LambdaLR.step() set it
+                factor = scheduler.lr_lambdas[i](scheduler.last_epoch)
+                scheduler.base_lrs[i] = float(lr)
+            group["lr"] = float(lr) * factor
 
     @contextlib.contextmanager
     def outside_the_loop(self):

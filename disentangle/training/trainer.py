@@ -94,9 +94,9 @@ from .checkpoint import (
     capture_rng_state,
     has_checkpoint,
     load_latest,
-    settle_checkpoints,
     restore_rng_state,
     save_rotating,
+    settle_checkpoints,
     upgrade_checkpoint,
 )
 from .conv_transpose import use_convolution_kernels

@@ -52,6 +52,7 @@ import os
 import re
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -242,13 +243,17 @@ def decode_images(
             sink.put(index, chw)  # a gray image broadcasts to 3 channels; an unreadable one is a row of zeros
             if progress is not None:
                 progress.update(1)
+    except BaseException:
+        sink.close()  # on success, finish() flushes, fsyncs and closes (a full disk is found there)
+        raise
     finally:
         if progress is not None:
             progress.close()
         if workers > 1 and pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-        sink.close()
 
+    if skipped and (len(skipped) == n or not skip_unreadable):
+        sink.close()
     if skipped and len(skipped) == n:
         raise CorruptDataFileError(
             f"None of the {n:,} image files of {what} could be read: {describe_files(skipped)}. They are "
@@ -301,6 +306,8 @@ class _MemoryRows(_Rows):
         return out if channels == out.shape[1] else np.ascontiguousarray(out[:, :channels])
 
 
+#: a partial file of a dead build is deleted once it has not been written for this long (seconds)
+_IDLE_LEFTOVER_S = 600.0
 #: how many bytes of images :class:`_FileRows` copies at once when it rewrites its file
 _CHUNK_BYTES = 64 << 20
 
@@ -497,6 +504,11 @@ class CacheFiles:
         for leftover in self.folder.glob(f"{self.prefix}-*.partial*"):
             match = re.search(r"\.(.+)-(\d+)\.partial", leftover.name)
             if match is None or match.group(1) != _host() or _alive(int(match.group(2))):
+                continue
+            try:  # and untouched for a while: a build in another container of this name writes on
+                if time.time() - leftover.stat().st_mtime < _IDLE_LEFTOVER_S:
+                    continue
+            except OSError:
                 continue
             try:
                 leftover.unlink()

@@ -150,8 +150,13 @@ def has_checkpoint(run_dir: str | Path) -> bool:
 def interrupted_rotations(run_dir: str | Path) -> list[Path]:
     """The complete new checkpoints that :func:`save_rotating` wrote but a kill kept from their
     place (``.checkpoint.pt.<pid>.next``), newest first."""
-    found = list(Path(run_dir).glob(f".{CHECKPOINT_NAME}.*.next"))
-    return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    dated = []
+    for path in Path(run_dir).glob(f".{CHECKPOINT_NAME}.*.next"):
+        try:
+            dated.append((path.stat().st_mtime_ns, path))
+        except FileNotFoundError:  # a live run just moved it into place
+            continue
+    return [path for _, path in sorted(dated, reverse=True)]
 
 
 def settle_checkpoints(run_dir: str | Path, loaded: str | Path) -> None:
@@ -163,7 +168,13 @@ def settle_checkpoints(run_dir: str | Path, loaded: str | Path) -> None:
       moved to :data:`UNREADABLE_CHECKPOINT_NAME`, so that the next checkpoint keeps the previous one
       instead of putting the unreadable file in its place;
     * other interrupted rotations' files are deleted (older, or unreadable)."""
-    run_dir, loaded = Path(run_dir), Path(loaded)
+    try:
+        _settle(Path(run_dir), Path(loaded))
+    except OSError as err:  # tidying only: the run goes on, and its next checkpoint rotates as usual
+        logger.warning("Could not put the checkpoint files of %s in order (%s: %s).", run_dir, type(err).__name__, err)
+
+
+def _settle(run_dir: Path, loaded: Path) -> None:
     newest, previous = run_dir / CHECKPOINT_NAME, run_dir / PREVIOUS_CHECKPOINT_NAME
     if loaded.name.endswith(".next"):
         if newest.exists():
@@ -247,6 +258,28 @@ def check_map_location(map_location: Any) -> None:
     check_device(map_location, name="map_location")
 
 
+def _step_of(path: Path, map_location: Any) -> int | None:
+    try:
+        return int(load_checkpoint(path, map_location=map_location)["step"])
+    except CheckpointError:
+        return None
+
+
+def _newer_interrupted_rotation(run_dir: Path, map_location: Any) -> tuple[dict[str, Any], Path] | None:
+    """The newest readable interrupted rotation's checkpoint and file, when it is past the step of
+    every other checkpoint of the folder (a leftover from an older session is not)."""
+    for path in interrupted_rotations(run_dir):
+        try:
+            ckpt = load_checkpoint(path, map_location=map_location)
+        except CheckpointError:  # torn or moved away meanwhile: no news
+            continue
+        others = [_step_of(run_dir / name, map_location) for name in (CHECKPOINT_NAME, PREVIOUS_CHECKPOINT_NAME)
+                  if (run_dir / name).exists()]
+        if all(step is None or int(ckpt["step"]) > step for step in others):
+            return ckpt, path
+    return None
+
+
 def load_latest(
     run_dir: str | Path,
     map_location: str | torch.device = "cpu",
@@ -255,8 +288,9 @@ def load_latest(
 ) -> tuple[dict[str, Any], Path]:
     """The newest readable checkpoint of a run folder and the file it came from.
 
-    Tries an interrupted rotation's new file (:func:`interrupted_rotations`), ``checkpoint.pt``, then
-    ``checkpoint.prev.pt``; using the previous one emits a
+    Tries an interrupted rotation's new file (:func:`interrupted_rotations`; only one past the steps of
+    the others: a leftover of an older session is not), ``checkpoint.pt``, then ``checkpoint.prev.pt``;
+    using the previous one emits a
     ``UserWarning`` that says why, which step it holds and ``fallback_consequence`` (what that
     means for the caller: a resumed run trains those steps again, a loaded model is older). When neither is readable,
     raises :class:`CheckpointError` (or :class:`CheckpointNotFoundError` when neither exists) with
@@ -265,14 +299,15 @@ def load_latest(
     check_map_location(map_location)
     run_dir = Path(run_dir)
     problems: list[str] = []
-    interrupted = interrupted_rotations(run_dir)  # written after the newest: a kill kept it from its place
-    candidates = [*interrupted, run_dir / CHECKPOINT_NAME, run_dir / PREVIOUS_CHECKPOINT_NAME]
+    candidates = [run_dir / CHECKPOINT_NAME, run_dir / PREVIOUS_CHECKPOINT_NAME]
+    newest = _newer_interrupted_rotation(run_dir, map_location)
+    if newest is not None:
+        return newest
     for path in candidates:
         try:
             ckpt = load_checkpoint(path, map_location=map_location)
         except CheckpointError as err:
-            if path not in interrupted:  # a torn temporary file is no news
-                problems.append(str(err))
+            problems.append(str(err))
             continue
         if path.name == PREVIOUS_CHECKPOINT_NAME:
             warnings.warn(

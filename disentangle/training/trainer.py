@@ -318,6 +318,22 @@ def check_out_dir(out_dir: Path) -> None:
                 )
             return
 
+
+def _check_optimizer_state(name: str, optimizer: torch.optim.Optimizer, out_dir: Path) -> None:
+    """Raise :class:`ConfigError` when a restored optimizer's per-parameter state (Adam's moments)
+    does not have its parameter's shape: the parameter changed shape since the checkpoint (a newer
+    version of an objective), and the first step would fail deep inside the optimizer."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            for key, value in optimizer.state.get(param, {}).items():
+                if key != "step" and isinstance(value, torch.Tensor) and value.shape != param.shape:
+                    raise ConfigError(
+                        f"Cannot resume '{out_dir}': the checkpoint's {name} optimizer state '{key}' has shape "
+                        f"{tuple(value.shape)}, and its parameter now has shape {tuple(param.shape)} (the objective "
+                        "has changed since the run was saved: see the CHANGELOG). The weights still load for "
+                        "evaluation (disentangle.load); to train on, start a new run."
+                    )
+
 class Trainer:
     """Builds dataset, model, objective and optimizers from a :class:`Config` and trains.
 
@@ -459,6 +475,7 @@ class Trainer:
             raise RuntimeError(f"Checkpoint optimizers {sorted(ckpt['optimizers'])} do not match {sorted(self.optimizers)}.")
         for name, opt in self.optimizers.items():
             opt.load_state_dict(ckpt["optimizers"][name])
+            _check_optimizer_state(name, opt, self.out_dir)
         for name, state in ckpt["schedulers"].items():
             if name in self.schedulers:
                 self.schedulers[name].load_state_dict(state)
@@ -936,34 +953,6 @@ class _Session:
         self.stalled = False
         self.terms: dict[str, Any] = {}
         self.nonfinite = torch.zeros((), dtype=torch.bool, device=device)
-
-    def set_learning_rate(self, lr: float, optimizer: str = "model") -> None:
-        """Make ``lr`` the base learning rate of ``optimizer`` (``"model"``, or an objective's own:
-        ``"discriminator"``, ...) from the next step on, for a callback (``on_step_end``, ``on_log``,
-        ``on_evaluate``): the learning-rate schedule (``train.lr_schedule``, warm-up) goes on
-        multiplying it, and the checkpoint keeps it, so a resumed run goes on with it. A
-        ``train.schedules`` entry for ``train.lr`` sets the model's rate at every step and so
-        overrides this. Not under torchrun (callbacks run on the main process only, and the ranks'
-        rates would differ): schedule the rate with ``train.schedules`` there."""
-        if distributed.is_distributed():
-            raise RuntimeError(
-                "set_learning_rate is called by a callback, which runs on the main process only, so under "
-                "torchrun the processes would train with different learning rates. Schedule the rate with "
-                "train.schedules instead."
-            )
-        if optimizer not in self.optimizers:
-            raise ConfigError(
-                f"set_learning_rate: no optimizer '{optimizer}'; this run has {', '.join(sorted(self.optimizers))}."
-            )
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr < 0:
-            raise ConfigError(f"set_learning_rate: lr is {lr!r}; give a finite number >= 0.")
-        scheduler = self.schedulers.get(optimizer)
-        for i, group in enumerate(self.optimizers[optimizer].param_groups):
-            factor = 1.0
-            if scheduler is not None:  # the schedule's factor for the next step, as LambdaLR.step() set it
-                factor = scheduler.lr_lambdas[i](scheduler.last_epoch)
-                scheduler.base_lrs[i] = float(lr)
-            group["lr"] = float(lr) * factor
 
     @contextlib.contextmanager
     def outside_the_loop(self):

@@ -129,14 +129,18 @@ def _find_metrics(source: str, given: str | None) -> dict[str, dict[str, float]]
 def _recorded_step(source: str, given: str | None) -> int | None:
     """The training step the scores file of :func:`_find_metrics` records (``step``, or a sweep's
     ``steps``); None for a zoo model's published scores or a file that records none."""
+    record = _record(source, given)
+    step = record.get("step", record.get("steps"))
+    return int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None
+
+
+def _record(source: str, given: str | None) -> dict:
+    """The scores file of :func:`_metrics_file` as a dict (empty when there is none)."""
     from ..metrics.results import read_json
 
     path = _metrics_file(source, given)
-    if path is None:
-        return None
-    record = read_json(path)
-    step = record.get("step", record.get("steps")) if isinstance(record, dict) else None
-    return int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None
+    record = read_json(path) if path is not None else None
+    return record if isinstance(record, dict) else {}
 
 
 def _load(source: str, device: str, data_overrides: dict | None = None):
@@ -197,9 +201,18 @@ def main(argv: list[str] | None = None) -> int:
         model, dataset = _load(args.source, device, data_overrides)
         recorded = _recorded_step(args.source, args.metrics) if metrics is not None else None
         trained = getattr(model, "trained_steps", None)
+        recorded_model = _record(args.source, args.metrics).get("model_sha256") if metrics is not None else None
+        problem = None
         if recorded is not None and trained is not None and recorded != int(trained):
             problem = (f"the scores for metrics.png are of the model at step {recorded:,}, and the model loaded from "
                        f"{args.source} is at step {int(trained):,}")
+        elif recorded_model:
+            from ..evaluate import model_fingerprint
+
+            if recorded_model != model_fingerprint(model):
+                problem = (f"the scores for metrics.png are of another model than the one loaded from {args.source} "
+                           "(their record's weights fingerprint, model_sha256, differs)")
+        if problem is not None:
             if explicit and "metrics" in names:
                 raise InputError(f"{problem}; score this one with python -m disentangle.evaluate {args.source} "
                                  f"--output FILE and pass --metrics FILE, or leave 'metrics' out of --what.")

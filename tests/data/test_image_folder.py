@@ -367,11 +367,32 @@ def test_a_killed_builds_partial_file_is_deleted_by_the_next_build(small_folder,
     left = tmp_path / "cache" / f"{prefix}-{'0' * 24}.{host}-{dead_pid}.partial"
     running = tmp_path / "cache" / f"{prefix}-{'1' * 24}.{host}-{os.getpid()}.partial"  # a build still going
     elsewhere = tmp_path / "cache" / f"{prefix}-{'2' * 24}.otherhost-{dead_pid}.partial"  # another machine's
-    for path in (left, running, elsewhere):
+    fresh = tmp_path / "cache" / f"{prefix}-{'3' * 24}.{host}-{dead_pid}.partial"  # written a moment ago
+    hour_ago = time.time() - 3600
+    for path in (left, running, elsewhere, fresh):
         path.write_bytes(b"half an image stack")
+        if path is not fresh:
+            os.utime(path, (hour_ago, hour_ago))
     Image.fromarray(noise(10, 12)).save(small_folder / "new.png")  # a new key: decoded again
     build(small_folder, tmp_path, image_size=8)
-    assert not left.exists() and running.exists() and elsewhere.exists()
+    # only a dead build's file, idle for a while (a live one in another container of this name writes on)
+    assert not left.exists() and running.exists() and elsewhere.exists() and fresh.exists()
+
+
+def test_a_full_disk_when_the_file_is_flushed_falls_back_to_memory(small_folder, tmp_path, monkeypatch, caplog):
+    import errno
+
+    expected = build(small_folder, tmp_path / "reference", image_size=8).images
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(folder_module.os, "fsync", no_space)  # the last rows reach the disk at finish
+    with caplog.at_level(logging.WARNING, logger="disentangle.data.image_folder"):
+        ds = build(small_folder, tmp_path, image_size=8)
+    assert torch.equal(ds.images, expected) and "No space left on device" in caplog.text
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not any(cache.iterdir())
 
 
 # ---------------------------------------------------------------------- unreadable files

@@ -150,3 +150,29 @@ def test_a_callbacks_learning_rate_lasts_and_resumes_bit_exactly(tmp_path, tiny_
         trainer.set_learning_rate(0.1, "discriminator")
     with pytest.raises(ConfigError, match="give a finite number >= 0"):
         trainer.set_learning_rate(float("nan"))
+
+
+def test_an_old_sessions_leftover_rotation_file_does_not_roll_the_run_back(tmp_path, tiny_overrides):
+    run = tmp_path / "run"
+    fit(load_config(None, tiny_overrides(run, steps=4)))
+    leftover = run / ".checkpoint.pt.99999.next"  # a kill left it at step 4, before this library read them
+    leftover.write_bytes((run / "checkpoint.pt").read_bytes())
+    fit(load_config(None, tiny_overrides(run, steps=8)), resume=True)  # the newest is past it: read, not it
+    assert not leftover.exists()
+    leftover.write_bytes((run / "checkpoint.prev.pt").read_bytes())  # step 4 again, older than both
+    ckpt, used = load_latest(run)
+    assert int(ckpt["step"]) == 8 and used.name == "checkpoint.pt"
+
+
+def test_optimizer_state_of_another_shape_is_refused_on_resume(tmp_path, tiny_overrides):
+    from disentangle.training.checkpoint import atomic_save
+
+    run = tmp_path / "run"
+    fit(load_config(None, tiny_overrides(run, steps=4)))
+    ckpt = load_checkpoint(run / "checkpoint.pt")
+    state = ckpt["optimizers"]["model"]["state"]
+    first = next(iter(state))
+    state[first]["exp_avg"] = state[first]["exp_avg"].reshape(-1)[:1].reshape(())  # a parameter that was a scalar
+    atomic_save(ckpt, run / "checkpoint.pt")
+    with pytest.raises(ConfigError, match=r"optimizer state 'exp_avg' has shape \(\), and its parameter now has shape"):
+        fit(load_config(None, tiny_overrides(run, steps=8)), resume=True)

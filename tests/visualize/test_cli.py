@@ -229,3 +229,9 @@ def test_a_zoo_weight_file_finds_the_scores_evaluate_wrote_for_it(tmp_path, monk
     assert (tmp_path / "tiny-weights-s0.metrics.json").is_file()
     assert main([str(weights), "--out", str(out), "--what", "metrics"]) == 0
     assert (out / "metrics.png").is_file()
+    # a scores file of this name for other weights (another model published under the same name)
+    record = json.loads((tmp_path / "tiny-weights-s0.metrics.json").read_text())
+    (tmp_path / "tiny-weights-s0.metrics.json").write_text(json.dumps({**record, "model_sha256": "0" * 64}))
+    capsys.readouterr()
+    assert main([str(weights), "--out", str(tmp_path / "other"), "--what", "metrics"]) == 2
+    assert "of another model than the one loaded" in capsys.readouterr().err

@@ -156,14 +156,20 @@ def traversal_animation(
     In frame ``k`` every panel ``j`` shows the decoder output with ``z_j`` set to
     :func:`sweep_values` ``(num_frames, limit)[k]`` and the other latents at ``μ(image)``. Panels are
     the ``dims`` given, else the :func:`active_latents` (``KL >= min_kl``; all latents when none
-    is), labelled ``z<j>``, ``ncol`` per row (default ``ceil(sqrt(panels))``), under a title strip
+    is; every latent, by KL, for a generator with a uniform code prior, InfoGAN's: it is given every
+    code, and its encoder's "KL" says how sure the recovery is, not whether the code is used), labelled ``z<j>``, ``ncol`` per row (default ``ceil(sqrt(panels))``), under a title strip
     with the current value. Returns ``num_frames`` equal-sized ``(H', W', 3)`` uint8 arrays. For a
     model with quantised latents each panel steps through its own codebook values on the same
     triangle wave (title ``value k of V``) and ``kl`` is the code entropy in bits.
     """
     image = image[:1] if image.ndim == 4 else image[None]
     kl = _scores_or_compute(model, image, kl)
-    panels = active_latents(kl, min_kl) if dims is None else [int(d) for d in dims]
+    if dims is not None:
+        panels = [int(d) for d in dims]
+    elif code_limit(model) == 1.0:  # a generator (InfoGAN's): it is given every code, so every one is shown
+        panels = latent_order(kl)
+    else:
+        panels = active_latents(kl, min_kl)
     ncol = int(np.ceil(np.sqrt(len(panels)))) if ncol is None else positive_int("ncol", ncol)
     book = codebook_values(model, panels)
     if book is None:

@@ -235,3 +235,25 @@ def test_a_zoo_weight_file_finds_the_scores_evaluate_wrote_for_it(tmp_path, monk
     capsys.readouterr()
     assert main([str(weights), "--out", str(tmp_path / "other"), "--what", "metrics"]) == 2
     assert "of another model than the one loaded" in capsys.readouterr().err
+
+
+def test_a_generators_animation_shows_every_code_whatever_its_encoders_kl(monkeypatch):
+    """InfoGAN's generator is given every code: its encoder's (Q's) "KL" says how sure the recovery is,
+    and a seed whose Q is unsure of one code must not drop that code's panel from traversals.gif."""
+    import disentangle.visualize.traversals as traversals
+
+    model = BlockVAE([0.0, 0.0, 0.0])
+    from .test_helpers import BLOCK
+
+    x = torch.full((1, 1, BLOCK, 3 * BLOCK), 0.5)
+    shown = {}
+    real = traversals.latent_traversals
+    monkeypatch.setattr(traversals, "latent_traversals",
+                        lambda m, image, panels, values: shown.setdefault("panels", list(panels)) and real(m, image, panels, values))
+    kl = [0.5, 0.01, 0.2]
+    traversals.traversal_animation(model, x, kl, num_frames=4)
+    assert shown.pop("panels") == [0, 2]  # a VAE: the latents it uses
+    model.decoder = torch.nn.Module()
+    model.decoder.code_prior = "uniform"
+    traversals.traversal_animation(model, x, kl, num_frames=4)
+    assert shown.pop("panels") == [0, 2, 1]  # a generator: every code, by KL

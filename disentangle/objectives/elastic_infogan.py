@@ -42,7 +42,8 @@ and ``s_ij = a_i·a_j / τ_c``::
 
 Q's features are computed on the trunk's features of ``x`` and ``x'`` **detached**: the
 contrastive loss trains Q's head, not D's trunk (in the reference the front end is stepped by D's
-loss only).
+loss only). Unlike the reference, Q's code loss and the category loss on fakes do reach D's trunk
+(the InfoGAN-CR convention, where D and Q share one optimizer and one loss).
 
 **Augmentations** (:func:`augment`): a random affine map of each image, rotation by
 ``U(−augment_rotation, augment_rotation)`` degrees, zoom by ``U(1 − augment_zoom, 1 + augment_zoom)``

@@ -67,7 +67,9 @@ Parameters (config keys; reference-code values are ``factors-variation/train.lua
     Default 0.15: the reference code's ``klweightZ = 0.1`` times its factor ``6/P`` on the KL, with its
     squared errors averaged over the ``P`` pixel values of images scaled to [−1, 1] (4× the squared
     errors of our [0, 1] images); our reconstruction terms are sums over pixels of [0, 1] images, so
-    the same ratio to them is ``0.1 · 6 / 4``.
+    the same ratio to them is ``0.1 · 6 / 4``. The ratio holds for the KL's mean part; the
+    reference's ``KLDCriterion`` reads its log-variance input as log σ (its ``Reparametrize`` as
+    log σ²), so its pull on the variances is about 2(σ² + 1) times a true KL's, which this one is.
 ``adversarial_weight``
     Default 0.0025: the reference code's ``swap2weight`` 0.01 over the same 4, a weight per pixel
     value: it multiplies ``P · adversarial`` so that its ratio to the summed reconstruction terms is
@@ -78,8 +80,8 @@ Parameters (config keys; reference-code values are ``factors-variation/train.lua
     The real pairs' target, in (0.5, 1]; default 0.95 (the reference code's ``labelReal``; its fake
     target is 0). The generator's target too, as in the reference code.
 ``discriminator_hidden``
-    Width of ``D``'s fully connected layers; default 256 (the reference code's ``classifierNHiddenUnits``;
-    its ``D`` has one logit after its convolutions).
+    Width of ``D``'s fully connected layers; default 256, this library's choice (the reference code's
+    ``D`` has one logit after its convolutions, no hidden fully connected layer).
 ``discriminator_lr``, ``discriminator_betas``
     ``D``'s Adam: default ``null`` (the run's ``train.lr``) and ``[0.5, 0.999]`` (the reference code's
     ``beta1 = 0.5``). The reference code trains ``D`` with SGD at 0.01 and the autoencoder with Adam at

@@ -423,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
         output = check_output(args.output if args.output else default_output(source), given=bool(args.output))
         check_device(args.device, name="--device")  # "gpu", or cuda without CUDA: one paragraph, not torch's
         model, dataset, config = _load_run(source, args.device, data_overrides)
+        saved_data = dict(config.get("data") or {})
+        # a value the run already has is no change: its scores are of the run's own data
+        data_overrides = {k: v for k, v in data_overrides.items() if k not in saved_data or saved_data[k] != v}
         # "all" now knows whether there is an encoder, and what the data allows (a grid, labels)
         names = resolve_metric_names(args.metrics, model, dataset)
         from .objectives.class_content import class_content_settings

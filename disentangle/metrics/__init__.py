@@ -144,10 +144,15 @@ def check_metric_applies(name: str, dataset: Any, settings: Mapping[str, Any] | 
     what = getattr(dataset, "name", type(dataset).__name__)
     has = "labelled images without a factor grid" if offered == "labels" else "images without labels"
     fitting = ", ".join(n for n in available_metrics(dataset=dataset))
+    would_do = {
+        "grid": "Evaluate it on a grid dataset (dsprites, shapes3d, ...; disentangle.data.from_arrays gives a grid "
+                "when the labels cover every combination once)",
+        "labels": "Evaluate it on labelled images (an npz dataset with factor_classes beside its images, or "
+                  "disentangle.data.from_arrays(images, labels)) or on a grid dataset",
+    }[need]
     raise NotAGridError(
         f"The metric '{name}' cannot run on {what}: {why}, and this dataset holds {has}. Metrics that apply to "
-        f"it: {fitting or 'none'}. Evaluate '{name}' on a grid dataset (dsprites, shapes3d, ...; "
-        "disentangle.data.from_arrays gives a grid when the labels cover every combination once)."
+        f"it: {fitting or 'none'}. {would_do}."
     )
 
 

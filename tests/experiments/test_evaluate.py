@@ -200,6 +200,7 @@ def test_a_metric_the_data_cannot_give_is_refused_before_the_progress_bar(tmp_pa
     assert main([str(run), "--metrics", "mig,factor_vae_score"]) == 2
     err = capsys.readouterr().err
     assert "'mig' cannot run on" in err and "Metrics that apply to it: elbo, unsupervised_scores" in err
+    assert "Evaluate it on labelled images" in err  # mig needs labels, not a grid
     assert "metrics:" not in err and "%|" not in err  # no bar was drawn
     assert not (run / "metrics.json").exists()
 
@@ -222,6 +223,9 @@ def test_data_overrides_score_a_run_whose_images_moved_and_keep_other_data_apart
     record = json.loads((run / "metrics.json").read_text())
     assert record["metrics"]["elbo"] == own  # the same images, the same scores
     assert record["data_overrides"] == {"path": str(moved), "cache": str(tmp_path / "other_cache")}
+    # the run's own value of a key is no change: merged into the run's record
+    assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "image_size=16"]) == 0
+    assert json.loads((run / "metrics.json").read_text())["data_overrides"] == {"path": str(moved)}
     capsys.readouterr()
     assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "channels=1"]) == 2
     assert "holds scores on the run's own data, and this evaluation scores its data with channels=1" in (

@@ -109,6 +109,7 @@ def from_arrays(
     device: str | torch.device = "cpu",
     grid: bool | Literal["auto"] = "auto",
     name: str | None = None,
+    placement: Literal["auto", "device", "stream"] = "auto",
 ) -> IndexedImageDataset | SampleDataset:
     """A dataset from in-memory arrays: a factor grid when the classes form one, else a sample.
 
@@ -142,13 +143,24 @@ def from_arrays(
         ``True`` requires a grid (an error says what is missing); ``False`` always gives a sample.
     name:
         What the data is, for a sample's messages (default: ``N images from arrays``).
+    placement:
+        ``"device"``: the images are stored on ``device``; ``"stream"``: they stay on the host as
+        given and each batch is copied to ``device`` (``data.placement: stream``); ``"auto"``
+        (default): stream when they take more than a quarter of ``device``'s free memory
+        (:func:`~disentangle.data.samples.choose_placement`). The same batches either way.
 
     Notes
     -----
     The stored images share memory with ``images`` when these are already a contiguous uint8
-    array in grid order (no copy); otherwise they are a copy.
+    array in grid order (no copy); otherwise they are a copy. So a memory-mapped ``(N, C, H, W)``
+    uint8 array (``np.load(path, mmap_mode="r")``, in grid order for a grid) larger than memory,
+    streamed, stays in its file: the operating system pages in the images each batch draws.
     """
     device = check_device(device, "device")
+    from .._core import checks
+    from .samples import choose_placement
+
+    placement = checks.choice("placement", placement, ("auto", "device", "stream"))
     if isinstance(images, torch.Tensor):
         images = images.detach().cpu().numpy()
     images = np.asarray(images)
@@ -184,8 +196,11 @@ def from_arrays(
         labels = None if factor_classes is None else np.asarray(factor_classes)
         if labels is not None and factor_names is None and labels.ndim in (1, 2):
             factor_names = [f"factor{k}" for k in range(1 if labels.ndim == 1 else labels.shape[1])]  # as a grid's
-        sample = SampleDataset(to_nchw_uint8(images, fmt).to(device), labels, factor_names, scale=scale,
-                               name=name or f"{images.shape[0]:,} images from arrays")
+        placed, reason = choose_placement(placement, images.nbytes, device)
+        stored = _host_images(images, fmt, placed == "stream")
+        sample = SampleDataset(stored if placed == "stream" else stored.to(device), labels, factor_names, scale=scale,
+                               name=name or f"{images.shape[0]:,} images from arrays", stream=placed == "stream")
+        sample.placement_reason = reason
         if factor_values is not None:
             sample.factor_values = [np.asarray(v) for v in factor_values]
         return sample
@@ -199,8 +214,28 @@ def from_arrays(
         images = images[order]
     if scale is None:
         scale = 1.0 if int(images.max(initial=0)) <= 1 else 1.0 / 255.0
-    tensor = to_nchw_uint8(images, fmt).to(device)
-    return IndexedImageDataset(tensor, factor_names, sizes, scale=scale, factor_values=factor_values)
+    placed, reason = choose_placement(placement, images.nbytes, device)
+    tensor = _host_images(images, fmt, placed == "stream")
+    dataset = IndexedImageDataset(tensor if placed == "stream" else tensor.to(device), factor_names, sizes,
+                                  scale=scale, factor_values=factor_values, stream=placed == "stream")
+    dataset.placement, dataset.placement_reason = placed, reason
+    return dataset
+
+
+def _host_images(images: np.ndarray, layout: str, stream: bool) -> torch.Tensor:
+    """``images`` as a uint8 ``(N, C, H, W)`` tensor: wrapped without a copy when they already are
+    (a streamed read-only memory map too: a dataset never writes to its images), else a copy
+    (:func:`~disentangle.data.base.to_nchw_uint8`)."""
+    if stream and layout != "NHWC" and images.dtype == np.uint8 and images.flags.c_contiguous \
+            and not images.flags.writeable:
+        import warnings
+
+        n = images.shape[0]
+        with warnings.catch_warnings():  # torch warns that a read-only array could be written through it
+            warnings.simplefilter("ignore", UserWarning)
+            wrapped = torch.from_numpy(images)
+        return wrapped.view(n, 1, *images.shape[1:]) if layout == "NHW" else wrapped
+    return to_nchw_uint8(images, layout)
 
 
 @DATASETS.register("npz")

@@ -59,3 +59,28 @@ def test_a_labelled_sample_has_the_names_and_values_of_the_docstring():
     assert [list(v) for v in sample.factor_values] == [[0.5, 1.0], [10.0, 20.0]]
     with pytest.raises(ValueError, match="factor_names were given without factor_classes"):
         from_arrays(images, factor_names=["size"])
+
+
+@pytest.mark.parametrize("labelled_grid", [False, True])
+def test_a_memory_mapped_array_streams_from_its_file_without_a_copy(tmp_path, monkeypatch, labelled_grid):
+    """from_arrays(np.load(path, mmap_mode="r"), placement="stream"): the images stay in the file (the
+    stored tensor is the file's mapping, not a copy), and the batches are those of an in-memory copy."""
+    import disentangle._core.hardware as hardware
+
+    rng = np.random.default_rng(0)
+    stack = rng.integers(0, 256, (12, 1, 5, 5), dtype=np.uint8)
+    np.save(tmp_path / "images.npy", stack)
+    mapped = np.load(tmp_path / "images.npy", mmap_mode="r")
+    labels = np.stack(np.unravel_index(np.arange(12), (3, 4)), 1) if labelled_grid else None
+    streamed = from_arrays(mapped, labels, placement="stream")
+    held = from_arrays(stack.copy(), labels, placement="device")
+    assert streamed.stream and streamed.placement == "stream" and not held.stream
+    assert streamed.images.data_ptr() == mapped.ctypes.data  # no copy: the file's pages
+    assert torch.equal(streamed.images, held.images)
+    g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    assert torch.equal(streamed.sample_batch(6, g1), held.sample_batch(6, g2))
+    monkeypatch.setattr(hardware, "available_memory_bytes", lambda device: 100)  # 300 bytes of images > 25 %
+    auto = from_arrays(mapped, labels)
+    assert auto.stream and "auto:" in auto.placement_reason
+    with pytest.raises(Exception, match="placement"):
+        from_arrays(stack, labels, placement="disk")

@@ -309,7 +309,11 @@ def check_out_dir(out_dir: Path) -> None:
     """Raise :class:`ConfigError` when ``out_dir`` cannot be a run folder because it, or the nearest
     of its parents that exists, is a file (a typo, or a checkpoint path given as the folder)."""
     for candidate in (out_dir, *out_dir.parents):
-        if candidate.exists():
+        try:
+            exists = candidate.exists()
+        except OSError:  # a folder this user may not look into: mkdir says so in one paragraph
+            return
+        if exists:
             if not candidate.is_dir():
                 where = "is a file" if candidate == out_dir else f"is inside '{candidate}', which is a file"
                 raise ConfigError(

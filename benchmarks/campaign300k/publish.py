@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from naming import SWEEPS, recipe, zoo_name  # noqa: E402
+from status import spans as machine_spans  # noqa: E402
 
 #: a log interval longer than this (seconds) is a pause the trainer did not see: a 100-step interval
 #: takes seconds, one with an evaluation a minute or two, a resume none (the clock is restored)
@@ -99,11 +100,24 @@ def flushed_from(execution_lines: list[str]) -> int | None:
     return None
 
 
+def machines_note(machine_spans: list[dict]) -> str:
+    """`` Trained on: steps 0-68,108 on CPU AVX2 (4.52 h, 4.2 steps/s), ...`` from
+    ``status.spans`` (the kinds of machine that trained a run, each span's hours and rate); empty
+    when none is known."""
+    if not machine_spans:
+        return ""
+    parts = [f"steps {span['start']:,}-{span['end']:,} on {span['machine']} ({span['hours']:.2f} h"
+             + (f", {span['rate']:.1f} steps/s)" if span.get("rate") else ")") for span in machine_spans]
+    return " Trained on: " + "; ".join(parts) + " (execution.jsonl and log.jsonl's clock)."
+
+
 def notes(config: dict, sweep: str, logged: float | None, pauses: list[float],
-          spans: list[tuple[str, int, int]] | None = None, flushed: int | None = None) -> str:
+          spans: list[tuple[str, int, int]] | None = None, flushed: int | None = None,
+          machine_spans: list[dict] | None = None) -> str:
     """The manifest note of a campaign run; ``spans`` (:func:`precision_spans`) name the steps
     trained in another precision than its ``train.precision`` (``sweep run --resume-precision``);
-    ``flushed`` the step from which denormal floats were flushed to zero (:func:`flushed_from`)."""
+    ``flushed`` the step from which denormal floats were flushed to zero (:func:`flushed_from`);
+    ``machine_spans`` (``status.spans``) the machines that trained it (:func:`machines_note`)."""
     switched = bool(spans and len(spans) > 1)
     if switched:
         # a twin begun in fp32 on an AVX2 CPU may go on in bf16 on a native-bf16 one and back: fp32>bf16>fp32
@@ -123,6 +137,7 @@ def notes(config: dict, sweep: str, logged: float | None, pauses: list[float],
     if flushed is not None:
         text += (f" Denormal floats flushed to zero from step {flushed:,} (train.flush_denormal, a CPU's speed: "
                  "the steps differ from a run that keeps them, as a switch of precision would make them).")
+    text += machines_note(machine_spans or [])
     if pauses:
         text += (f" Wall time: log.jsonl's {logged + sum(pauses):,.0f} s less "
                  + " and ".join(f"a {p:,.0f} s" for p in pauses) + " SIGSTOP pause(s) the trainer did not yet record.")
@@ -157,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         spans = precision_spans(sessions, int(config["train"]["steps"]))
         command = [sys.executable, "-m", "disentangle.zoo", "publish", str(run), "--name", name,
                    "--recipe", recipe(config), "--no-progress", "--threads", "1",
-                   "--notes", notes(config, sweep, logged, pauses, spans, flushed_from(sessions))]
+                   "--notes", notes(config, sweep, logged, pauses, spans, flushed_from(sessions), machine_spans(run))]
         if pauses:
             command += ["--wall-time", f"{logged:.1f}"]
         print(f"{'would publish' if args.dry_run else 'publishing'} {run.name} as {name}"

@@ -804,3 +804,30 @@ def test_the_ada_bf16_ab_arms_differ_from_the_zoo_s_runs_in_the_precision_or_see
         key = (run.config["objective"]["name"], run.seed)
         expected = zoo[key[0]].run_id if run.seed == 0 else fp32_runs[key].run_id
         assert run_id(twin) == expected, key
+
+
+def test_the_published_notes_name_the_machines_that_trained_the_run(tmp_path):
+    import importlib.util
+    import json as _json
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "publish.py"
+    spec = importlib.util.spec_from_file_location("campaign_publish", path)
+    publish = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "execution.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in [
+        {"step": 0, "precision": "fp32", "cpu_capability": "AVX2"},
+        {"step": 200, "precision": "fp32", "cpu": "AMD EPYC (family/model 23/1)"},
+        {"step": 300, "precision": "fp32", "cpu": "AMD EPYC (family/model 23/1)"}]))
+    (run / "log.jsonl").write_text("".join(_json.dumps({"step": s, "wall_time_s": t}) + "\n"
+                                           for s, t in [(100, 360.0), (200, 720.0), (300, 1080.0), (400, 1800.0)]))
+    spans = publish.machine_spans(run)
+    assert publish.machines_note(spans) == (
+        " Trained on: steps 0-200 on CPU AVX2 (0.20 h, 0.3 steps/s); steps 200-400 on AMD EPYC (family/model 23/1) "
+        "(0.30 h, 0.2 steps/s) (execution.jsonl and log.jsonl's clock).")
+    config = {"train": {"precision": "fp32", "steps": 400}, "model": {"init": "reference"}, "seed": 0,
+              "objective": {"name": "dip_vae_ii", "lambda_od": 10.0}, "data": {"name": "sprites"}}
+    assert publish.notes(config, "zoo_sprites_ref300k_more", 1800.0, [], machine_spans=spans).endswith(
+        publish.machines_note(spans))
+    assert publish.machines_note([]) == ""

@@ -109,7 +109,7 @@ def from_arrays(
     device: str | torch.device = "cpu",
     grid: bool | Literal["auto"] = "auto",
     name: str | None = None,
-    placement: Literal["auto", "device", "stream"] = "auto",
+    placement: Literal["auto", "device", "stream"] = "device",
 ) -> IndexedImageDataset | SampleDataset:
     """A dataset from in-memory arrays: a factor grid when the classes form one, else a sample.
 
@@ -144,17 +144,20 @@ def from_arrays(
     name:
         What the data is, for a sample's messages (default: ``N images from arrays``).
     placement:
-        ``"device"``: the images are stored on ``device``; ``"stream"``: they stay on the host as
-        given and each batch is copied to ``device`` (``data.placement: stream``); ``"auto"``
-        (default): stream when they take more than a quarter of ``device``'s free memory
-        (:func:`~disentangle.data.samples.choose_placement`). The same batches either way.
+        ``"device"`` (default): the images are stored on ``device``; ``"stream"``: they stay on the
+        host as given and each batch is copied to ``device`` (``data.placement: stream``);
+        ``"auto"``: stream when they take more than a quarter of ``device``'s free memory
+        (:func:`~disentangle.data.samples.choose_placement`; give the placement explicitly for a run
+        to be resumed on a GPU, where the two draw their batches from different generators). The
+        same batches either way on a CPU.
 
     Notes
     -----
     The stored images share memory with ``images`` when these are already a contiguous uint8
     array in grid order (no copy); otherwise they are a copy. So a memory-mapped ``(N, C, H, W)``
     uint8 array (``np.load(path, mmap_mode="r")``, in grid order for a grid) larger than memory,
-    streamed, stays in its file: the operating system pages in the images each batch draws.
+    streamed, stays in its file: the operating system pages in the images each batch draws (give
+    ``scale``, e.g. ``1 / 255``, or the images are read once to find their largest value).
     """
     device = check_device(device, "device")
     from .._core import checks
@@ -248,11 +251,14 @@ def npz_dataset(
     layout: Layout = "auto",
     grid: bool | Literal["auto"] = "auto",
     device: str = "cpu",
+    placement: Literal["auto", "device", "stream"] = "auto",
 ) -> IndexedImageDataset | SampleDataset:
     """Your own dataset from an ``.npz`` file (read without pickle); see the module docstring.
 
     ``factor_names`` defaults to the file's ``factor_names`` array if it has one. A file without a
-    ``classes_key`` array holds unlabelled images; ``grid`` is :func:`from_arrays`'s.
+    ``classes_key`` array holds unlabelled images; ``grid`` and ``placement`` (``data.placement``:
+    ``auto``, the default as for the other datasets read from files, ``device`` or ``stream``) are
+    :func:`from_arrays`'s.
     """
     path = require_path(path, what="npz dataset file", option="data.path", expected=_EXPECTED)
     keys = npz_keys(path)
@@ -267,7 +273,7 @@ def npz_dataset(
         factor_names = [str(s) for s in load_npz_array(path, "factor_names")]
     try:
         return from_arrays(images, classes, factor_names, layout=layout, device=device, grid=grid,
-                           name=f"the images of {path}")
+                           name=f"the images of {path}", placement=placement)
     except (ValueError, TypeError) as err:
         raise CorruptDataFileError(f"{path}: {err}") from err
 

@@ -80,7 +80,14 @@ def test_a_memory_mapped_array_streams_from_its_file_without_a_copy(tmp_path, mo
     g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
     assert torch.equal(streamed.sample_batch(6, g1), held.sample_batch(6, g2))
     monkeypatch.setattr(hardware, "available_memory_bytes", lambda device: 100)  # 300 bytes of images > 25 %
-    auto = from_arrays(mapped, labels)
+    assert not from_arrays(mapped, labels).stream  # Python callers opt in: the default stays on the device
+    auto = from_arrays(mapped, labels, placement="auto")
     assert auto.stream and "auto:" in auto.placement_reason
+    # an npz file (data.name: npz) takes data.placement as the other datasets read from files do
+    from disentangle.data import build_dataset
+
+    np.savez(tmp_path / "data.npz", images=stack, **({"factor_classes": labels} if labelled_grid else {}))
+    config = {"name": "npz", "path": str(tmp_path / "data.npz")}
+    assert build_dataset(config).stream and not build_dataset({**config, "placement": "device"}).stream
     with pytest.raises(Exception, match="placement"):
         from_arrays(stack, labels, placement="disk")

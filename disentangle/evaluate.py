@@ -176,6 +176,8 @@ def data_section(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
         return dict(data)
     from .config import Config
 
+    if "name" in overrides and overrides["name"] == data.get("name"):  # the run's own dataset: no change
+        overrides = {k: v for k, v in overrides.items() if k != "name"}
     if "name" in overrides:
         raise ConfigError("--data name=...: the run's dataset is what it was trained on; evaluate another "
                           "dataset from Python (disentangle.metrics.evaluate_metrics with your dataset).")

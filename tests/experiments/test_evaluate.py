@@ -224,7 +224,7 @@ def test_data_overrides_score_a_run_whose_images_moved_and_keep_other_data_apart
     assert record["metrics"]["elbo"] == own  # the same images, the same scores
     assert record["data_overrides"] == {"path": str(moved), "cache": str(tmp_path / "other_cache")}
     # the run's own value of a key is no change: merged into the run's record
-    assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "image_size=16"]) == 0
+    assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "image_size=16", "--data", "name=image_folder"]) == 0
     assert json.loads((run / "metrics.json").read_text())["data_overrides"] == {"path": str(moved)}
     capsys.readouterr()
     assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "channels=1"]) == 2

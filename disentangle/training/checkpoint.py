@@ -268,13 +268,15 @@ def _step_of(path: Path, map_location: Any) -> int | None:
 def _newer_interrupted_rotation(run_dir: Path, map_location: Any) -> tuple[dict[str, Any], Path] | None:
     """The newest readable interrupted rotation's checkpoint and file, when it is past the step of
     every other checkpoint of the folder (a leftover from an older session is not)."""
+    others: list[int | None] | None = None  # the other checkpoints' steps, read once and only if needed
     for path in interrupted_rotations(run_dir):
         try:
             ckpt = load_checkpoint(path, map_location=map_location)
         except CheckpointError:  # torn or moved away meanwhile: no news
             continue
-        others = [_step_of(run_dir / name, map_location) for name in (CHECKPOINT_NAME, PREVIOUS_CHECKPOINT_NAME)
-                  if (run_dir / name).exists()]
+        if others is None:
+            others = [_step_of(run_dir / name, map_location) for name in (CHECKPOINT_NAME, PREVIOUS_CHECKPOINT_NAME)
+                      if (run_dir / name).exists()]
         if all(step is None or int(ckpt["step"]) > step for step in others):
             return ckpt, path
     return None

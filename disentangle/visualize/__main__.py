@@ -126,10 +126,9 @@ def _find_metrics(source: str, given: str | None) -> dict[str, dict[str, float]]
     return read_metrics(path) if path is not None else None
 
 
-def _recorded_step(source: str, given: str | None) -> int | None:
-    """The training step the scores file of :func:`_find_metrics` records (``step``, or a sweep's
-    ``steps``); None for a zoo model's published scores or a file that records none."""
-    record = _record(source, given)
+def _recorded_step(record: dict) -> int | None:
+    """The training step a scores record (:func:`_record`) holds (``step``, or a sweep's ``steps``);
+    None for a zoo model's published scores or a file that records none."""
     step = record.get("step", record.get("steps"))
     return int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None
 
@@ -199,9 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         if out.exists() and not out.is_dir():
             raise InputError(f"--out '{out}' is a file, not a folder; choose a folder to write the pictures into.")
         model, dataset = _load(args.source, device, data_overrides)
-        recorded = _recorded_step(args.source, args.metrics) if metrics is not None else None
+        record = _record(args.source, args.metrics) if metrics is not None else {}
+        recorded, recorded_model = _recorded_step(record), record.get("model_sha256")
         trained = getattr(model, "trained_steps", None)
-        recorded_model = _record(args.source, args.metrics).get("model_sha256") if metrics is not None else None
         problem = None
         if recorded is not None and trained is not None and recorded != int(trained):
             problem = (f"the scores for metrics.png are of the model at step {recorded:,}, and the model loaded from "

@@ -218,6 +218,19 @@ def build_run_dataset(data: dict[str, Any], overrides: dict[str, Any], device: s
         ) from None
 
 
+def data_changes(saved: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The ``overrides`` that differ from the run's ``saved`` data section, its keys' defaults
+    filled in: a value the run already has, written or by default (a section saved before that
+    key existed), is no change, so its scores are of the run's own data."""
+    from .config import Config
+
+    try:
+        full = {**Config.from_dict({"data": saved}).to_dict()["data"], **saved}
+    except ConfigError:  # a section this version no longer reads: its written keys only
+        full = saved
+    return {k: v for k, v in overrides.items() if k not in full or full[k] != v}
+
+
 def changes_the_data(overrides: dict[str, Any] | None) -> dict[str, Any]:
     """The overrides that change which images are scored: every key but where and how they are
     kept (``path`` and :data:`disentangle.data.STORAGE_KEYS`)."""
@@ -425,9 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         output = check_output(args.output if args.output else default_output(source), given=bool(args.output))
         check_device(args.device, name="--device")  # "gpu", or cuda without CUDA: one paragraph, not torch's
         model, dataset, config = _load_run(source, args.device, data_overrides)
-        saved_data = dict(config.get("data") or {})
-        # a value the run already has is no change: its scores are of the run's own data
-        data_overrides = {k: v for k, v in data_overrides.items() if k not in saved_data or saved_data[k] != v}
+        data_overrides = data_changes(dict(config.get("data") or {}), data_overrides)
         # "all" now knows whether there is an encoder, and what the data allows (a grid, labels)
         names = resolve_metric_names(args.metrics, model, dataset)
         from .objectives.class_content import class_content_settings

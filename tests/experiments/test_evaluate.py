@@ -310,3 +310,17 @@ def test_a_merge_keeps_no_timing_or_data_change_of_an_older_evaluation():
     assert "total_seconds" not in merged and "data_overrides" not in merged
     assert set(merged["metrics"]) == {"mig", "sap_score"}
     assert merged_record(previous, {**new, "total_seconds": 3.0})["total_seconds"] == 3.0
+
+
+def test_a_data_value_equal_to_a_default_the_saved_section_lacks_is_no_change():
+    """A run saved before a data key existed has no value for it: ``--data KEY=DEFAULT`` gives it
+    its own data (no change), another value is other data, and a written value wins over a default."""
+    from disentangle.evaluate import data_changes
+
+    saved = {"name": "image_folder", "path": "/x", "image_size": 16}  # no skip_unreadable, channels
+    assert data_changes(saved, {"skip_unreadable": True, "channels": "auto"}) == {}
+    assert data_changes(saved, {"skip_unreadable": False, "channels": 1}) == {"skip_unreadable": False,
+                                                                             "channels": 1}
+    assert data_changes(saved, {"image_size": 64}) == {"image_size": 64}  # 64 is the default, 16 the run's
+    assert data_changes(saved, {"path": "/y"}) == {"path": "/y"}
+    assert data_changes({"name": "no_such_dataset"}, {"image_size": 64}) == {"image_size": 64}

@@ -253,10 +253,10 @@ def collect(sweeps: Path | list[Path], milestones: Path | None, device: str = "c
     trained on another machine, a GPU's) are kept as they are."""
     sweeps = [sweeps] if isinstance(sweeps, Path) else list(sweeps)
     cached = {(r["run_id"], int(r["step"])): r for r in read_data()}
-    rows: dict[tuple[str, int], dict] = {}
+    # every cached row, those of runs here too: a step a local log no longer holds (a folder
+    # restored from a save older than the rows, a log cut back on resume) keeps its milestone scores
+    rows: dict[tuple[str, int], dict] = dict(cached)
     runs = [run for sweep in sweeps for run in sorted((sweep / "runs").glob("*"))]
-    here = {run.name for run in runs}
-    rows.update({key: row for key, row in cached.items() if key[0] not in here})
     for run in runs:
         if not (run / "log.jsonl").exists():
             continue
@@ -307,6 +307,18 @@ LABELS = {"beta_vae": "β-VAE (β = 4)", "beta_tcvae": "β-TCVAE (β = 6)", "fac
           "info_vae": "InfoVAE (λ = 1000)"}
 #: panels per row of the figure
 COLUMNS_PER_ROW = 3
+
+
+def one_run_per_seed(rows: list[dict]) -> list[dict]:
+    """The rows of one run per objective and seed: where a bf16 run and its fp32 twin of the same
+    seed both have rows (twins: one of them is trained to the end and published), those of the run
+    that reached the furthest step (the first in the rows on a tie), so a seed is counted once."""
+    furthest: dict[tuple[str, int], tuple[int, str]] = {}
+    for row in rows:
+        key, reach = (row["objective"], int(row["seed"])), (int(row["step"]), row["run_id"])
+        if key not in furthest or reach[0] > furthest[key][0]:
+            furthest[key] = reach
+    return [r for r in rows if r["run_id"] == furthest[(r["objective"], int(r["seed"]))][1]]
 
 
 def objectives_of(rows: list[dict]) -> list[str]:
@@ -360,6 +372,7 @@ def figure(rows: list[dict]):
     """Draws :data:`FIGURE` and returns the matplotlib ``Figure``."""
     from matplotlib.figure import Figure
 
+    rows = one_run_per_seed(rows)
     objectives = objectives_of(rows)
     ncols = max(1, min(COLUMNS_PER_ROW, len(objectives)))
     pairs = max(1, math.ceil(len(objectives) / ncols))  # a row of MIG panels over a row of DCI panels
@@ -420,6 +433,7 @@ def _mean_sd(values: list[float], digits: int = 3) -> str:
 def table(rows: list[dict]) -> str:
     from time_to_disentangle import cpu_description
 
+    rows = one_run_per_seed(rows)
     lines = ["# The published schedule: trajectories", "",
              "`python benchmarks/trajectories_300k.py` (see its docstring). Mean ± sample sd over the seeds "
              "that reached the step; MIG and DCI logged during training, the FactorVAE score on the kept "

@@ -57,8 +57,8 @@ def wall_time(log_lines: list[str]) -> tuple[float | None, list[float]]:
             timed.append(record)
     if not timed:
         return None, []
-    intervals = [(b["wall_time_s"] - a["wall_time_s"]) - (b.get("paused_s", 0.0) - a.get("paused_s", 0.0))
-                 for a, b in zip(timed, timed[1:])]
+    # the trainer's clock already leaves out the pauses it saw (paused_s): not taken out twice
+    intervals = [b["wall_time_s"] - a["wall_time_s"] for a, b in zip(timed, timed[1:])]
     typical = statistics.median(intervals) if intervals else 0.0
     pauses = [gap - typical for gap in intervals if gap > PAUSE_GAP_S]
     return timed[-1]["wall_time_s"] - sum(pauses), pauses
@@ -66,8 +66,9 @@ def wall_time(log_lines: list[str]) -> tuple[float | None, list[float]]:
 
 def precision_spans(execution_lines: list[str], steps: int) -> list[tuple[str, int, int]]:
     """``[(precision, first step, last step)]`` of a run's ``execution.jsonl`` (one record a session,
-    from the step it began), consecutive sessions in the same precision merged; the last span ends
-    at ``steps``."""
+    from the step it began, in the order they ran), consecutive sessions in the same precision
+    merged; the last span ends at ``steps``. A session that trained no step (the next one began at
+    its step: it died or was stopped at once) is left out, as ``status.spans`` does."""
     sessions = []
     for line in execution_lines:
         try:
@@ -77,12 +78,14 @@ def precision_spans(execution_lines: list[str], steps: int) -> list[tuple[str, i
         if isinstance(record.get("step"), int) and record.get("precision"):
             sessions.append((record["step"], record["precision"]))
     spans: list[list] = []
-    for step, precision in sorted(sessions):
-        if spans and spans[-1][0] == precision:
+    for i, (step, precision) in enumerate(sessions):
+        end = sessions[i + 1][0] if i + 1 < len(sessions) else steps
+        if end <= step:
             continue
-        if spans:
-            spans[-1][2] = step
-        spans.append([precision, step, steps])
+        if spans and spans[-1][0] == precision:
+            spans[-1][2] = end
+        else:
+            spans.append([precision, step, end])
     return [tuple(span) for span in spans]
 
 
@@ -161,10 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     shipped = shipped_names()
     published = []
+    claimed: dict[str, str] = {}  # zoo name -> the run id published (or to be) under it by this call
     for sweep, run in finished_runs(args.campaign):
         config = yaml.safe_load((run / "config.yaml").read_text())
         name = zoo_name(config, "cpu")
-        if name in shipped:
+        if name in shipped or name in claimed:
+            if name in claimed:  # a bf16 run and its fp32 twin both finished: one zoo name, one model
+                to_be = "to be " if args.dry_run else ""
+                print(f"left out {run.name}: its twin {claimed[name]} is {to_be}published as {name}", flush=True)
             continue
         logged, pauses = wall_time((run / "log.jsonl").read_text().splitlines())
         execution = run / "execution.jsonl"
@@ -177,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             command += ["--wall-time", f"{logged:.1f}"]
         print(f"{'would publish' if args.dry_run else 'publishing'} {run.name} as {name}"
               + (f" (wall time {logged:,.0f} s, {len(pauses)} unseen pause(s) taken out)" if pauses else ""), flush=True)
+        claimed[name] = run.name
         if args.dry_run:
             continue
         subprocess.run(command, cwd=ROOT, check=True)

@@ -53,7 +53,8 @@ for sweep in "${SWEEPS[@]}"; do
             continue
         fi
         mkdir -p "$here"
-        cp "$saved"/{checkpoint.pt,config.yaml,log.jsonl,execution.jsonl} "$here/"
+        cp "$saved"/{checkpoint.pt,config.yaml,log.jsonl} "$here/"
+        [ -f "$saved/execution.jsonl" ] && cp "$saved/execution.jsonl" "$here/"  # recorded since 2026-11
         rm -f "$here/checkpoint.prev.pt" "$here/.lock"
         echo "restored $here at step $(step_of "$here/checkpoint.pt")"
     done

@@ -33,9 +33,23 @@ pkill -f "campaign_milestones.py" || true
 # session that saved one was refused whole (December 2026). Measured after the stop, as a run checkpoints
 # its step when it stops; a checkpoint equal to its saved copy adds nothing. The runs stay checkpointed
 # here either way (resume.sh goes on from them). SAVE_FORCE=1 saves anyway.
+in_zoo() {  # whether the zoo holds the run of this folder (under its CPU or GPU name)
+    python - "$1" <<'PY'
+import json, sys
+sys.path.insert(0, "benchmarks/campaign300k")
+import yaml
+from naming import zoo_name
+config = yaml.safe_load(open(sys.argv[1] + "/config.yaml"))
+shipped = json.load(open("disentangle/zoo/manifest.json"))["models"]
+sys.exit(0 if any(zoo_name(config, hardware) in shipped for hardware in ("cpu", "gpu")) else 1)
+PY
+}
+# a finished run the zoo does not hold yet is saved as an unfinished one (the next machine's sweep
+# finds it at its last step and scores it): deleting its saved copy would lose it with this machine
 replacing=()
 for run in "$CAMPAIGN"/zoo_sprites_ref300k*/runs/*/; do
-    [ -f "$run/checkpoint.pt" ] && [ ! -f "$run/metrics.json" ] || continue
+    [ -f "$run/checkpoint.pt" ] || continue
+    [ -f "$run/metrics.json" ] && in_zoo "$run" && continue
     saved="$SAVED/$(basename "$(dirname "$(dirname "$run")")")/$(basename "$run")/checkpoint.pt"
     cmp -s "$run/checkpoint.pt" "$saved" && continue
     replacing+=(--replacing "$saved" "$run/checkpoint.pt")
@@ -51,14 +65,24 @@ for sweep_dir in "$CAMPAIGN"/zoo_sprites_ref300k*/; do
     for run in "$sweep_dir"runs/*/; do
         id=$(basename "$run")
         [ -f "$run/checkpoint.pt" ] || continue
-        if [ -f "$run/metrics.json" ]; then
-            rm -rf "${SAVED:?}/$sweep/$id"  # finished: nothing to resume
+        if [ -f "$run/metrics.json" ] && in_zoo "$run"; then
+            rm -rf "${SAVED:?}/$sweep/$id"  # published: nothing to resume
             continue
         fi
         mkdir -p "$SAVED/$sweep/$id"
         for f in checkpoint.pt config.yaml log.jsonl execution.jsonl; do
-            cp "$run/$f" "$SAVED/$sweep/$id/$f.tmp" && mv "$SAVED/$sweep/$id/$f.tmp" "$SAVED/$sweep/$id/$f"
+            [ -f "$run/$f" ] || continue  # execution.jsonl: recorded since 2026-11 only
+            if ! { cp "$run/$f" "$SAVED/$sweep/$id/$f.tmp" && mv "$SAVED/$sweep/$id/$f.tmp" "$SAVED/$sweep/$id/$f"; }; then
+                rm -f "$SAVED/$sweep/$id/$f.tmp"
+                echo "save.sh: could not save $run$f (a full disk?); the saved copy of $sweep/$id is the" \
+                     "earlier one. The run stays checkpointed in $CAMPAIGN." >&2
+                exit 1
+            fi
         done
-        echo "saved $sweep/$id"
+        if [ -f "$run/metrics.json" ]; then
+            echo "saved $sweep/$id: finished, not in the zoo yet (python benchmarks/campaign300k/publish.py)"
+        else
+            echo "saved $sweep/$id"
+        fi
     done
 done

@@ -22,7 +22,8 @@ deflated and in base85, and a *replaced* binary file is written twice, its new v
 pair about 318 MB: over the limit by itself. The session before 2026-12-07 counted new versions only,
 saved one pair, and was refused whole, with all its other work. ``--adding BYTES`` adds bytes about to be committed;
 ``--replacing SAVED NEW`` (repeatable; SAVED may be a path that does not exist yet) adds the diff of
-replacing SAVED with NEW, computed by git the same way. Exit status 1 when the total would pass
+replacing SAVED's committed version with NEW, computed by git the same way; the changes to tracked
+files not committed yet (a save or a publish awaiting its commit) are added too. Exit status 1 when the total would pass
 ``--budget`` (default 200 MiB of diffs, room left for the rest of the session), 0 otherwise.
 """
 from __future__ import annotations
@@ -31,6 +32,8 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterable
 
 MiB = 1 << 20
 DIFF_LIMIT = 256 * MiB
@@ -74,14 +77,46 @@ def diff_bytes(base: str, head: str = "HEAD") -> int:
                for commit in git("rev-list", f"{base}..{head}").decode().split())
 
 
+def _committed(path: str) -> bytes | None:
+    """``path``'s content in ``HEAD`` (a path in the work tree), or None where HEAD lacks it."""
+    relative = os.path.relpath(os.path.abspath(path), git("rev-parse", "--show-toplevel").decode().strip())
+    result = subprocess.run(["git", "show", f"HEAD:{relative}"], capture_output=True)
+    return result.stdout if result.returncode == 0 else None
+
+
 def replacing_bytes(saved: str, new: str) -> int:
-    """The diff of replacing the committed file ``saved`` (or adding it, where it does not exist) with
-    ``new``, as git would print it in a commit (``git diff --no-index --binary``)."""
-    old = saved if os.path.exists(saved) else os.devnull
-    result = subprocess.run(["git", "diff", "--no-index", "--binary", old, new], capture_output=True)
+    """The diff of replacing the committed file ``saved`` (its version in ``HEAD``, or adding it where
+    HEAD lacks it) with ``new``, as git would print it in a commit (``git diff --no-index --binary``).
+    The committed version, not the work tree's: a save run twice before a commit has already
+    overwritten the file, and the commit will still hold both versions."""
+    committed = _committed(saved)
+    with tempfile.TemporaryDirectory() as folder:
+        old = os.devnull
+        if committed is not None:
+            old = os.path.join(folder, "committed")
+            with open(old, "wb") as f:
+                f.write(committed)
+        result = subprocess.run(["git", "diff", "--no-index", "--binary", old, new], capture_output=True)
     if result.returncode not in (0, 1):  # 1: they differ
-        raise SystemExit(f"git diff --no-index {old} {new} failed: {result.stderr.decode().strip()}")
+        raise SystemExit(f"git diff --no-index {saved} {new} failed: {result.stderr.decode().strip()}")
     return len(result.stdout)
+
+
+def pending_bytes(excluding: Iterable[str] = ()) -> int:
+    """The diff of the changes not committed yet (``git diff --binary HEAD`` and the untracked files
+    ``git add -A`` would add: a save or a publish made but not committed), the paths in
+    ``excluding`` left out (``--replacing``'s files: it counts them)."""
+    top = git("rev-parse", "--show-toplevel").decode().strip()
+    left_out = {os.path.relpath(os.path.abspath(p), top) for p in excluding}
+    changed = [p for p in git("diff", "--name-only", "--no-renames", "HEAD").decode().splitlines() if p not in left_out]
+    total = 0
+    if changed:
+        total += len(subprocess.run(["git", "diff", "--binary", "--no-renames", "HEAD", "--", *changed], check=True,
+                                    capture_output=True, cwd=top).stdout)
+    untracked = git("ls-files", "--others", "--exclude-standard", "--full-name", top).decode().splitlines()
+    for path in (p for p in untracked if p not in left_out):  # files git add -A would add
+        total += replacing_bytes(os.path.join(top, "no such file"), os.path.join(top, path))
+    return total
 
 
 def pack_bytes(base: str, head: str = "HEAD") -> int:
@@ -99,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     base = args.base or session_base()
     diffs, pack = diff_bytes(base), pack_bytes(base)
-    adding = args.adding + sum(replacing_bytes(saved, new) for saved, new in args.replacing)
+    adding = (args.adding + sum(replacing_bytes(saved, new) for saved, new in args.replacing)
+              + pending_bytes(path for pair in args.replacing for path in pair))
     total = diffs + adding
     print(f"since {base[:10]}: diffs {diffs / MiB:.1f} MiB (limit {DIFF_LIMIT // MiB}), "
           f"packed {pack / MiB:.1f} MiB (limit {PACK_LIMIT // MiB})"

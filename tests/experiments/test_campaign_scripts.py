@@ -122,6 +122,44 @@ def test_trajectories_read_several_sweeps_and_keep_rows_of_runs_trained_elsewher
     assert script.FIGURE.stat().st_size > 0
 
 
+def test_cached_rows_of_a_run_here_are_kept_where_its_log_no_longer_holds_them(tmp_path, benchmark_script,
+                                                                               monkeypatch):
+    """A run folder restored from an older save logs fewer steps than the data holds: the rows of the
+    steps its log lacks, and their milestone scores, stay; a step it logs is read from the log."""
+    script = benchmark_script("trajectories_300k")
+    monkeypatch.setattr(script, "DATA", tmp_path / "trajectories.csv")
+    script.write_data([{"run_id": "s0", "objective": "beta_vae", "seed": 0, "precision": "fp32", "step": step,
+                        "mig": mig, "dci_disentanglement": 0.2, "factor_vae_score": 0.7, "mig_rotated": 0.3,
+                        "position_latents": 2, "active_latents": 6}
+                       for step, mig in [(10_000, 0.9), (20_000, 0.25)]])
+    _fake_run(tmp_path / "sweep" / "runs", "s0", "beta_vae", 0, 10_000, {10_000: (0.1, 0.2)})
+    rows = {int(r["step"]): r for r in script.collect(tmp_path / "sweep", None)}
+    assert sorted(rows) == [10_000, 20_000]
+    assert rows[10_000]["mig"] == 0.1 and rows[10_000]["factor_vae_score"] == 0.7  # the log's, the cached score
+    assert rows[20_000]["mig"] == 0.25 and rows[20_000]["factor_vae_score"] == 0.7
+
+
+def test_a_seed_trained_by_a_run_and_its_twin_is_counted_once(benchmark_script, tmp_path, monkeypatch):
+    """FactorVAE s0's bf16 run and its fp32 twin (one zoo name; one is trained to the end): the
+    table and the figure take the run that reached the furthest step, so the seed counts once."""
+    script = benchmark_script("trajectories_300k")
+    monkeypatch.setattr(script, "FIGURE", tmp_path / "trajectories.png")
+    rows = [{"run_id": run_id, "objective": "factor_vae", "seed": seed, "precision": precision, "step": step,
+             "mig": mig, "dci_disentanglement": 0.3}
+            for run_id, seed, precision, steps, mig in [("bf16-s0", 0, "bf16", (20_000, 100_000), 0.2),
+                                                        ("fp32-s0", 0, "fp32", (20_000,), 0.6),
+                                                        ("fp32-s1", 1, "fp32", (20_000,), 0.1)]
+            for step in steps]
+    kept = script.one_run_per_seed(rows)
+    assert sorted({r["run_id"] for r in kept}) == ["bf16-s0", "fp32-s1"]
+    table = script.table(rows)
+    assert (f"| FactorVAE (γ = 30) | 20,000 | {statistics.mean([0.2, 0.1]):.3f} ± "
+            f"{statistics.stdev([0.2, 0.1]):.3f} (n=2)") in table
+    pytest.importorskip("matplotlib")
+    fig = script.figure(rows)
+    assert len([line for line in fig.axes[0].lines if line.get_label().startswith("seed")]) == 2
+
+
 def test_active_latents_are_those_whose_posterior_mean_varies_over_the_data(benchmark_script, rng):
     script = benchmark_script("trajectories_300k")
     codes = rng.standard_normal((20_000, 4)) * np.sqrt([1.0, 0.03, 0.003, 0.0])  # variances 1, .03, .003, 0
@@ -631,14 +669,15 @@ def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those(
     spec = importlib.util.spec_from_file_location("campaign_publish", path)
     publish = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(publish)
-    # 100-step intervals of 6 s; one with an evaluation (70 s); a 2,000 s SIGSTOP before the trainer
-    # recorded them (interval 5), and a 3,000 s one it recorded as paused_s (interval 8)
+    # 100-step intervals of 6 s; one with an evaluation (70 s); a 2,000 s SIGSTOP the trainer did not
+    # record (interval 5), and in the same interval a 3,000 s one it recorded as paused_s (left out of
+    # its clock already: taken out again, it would hide the unseen one)
     gaps = [6, 6, 70, 6, 2006, 6, 6, 6, 6]
     records, wall, paused = [], 0.0, 0.0
     for i, gap in enumerate([0, *gaps]):
         wall += gap
         record = {"step": 100 * (i + 1), "steps_per_s": 16.0, "wall_time_s": wall}
-        if i == 8:
+        if i == 5:
             paused = 3000.0  # left out of wall_time_s by the trainer
         if paused:
             record["paused_s"] = paused
@@ -676,6 +715,14 @@ def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those(
             "for steps 213,000-300,000 (sweep run --resume-precision: each session in the precision its machine "
             "computes faster; the run's train.precision is fp32)") in text
     assert "the switches of precision making it another run" in text
+    # sessions in the order they ran, one that trained no step left out (it died at once), whatever
+    # the names of the precisions
+    sessions = [{"step": 0, "precision": "fp32"}, {"step": 27_229, "precision": "bf16"},
+                {"step": 27_229, "precision": "fp32"}]
+    assert publish.precision_spans([json.dumps(s) for s in sessions], 300_000) == [("fp32", 0, 300_000)]
+    sessions = [{"step": 0, "precision": "bf16"}, {"step": 5_000, "precision": "fp32"},
+                {"step": 5_000, "precision": "bf16"}]
+    assert publish.precision_spans([json.dumps(s) for s in sessions], 300_000) == [("bf16", 0, 300_000)]
     assert "across sessions, with bit-exact resume," in publish.notes(config, "zoo_sprites_ref300k", logged, [])
     assert publish.notes(config, "zoo_sprites_ref300k", logged, [], [("bf16", 0, 300_000)]) == \
         publish.notes(config, "zoo_sprites_ref300k", logged, [])
@@ -748,15 +795,28 @@ def test_the_submission_size_counts_binary_files_added_changed_and_removed(tmp_p
     # a save about to replace a committed checkpoint: both versions count, as in the commit it makes
     old, new = tmp_path / "old.pt", tmp_path / "new.pt"
     old.write_bytes(rng.bytes(150_000) + b"\0")
+    assert 150_001 * 67 / 52 <= module.pending_bytes() < 150_001 * 67 / 52 + 2_000  # untracked: git add -A adds it
+    commit("save 3")
+    base_diffs = module.diff_bytes(base)
     new.write_bytes(rng.bytes(100_000) + b"\0")
     assert 250_002 * 67 / 52 <= module.replacing_bytes(str(old), str(new)) < 250_002 * 67 / 52 + 2_000
     assert 100_001 * 67 / 52 <= module.replacing_bytes(str(tmp_path / "not saved yet.pt"), str(new)) \
         < 100_001 * 67 / 52 + 2_000
-    assert module.main(["--budget", "1.6", "--replacing", str(old), str(new)]) == 0  # 1.23 MiB + 0.31
-    assert module.main(["--budget", "1.6", "--replacing", str(old), str(new),
-                        "--replacing", str(tmp_path / "gone.pt"), str(new)]) == 1  # and 0.12 more
+    assert module.pending_bytes([str(new)]) == 0
+    # a save run again before its commit: the work tree's copy is already the new one, the commit will
+    # still hold the committed version and the new one
+    old.write_bytes(new.read_bytes())
+    assert 250_002 * 67 / 52 <= module.replacing_bytes(str(old), str(new)) < 250_002 * 67 / 52 + 2_000
+    assert 250_002 * 67 / 52 <= module.pending_bytes([str(new)]) < 250_002 * 67 / 52 + 2_000
+    assert module.pending_bytes([str(old), str(new)]) == 0
+    budget = str((base_diffs + 250_002 * 67 / 52 + 20_000) / (1 << 20))
+    assert module.main(["--budget", budget, "--replacing", str(old), str(new)]) == 0
+    assert module.main(["--budget", budget, "--replacing", str(old), str(new),
+                        "--replacing", str(tmp_path / "gone.pt"), str(new)]) == 1  # 0.12 MiB more
+    subprocess.run(["git", "checkout", "-q", "--", "old.pt"], check=True)
     old.unlink()
     new.unlink()
+    commit("published 3")
     assert module.session_base() == base and os.path.exists(".git")
     # a machine kept from an earlier session: main's reflog goes back to it; the base is where main
     # stood when this session began (the marker's time), not the oldest entry
@@ -831,3 +891,33 @@ def test_the_published_notes_name_the_machines_that_trained_the_run(tmp_path):
     assert publish.notes(config, "zoo_sprites_ref300k_more", 1800.0, [], machine_spans=spans).endswith(
         publish.machines_note(spans))
     assert publish.machines_note([]) == ""
+
+
+def test_publishing_both_finished_twins_publishes_one_and_says_why_the_other_is_left_out(
+        tmp_path, monkeypatch, capsys):
+    """A bf16 run and its fp32 twin of one seed share a zoo name: the first found is published, the
+    second is named and left out (before, the zoo refused it as other weights and the script stopped)."""
+    import importlib.util
+    import json as _json
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign300k" / "publish.py"
+    spec = importlib.util.spec_from_file_location("campaign_publish", path)
+    publish = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish)
+    runs = []
+    for sweep, precision, run_id in [("zoo_sprites_ref300k", "bf16", "aaaa"),
+                                     ("zoo_sprites_ref300k_factor_fp32", "fp32", "bbbb")]:
+        run = tmp_path / sweep / "runs" / run_id
+        run.mkdir(parents=True)
+        config = {"train": {"precision": precision, "steps": 300_000}, "model": {"init": "reference"}, "seed": 2,
+                  "objective": {"name": "factor_vae", "gamma": 30.0}, "data": {"name": "sprites"}}
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+        (run / "log.jsonl").write_text(_json.dumps({"step": 300_000, "wall_time_s": 100.0}) + "\n")
+        (run / "metrics.json").write_text("{}")
+        runs.append((sweep, run))
+    monkeypatch.setattr(publish, "finished_runs", lambda campaign: runs)
+    monkeypatch.setattr(publish, "shipped_names", lambda: set())
+    assert publish.main([str(tmp_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("would publish") == 1 and "would publish aaaa as factor_vae-sprites-gamma30-cpu300k-ref-s2" in out
+    assert "left out bbbb: its twin aaaa is to be published as factor_vae-sprites-gamma30-cpu300k-ref-s2" in out

@@ -235,7 +235,9 @@ def explicitness_from_curves(
         raise ValueError("the baseline loss must be above the lowest loss.")
     curve = np.minimum(np.minimum.accumulate(losses, axis=0), baseline) - lowest
     area = (0.5 * (curve[1:] + curve[:-1]) * np.diff(capacities)[:, None]).sum(axis=0)
-    return 1.0 - area / ((capacities[-1] - capacities[0]) * (baseline - lowest))
+    # in [0, 1] by construction (the curve lies between 0 and the baseline's gap); the clip takes off
+    # rounding (-2e-16 for a curve at the baseline throughout, shown as "-0.0")
+    return np.clip(1.0 - area / ((capacities[-1] - capacities[0]) * (baseline - lowest)), 0.0, 1.0)
 
 
 def size_score(num_codes: int, num_factors: int) -> float:

@@ -1,11 +1,13 @@
 """InfoM, InfoE and InfoC (Hsu, Dorrell, Whittington, Wu & Finn, 2023): information-based modularity, explicitness and compactness."""
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 import numpy as np
+import scipy.sparse
 
 from .._core import checks
 from ._information import (
@@ -19,6 +21,8 @@ from ._representation import as_representation_function
 from ._sampling import sample_codes_and_factors
 from ._settings import SettingsChecks, as_float_dict, count, derived_seed, one_of, select_factors
 from .registration import register_metric
+
+logger = logging.getLogger(__name__)
 
 Estimator = Literal["ksg", "discrete", "histogram"]
 ESTIMATORS: tuple[str, ...] = get_args(Estimator)
@@ -92,17 +96,20 @@ def infomec(
       for codes with no linearly available information (in-sample, so noise scores slightly
       above 0).
 
-    Choices where the reference gives no number: a factor the sample holds at one value is not
-    scored; with one scored factor InfoM is 1, with one active code InfoC is 1 (the reference
-    divides 0 by 0); with no active code InfoM and InfoC are 0 (as the authors' later version); a
-    code with no information about any factor (a row of zeros) counts as spreading it uniformly
-    (ratio ``1/K``, a modularity of 0), and so does a factor no active code informs about for
-    InfoC (the reference gives NaN).
+    Where the normalisation is 0/0 we give NaN, as the reference does: InfoM with one scored
+    factor, InfoC with one active code (a code collapsed to one dimension would otherwise be
+    perfectly compact whatever it holds); a warning says which. Our choices where the reference
+    gives NaN: a factor the sample holds at one value is not scored; with no active code InfoM and
+    InfoC are 0; a code with no information about any factor (a row of zeros) counts as spreading it
+    uniformly (ratio ``1/K``, a modularity of 0), and so does a factor no active code informs about
+    for InfoC. (The authors' earlier version, ``compute_mutual_information_ratio``, instead leaves
+    such rows out of the mean.)
 
     Caveat of the reference's ``"ksg"`` estimator: for codes with almost no information (pure
     noise) the entries of ``NMI`` are small positive numbers or exactly 0 (the estimate is clipped),
-    and their ratios are not small: InfoM and InfoC of noise come out between about 0.2 and 0.7 on
-    small grids, not near 0. InfoE, and the ``NMI`` entries themselves, are near 0 for noise. ``"histogram"`` scores
+    and their ratios are not small: InfoM and InfoC of noise are not near 0, and with few codes or
+    factors they can reach 1 (one noise code whose other entries are clipped to 0 has max/sum 1).
+    Read them beside InfoE. InfoE, and the ``NMI`` entries themselves, are near 0 for noise. ``"histogram"`` scores
     noise near 0 (its bias is spread evenly over the factors).
 
     ``factors`` (default: every factor with more than one value) lists the factors, by name or
@@ -207,6 +214,10 @@ def infom_infoc_from_nmi(nmi: np.ndarray, active: np.ndarray | None = None) -> t
     num_active, num_factors = pruned.shape
     if num_active == 0:
         return 0.0, 0.0
+    for name, count, what in [("InfoM", num_factors, "factor is scored"), ("InfoC", num_active, "code is active")]:
+        if count == 1:
+            logger.warning(f"{name} is NaN: one {what}, and its normalisation (1 - 1/{count}) is 0 (the "
+                           f"reference's 0/0).")
     return (
         _normalised_sparsity(pruned, axis=1, count=num_factors),
         _normalised_sparsity(pruned, axis=0, count=num_active),
@@ -214,9 +225,10 @@ def infom_infoc_from_nmi(nmi: np.ndarray, active: np.ndarray | None = None) -> t
 
 
 def _normalised_sparsity(matrix: np.ndarray, axis: int, count: int) -> float:
-    """``(mean max/sum - 1/count) / (1 - 1/count)`` along ``axis``; an all-zero line counts as ``1/count``."""
+    """``(mean max/sum - 1/count) / (1 - 1/count)`` along ``axis``; an all-zero line counts as
+    ``1/count``; NaN for ``count == 1`` (0/0)."""
     if count == 1:
-        return 1.0
+        return float("nan")
     total = matrix.sum(axis=axis)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(total > 0, matrix.max(axis=axis) / total, 1.0 / count)
@@ -261,13 +273,16 @@ def _value_classes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return labels, sizes
 
 
-def _one_hot(codes: np.ndarray) -> np.ndarray:
-    """Every distinct value of every code dimension as a 0/1 column (scikit-learn's ``OneHotEncoder``)."""
+def _one_hot(codes: np.ndarray) -> scipy.sparse.csr_matrix:
+    """Every distinct value of every code dimension as a 0/1 column, sparse (scikit-learn's
+    ``OneHotEncoder``): a code that is not fully quantised has as many values as rows, and a dense
+    matrix of ``n x (n d)`` would not fit in memory."""
     labels, sizes = _value_classes(codes)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    out = np.zeros((codes.shape[0], int(sizes.sum())))
-    np.put_along_axis(out, labels + offsets, 1.0, axis=1)
-    return out
+    n, d = codes.shape
+    columns = (labels + offsets).ravel()
+    rows = np.repeat(np.arange(n), d)
+    return scipy.sparse.csr_matrix((np.ones(n * d), (rows, columns)), shape=(n, int(sizes.sum())))
 
 
 def _check_arrays(codes: np.ndarray, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

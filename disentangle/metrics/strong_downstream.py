@@ -139,10 +139,10 @@ def strong_downstream_task(
         scores[f"{tag}mean_test_accuracy"] = float(np.mean(test_acc))
         scores[f"{tag}mean_strong_train_accuracy"] = float(np.mean(strong_train))
         scores[f"{tag}mean_strong_test_accuracy"] = float(np.mean(strong_test))
-        with np.errstate(divide="ignore", invalid="ignore"):  # a test accuracy of 0: no gap to speak of
-            scores[f"{tag}strong_generalization_gap"] = 1.0 - np.divide(
-                scores[f"{tag}mean_strong_test_accuracy"], scores[f"{tag}mean_test_accuracy"]
-            )
+        test = scores[f"{tag}mean_test_accuracy"]
+        # a test accuracy of 0 leaves no relative gap to speak of: NaN (the reference divides by it)
+        scores[f"{tag}strong_generalization_gap"] = (
+            1.0 - scores[f"{tag}mean_strong_test_accuracy"] / test if test > 0 else float("nan"))
         for a, name in enumerate(names):
             scores[f"{tag}test_accuracy_{name}"] = float(test_acc[a])
             scores[f"{tag}strong_test_accuracy_{name}"] = float(np.mean(strong_test[a]))

@@ -262,6 +262,26 @@ def test_an_intervention_shift_costs_a_perfect_code_nothing_and_a_rotated_one_mu
     assert shifted["300:strong_generalization_gap"] > 0.25
 
 
+def test_no_strong_generalization_gap_is_given_where_the_test_accuracy_is_zero(monkeypatch):
+    """The gap is relative to the test accuracy: at 0 it is NaN, not -inf (the reference divides by it)."""
+    import sys
+
+    module = sys.modules[strong_downstream_task.__module__]
+
+    calls = []
+
+    def wrong_then_right(x_train, y_train, x_test, y_test, **fit):
+        """0 on the plain task (the first call), 1 on the shifted ones"""
+        calls.append(1)
+        accuracy = np.full(y_train.shape[1], 0.0 if len(calls) == 1 else 1.0)
+        return accuracy, accuracy
+
+    monkeypatch.setattr(module, "predictive_accuracy", wrong_then_right)
+    out = strong_downstream_task(dataset(), perfect, num_train=[50], num_test=20, n_experiment=1, n_jobs=1)
+    assert out["50:mean_test_accuracy"] == 0.0 and out["50:mean_strong_test_accuracy"] == 1.0
+    assert math.isnan(out["50:strong_generalization_gap"])
+
+
 class Recording(FactorObservationDataset):
     """Records every batch of factors it renders."""
 

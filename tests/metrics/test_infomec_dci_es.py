@@ -125,10 +125,39 @@ def test_infom_infoc_formulas_and_edges():
     # factor 0: all in code 0 (ratio 1); factor 1: split evenly (ratio 1/2); L = 2
     assert infoc == pytest.approx(((1.0 + 0.5) / 2 - 0.5) / 0.5)
     # a pruned code is left out; a row of zeros counts as uniform (modularity 0)
-    assert infom_infoc_from_nmi(nmi, np.array([False, True])) == pytest.approx((1.0, 1.0))
+    infom, infoc = infom_infoc_from_nmi(nmi, np.array([False, True]))
+    assert infom == pytest.approx(1.0)
     assert infom_infoc_from_nmi(np.array([[1.0, 0.0], [0.0, 0.0]]))[0] == pytest.approx(0.5)
-    assert infom_infoc_from_nmi(np.array([[0.3], [0.1]]))[0] == 1.0  # one factor
     assert infom_infoc_from_nmi(np.eye(2), np.zeros(2, dtype=bool)) == (0.0, 0.0)  # nothing active
+
+
+def test_infom_and_infoc_are_nan_where_their_normalisation_is_zero(caplog):
+    """One active code (InfoC) or one scored factor (InfoM): (1 - 1/1) = 0, the reference's 0/0, NaN
+    with a warning; a code collapsed to one noise dimension is not perfectly compact."""
+    with caplog.at_level("WARNING", logger="disentangle.metrics.infomec"):
+        infom, infoc = infom_infoc_from_nmi(np.array([[0.01, 0.0], [0.3, 0.2]]), np.array([True, False]))
+    assert infom == pytest.approx(1.0) and math.isnan(infoc)
+    assert "InfoC is NaN: one code is active" in caplog.text and "InfoM" not in caplog.text
+    infom, infoc = infom_infoc_from_nmi(np.array([[0.3], [0.1]]))  # one factor
+    assert math.isnan(infom) and infoc == pytest.approx((0.75 - 0.5) / 0.5)
+
+
+def test_the_discrete_estimator_one_hot_encodes_sparsely_as_the_reference():
+    """A code that is not quantised has a value per row: the one-hot matrix is sparse (dense, it
+    would be n x n d floats: 8 GB at the defaults), and InfoE equals the dense encoding's."""
+    from disentangle.metrics.infomec import _one_hot
+
+    rng = np.random.default_rng(0)
+    codes = np.round(rng.normal(size=(400, 3)), 1)
+    encoded = _one_hot(codes)
+    assert encoded.nnz == codes.size and encoded.shape[0] == 400
+    dense = np.concatenate([(codes[:, [j]] == np.unique(codes[:, j])[None]).astype(float) for j in range(3)], axis=1)
+    np.testing.assert_array_equal(encoded.toarray(), dense)
+    big = _one_hot(rng.normal(size=(10_000, 10)))
+    assert big.shape == (10_000, 100_000) and big.data.nbytes == 800_000
+    factors = np.stack([(codes[:, 0] > 0).astype(np.int64), rng.integers(0, 3, 400)], axis=1)
+    scores = infoe_per_factor(codes, factors, discrete=True)
+    assert scores[0] > 0.99 and 0.0 <= scores[1] < 0.5
 
 
 def test_pruning_by_range_is_the_references():
@@ -176,6 +205,9 @@ def test_explicitness_of_hand_made_curves():
     assert e[3] == pytest.approx(1.0 - (0.5 + 0.25) / 2)  # trapezoids: 0.5 and 0.25 over a width of 2
     assert e[4] == pytest.approx(0.0)  # capped at the baseline, not negative
     assert explicitness_from_curves(x, curves[:, 0], baseline=2.0)[0] == pytest.approx(0.5)
+    # a curve at the baseline throughout is 0, not -2e-16 (shown as "-0.0")
+    flat = explicitness_from_curves(np.log(3.0 + np.asarray(probe_widths(), dtype=float)), np.ones((7, 1)))
+    assert flat[0] == 0.0 and not np.signbit(flat[0])
     with pytest.raises(ValueError):
         explicitness_from_curves(x[::-1], curves)
 

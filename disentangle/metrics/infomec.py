@@ -214,10 +214,9 @@ def infom_infoc_from_nmi(nmi: np.ndarray, active: np.ndarray | None = None) -> t
     num_active, num_factors = pruned.shape
     if num_active == 0:
         return 0.0, 0.0
-    for name, count, what in [("InfoM", num_factors, "factor is scored"), ("InfoC", num_active, "code is active")]:
-        if count == 1:
-            logger.warning(f"{name} is NaN: one {what}, and its normalisation (1 - 1/{count}) is 0 (the "
-                           f"reference's 0/0).")
+    for name, size, what in [("InfoM", num_factors, "factor is scored"), ("InfoC", num_active, "code is active")]:
+        if size == 1:
+            logger.warning(f"{name} is NaN: one {what}, and its normalisation (1 - 1/1) is 0 (the reference's 0/0).")
     return (
         _normalised_sparsity(pruned, axis=1, count=num_factors),
         _normalised_sparsity(pruned, axis=0, count=num_active),

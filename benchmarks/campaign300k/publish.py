@@ -132,8 +132,14 @@ def notes(config: dict, sweep: str, logged: float | None, pauses: list[float],
     resumed = (f"each resume bit-exact, the switch{'es' if len(spans or []) > 2 else ''} of precision making it "
                "another run than an uninterrupted one"
                if switched else "with bit-exact resume")
+    steps = int(config["train"]["steps"])
+    as_reference = "as disentanglement_lib does"
+    if config["objective"]["name"] == "factor_vae":
+        # its code gives the global step to both optimizers: 2 a training iteration
+        as_reference = (f"as Locatello et al. state (disentanglement_lib's own FactorVAE stopped at "
+                        f"{steps // 2:,} updates of each network, its global step advancing twice an iteration)")
     text = (f"The published schedule: the recipe of configs/{recipe(config)}.yaml trained "
-            f"{int(config['train']['steps']):,} steps as disentanglement_lib does, "
+            f"{steps:,} steps {as_reference}, "
             f"{trained}, "
             f"model.init {config['model']['init']}, seed {config['seed']}, by the 300k campaign "
             f"(configs/sweeps/{sweep}.yaml) across sessions, {resumed}, on one thread beside another run.")

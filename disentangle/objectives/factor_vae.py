@@ -36,6 +36,13 @@ class FactorVAE(LatentDiscriminatorMixin, Objective):
        Kim & Mnih permute a second batch). Only detached codes enter, so it sends no gradient into
        the encoder. In a multi-process run the permutation is over the whole (gathered) batch.
 
+    One step is one update of each network. disentanglement_lib's FactorVAE passes the global step
+    to both optimizers' ``minimize`` (``methods/unsupervised/vae.py``), so each of its training
+    iterations advances it by 2 and its ``model.training_steps = 300000`` stops after 150,000
+    iterations: Locatello et al.'s FactorVAE models had 150,000 updates of each network, the other
+    methods 300,000. Our recipes keep ``train.steps: 300000``, the schedule the paper states;
+    ``train.steps=150000`` trains as many updates as the reference code did.
+
     The KL weight is 1 (the paper has no β). The discriminator is a submodule, built in
     :meth:`setup` once the latent size is known; it is saved with ``objective.state_dict()`` and its
     optimizer state by the trainer.

@@ -306,7 +306,11 @@ class S2FactorVAE(SemiSupervised, FactorVAE):
 
     One step: the VAE phase minimises the loss above (optimizers ``"model"`` and, for ``l2`` and
     ``embed``, ``"supervised"``), then the discriminator phase of
-    :class:`~disentangle.objectives.factor_vae.FactorVAE` on the unlabelled codes.
+    :class:`~disentangle.objectives.factor_vae.FactorVAE` on the unlabelled codes. As in
+    FactorVAE, the reference passes its global step to both optimizers, so it advances twice per
+    iteration: its 300,000 steps were 150,000 updates of each network, and its annealed
+    ``supervised_schedule`` (which reads that step) ramps over ``schedule_steps / 2`` iterations;
+    here a step is one iteration throughout.
 
     Parameters: those of :class:`~disentangle.objectives.factor_vae.FactorVAE` and the supervision
     parameters of :mod:`disentangle.objectives.semi_supervised`.

@@ -715,6 +715,10 @@ def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those(
             "for steps 213,000-300,000 (sweep run --resume-precision: each session in the precision its machine "
             "computes faster; the run's train.precision is fp32)") in text
     assert "the switches of precision making it another run" in text
+    # disentanglement_lib's FactorVAE made half as many updates as its steps: the note says so
+    assert ("trained 300,000 steps as Locatello et al. state (disentanglement_lib's own FactorVAE stopped at "
+            "150,000 updates of each network") in text
+    assert "300,000 steps as disentanglement_lib does," in publish.notes(config, "zoo_sprites_ref300k", logged, [])
     # sessions in the order they ran, one that trained no step left out (it died at once), whatever
     # the names of the precisions
     sessions = [{"step": 0, "precision": "fp32"}, {"step": 27_229, "precision": "bf16"},

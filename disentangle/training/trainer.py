@@ -110,6 +110,7 @@ from .runtime import (
     choose_execution,
     compile_networks,
     configure_cuda_backends,
+    match_state_layout,
     resolve_device,
     seed_everything,
     stream_seed,
@@ -384,11 +385,14 @@ class Trainer:
             self.data_given = None
         # seeded after the dataset, so a prebuilt dataset gives the same weights
         seed_everything(cfg.seed)
+        # built and drawn on the CPU, then moved: a seed gives the same initial weights on every
+        # device (the objective's discriminators, tables and supervision parameters included; a
+        # CUDA generator draws other numbers)
         self.model = VAE.from_backbone(
             cfg.model.backbone, image_shape=self.dataset.image_shape, latent_dim=cfg.model.latent_dim,
             init=cfg.model.init, **cfg.model.params,
-        ).to(self.device)
-        self.objective = OBJECTIVES.build(cfg.objective.name, **cfg.objective.params).to(self.device)
+        )
+        self.objective = OBJECTIVES.build(cfg.objective.name, **cfg.objective.params)
         self.objective.setup(model=self.model, dataset_size=len(self.dataset))
         initialize(self.objective, cfg.model.init)  # its discriminators, built by setup
         check_training_data(cfg, self.objective, self.dataset)
@@ -398,6 +402,8 @@ class Trainer:
         if getattr(self.objective, "uses_labels", False):  # semi-supervised: the few labels of data.labels
             spec = LabelsSpec.from_dict(cfg.data.labels)
             self.objective.attach_labels(make_labelled_set(self.dataset, spec))
+        self.model.to(self.device)
+        self.objective.to(self.device)
         self.schedules = bind_schedules(cfg, self.objective)
         self.scheduled: dict[str, float] = {}
         self.optimizers = build_optimizers(self.model, self.objective, cfg.train, self.device)
@@ -734,6 +740,7 @@ class Trainer:
             self.dataset.materialize()
         if self.execution.channels_last:
             to_channels_last(self.model, self.objective)
+        match_state_layout(self.optimizers)  # a resume in another layout than the saving session's
         if self.execution.conv_transpose_via_conv:
             use_convolution_kernels(self.model, self.objective)
         compile_networks(self.model, self.objective, cfg.compile)

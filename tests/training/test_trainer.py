@@ -346,6 +346,57 @@ def test_channels_last_changes_only_the_rounding_and_resumes_bit_exact(tmp_path,
     assert all(torch.equal(model.state_dict()[k], ca[k]) for k in ca)
 
 
+@pytest.mark.parametrize("first, then", [("true", "false"), ("false", "true")])
+def test_a_resume_in_another_layout_gives_adams_moments_the_parameters_layout(tmp_path, one_thread, first, then):
+    """train.channels_last is chosen anew on resume (on by default on CPUs, off on GPUs): the
+    restored moments take the parameters' layout, as the fused Adam step assumes (on a CPU it
+    computed a wrong update without an error, on CUDA it raises). The resumed steps then follow
+    the straight run of the new layout within rounding."""
+    from disentangle.training.trainer import Trainer
+
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    fit(load_config(None, _conv_overrides(straight, 6, **{"train.channels_last": then})))
+    fit(load_config(None, _conv_overrides(split, 4, **{"train.channels_last": first})))
+    trainer = Trainer(load_config(None, _conv_overrides(split, 6, **{"train.channels_last": then})))
+    trainer.fit(resume=True)
+    optimizer = trainer.optimizers["model"]
+    moments = [(p, optimizer.state[p]) for group in optimizer.param_groups for p in group["params"] if p.dim() == 4]
+    assert moments and any(not p.is_contiguous() or not p.is_contiguous(memory_format=torch.channels_last)
+                           for p, _ in moments)
+    for param, state in moments:
+        assert state["exp_avg"].stride() == state["exp_avg_sq"].stride() == param.stride()
+    for a, b in zip(_records(split), _records(straight)):
+        assert math.isclose(a["loss"], b["loss"], rel_tol=1e-4), (a["step"], a["loss"], b["loss"])
+
+
+def test_matching_the_state_layout_makes_a_fused_adam_step_that_of_matching_moments():
+    """The helper alone: moments restored in channels-last layout beside contiguous parameters, then
+    one fused step: with the helper, the bits of the step from contiguous moments; without it, a
+    different update (on a CPU, without an error)."""
+    from disentangle.training.runtime import match_state_layout
+
+    gen = torch.Generator().manual_seed(0)
+    grad, exp_avg, exp_avg_sq = (torch.randn(4, 3, 3, 3, generator=gen) for _ in range(3))
+
+    def stepped(layout: torch.memory_format, match: bool) -> tuple[torch.Tensor, int]:
+        param = torch.nn.Parameter(torch.ones(4, 3, 3, 3))
+        optimizer = torch.optim.Adam([param], lr=1e-3, fused=True)
+        state = {"step": torch.tensor(3.0), "exp_avg": exp_avg.clone(memory_format=layout),  # stepped in place
+                 "exp_avg_sq": exp_avg_sq.abs().clone(memory_format=layout)}
+        optimizer.load_state_dict({"state": {0: state}, "param_groups": optimizer.state_dict()["param_groups"]})
+        changed = match_state_layout({"model": optimizer}) if match else 0
+        param.grad = grad.clone()
+        optimizer.step()
+        return param.detach(), changed
+
+    same, _ = stepped(torch.contiguous_format, match=False)
+    matched, changed = stepped(torch.channels_last, match=True)
+    assert changed == 2 and torch.equal(matched, same)
+    assert stepped(torch.contiguous_format, match=True)[1] == 0  # nothing to change
+    mismatched, _ = stepped(torch.channels_last, match=False)
+    assert (mismatched - same).abs().max() > 1e-3
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_convolution_kernels_for_transposed_convolutions_resume_bit_exact_and_may_be_switched(
     tmp_path, one_thread, precision

@@ -15,31 +15,13 @@ are listed by ``status``).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import warnings
 
 from .._core.cli import REPORTED, add_logging_options, setup_logging
 from .._core.cli import report as report_error
 from ..errors import EXIT_OK, EXIT_RUN_FAILED, ConfigError
-
-
-def parse_minutes(text: str) -> int:
-    """Slurm-style time: ``90`` (minutes), ``HH:MM:SS``, ``MM:SS``, ``D-HH[:MM[:SS]]`` -> minutes."""
-    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
-    if not match:
-        raise ConfigError(f"--time '{text}' is not a time: give minutes (90), HH:MM:SS (12:00:00) or D-HH:MM:SS (1-12:00:00).")
-    days, a, b, c = match.groups()
-    if days is None and b is None:
-        minutes = int(a)
-    elif days is None and c is None:  # MM:SS
-        minutes = int(a) + (1 if int(b) else 0)
-    else:
-        hours, mins, secs = int(a), int(b or 0), int(c or 0)
-        minutes = int(days or 0) * 1440 + hours * 60 + mins + (1 if secs else 0)
-    if minutes < 1:
-        raise ConfigError(f"--time '{text}' must be at least one minute.")
-    return minutes
+from .backends.slurm import parse_minutes  # noqa: F401  (--time; importable from here as before)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus-per-task", type=int, default=None, help="GPUs per array task")
     s.add_argument("--runs-per-task", type=int, default=None, help="runs done one after another per array task (default 1)")
     s.add_argument("--max-array-size", type=int, default=None, help="array tasks per submitted array (default 1000)")
-    s.add_argument("--array-parallelism", type=int, default=None, help="array tasks running at once")
+    s.add_argument("--array-parallelism", type=int, default=None, help="array tasks of each submitted array running at once (submitit's "
+                   "default 256; a sweep larger than --max-array-size is submitted as several arrays)")
     s.add_argument("--cluster", default=None, help="submitit cluster: slurm (default when sbatch exists), local, debug")
     s.add_argument("--no-wait", action="store_true", help="submit and return; see status/results later")
     s.add_argument("--slurm", dest="slurm_params", action="append", default=[], metavar="KEY=VALUE",
@@ -99,7 +82,9 @@ def _slurm_params(items: list[str]) -> dict:
         if not sep or not key.strip():
             raise ConfigError(f"--slurm expects KEY=VALUE (e.g. account=lab), got '{item}'.")
         key = key.strip()
-        params[key if key.startswith("slurm_") else f"slurm_{key}"] = yaml.safe_load(value)
+        key = key if key.startswith("slurm_") else f"slurm_{key}"
+        # a time stays text: YAML reads 12:00:00 as the base-60 number 43200
+        params[key] = value.strip() if key == "slurm_time" else yaml.safe_load(value)
     return params
 
 

@@ -201,6 +201,8 @@ def run_one(task: RunTask) -> RunOutcome:
             configure_worker(task.threads, task.imports)
             _train_and_evaluate(task, run_dir, missing)
         except Exception as err:  # recorded, not raised: the other runs go on
+            if scheduler_gave_up(err):  # not the run's failure: it stays partial, checkpointed
+                raise
             record = record_failure(run_dir, err)
             return RunOutcome(task.run_id, RunState.FAILED, time.perf_counter() - start, record["last_line"], task.describe())
         for name in (FAILED_NAME, TRACEBACK_NAME):  # a retried run that succeeded
@@ -208,6 +210,16 @@ def run_one(task: RunTask) -> RunOutcome:
     if task.sweep_dir:
         update_results(task.sweep_dir)
     return RunOutcome(task.run_id, RunState.FINISHED, time.perf_counter() - start, "", task.describe())
+
+
+def scheduler_gave_up(err: BaseException) -> bool:
+    """Whether ``err`` is submitit's refusal to requeue a task again (``UncompletedJobError``: "timed
+    out too many times"), raised by its signal handler at the step boundary where the trainer
+    hands the signal on, after checkpointing the step. The run did not fail: it stays partial and
+    the next ``sweep run`` resumes it; the array task ends there (its other runs are not begun
+    with the seconds left before the time limit)."""
+    kind = type(err)
+    return kind.__name__ == "UncompletedJobError" and kind.__module__.startswith("submitit")
 
 
 def update_results(sweep_dir: str | Path) -> None:

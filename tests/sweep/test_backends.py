@@ -176,3 +176,128 @@ def test_slurm_requires_a_time_limit_and_sets_the_requeues(tmp_path, monkeypatch
     # a time given as a raw submitit parameter (--slurm time=...) counts too
     assert api.run(path, out, backend="slurm", cluster="slurm", wait=False, slurm_params={"slurm_time": 60},
                    dry_run=True, log=None).dry_run
+
+
+def test_a_time_given_as_a_slurm_parameter_becomes_submitits_minutes(tmp_path):
+    """--slurm time=12:00:00 stays text (YAML reads it as 43200, a 30-day limit) and becomes
+    timeout_min 720, as --time does: submitit's time-out check multiplies it, so text reaching
+    submitit failed the task at the first warning signal."""
+    from disentangle.sweep.__main__ import _slurm_params
+    from disentangle.sweep.backends import BackendOptions
+    from disentangle.sweep.backends.slurm import executor_parameters
+
+    assert _slurm_params(["time=12:00:00", "account=lab"]) == {"slurm_time": "12:00:00", "slurm_account": "lab"}
+    for given, minutes in [("12:00:00", 720), ("1-00:00:00", 1440), ("00:30:00", 30), (90, 90), ("90", 90)]:
+        params = executor_parameters(BackendOptions(slurm_params={"slurm_time": given, "slurm_qos": "low"}))
+        assert params["timeout_min"] == minutes and "slurm_time" not in params and params["slurm_qos"] == "low"
+    for wrong in ("soon", 1.5, True, "0"):
+        with pytest.raises(ConfigError, match="slurm_time"):
+            executor_parameters(BackendOptions(slurm_params={"slurm_time": wrong}))
+
+
+def test_a_task_whose_time_limit_requeues_are_spent_leaves_its_run_partial_not_failed(tmp_path, monkeypatch):
+    """submitit's "timed-out too many times" (UncompletedJobError, raised by its handler at the
+    step boundary, after the checkpoint) is not the run's failure: no failed.json, the error goes
+    up to end the array task, and the next sweep run resumes the run."""
+    pytest.importorskip("submitit")
+    from submitit.core.utils import UncompletedJobError
+
+    from disentangle.sweep import runner
+    from disentangle.sweep.runner import RunTask, run_one, scheduler_gave_up
+
+    def timed_out(task, run_dir, missing):
+        (run_dir / "checkpoint.pt").write_bytes(b"the step reached")
+        raise UncompletedJobError("Job not requeued because: timed-out too many times.")
+
+    monkeypatch.setattr(runner, "_train_and_evaluate", timed_out)
+    run_dir = tmp_path / "runs" / "abc"
+    task = RunTask(run_id="abc", run_dir=str(run_dir), config={}, seed=0)
+    with pytest.raises(UncompletedJobError):
+        run_one(task)
+    assert not (run_dir / runner.FAILED_NAME).exists() and (run_dir / "checkpoint.pt").exists()
+    assert runner.RunLock(run_dir / runner.LOCK_NAME).acquire(timeout=0)  # the lock was released
+    assert scheduler_gave_up(UncompletedJobError("x")) and not scheduler_gave_up(RuntimeError("x"))
+
+    def broken(task, run_dir, missing):
+        raise RuntimeError("a real failure")
+
+    monkeypatch.setattr(runner, "_train_and_evaluate", broken)
+    outcome = run_one(RunTask(run_id="def", run_dir=str(tmp_path / "runs" / "def"), config={}, seed=0))
+    assert outcome.status == "failed" and (tmp_path / "runs" / "def" / runner.FAILED_NAME).exists()
+
+
+class _Ref:
+    """An object reference of the fake Ray: hashed by identity, as Ray's."""
+
+    def __init__(self, outcome) -> None:
+        self.outcome = outcome
+
+
+class _FakeRay:
+    """What the Ray backend calls, recorded: init's arguments and each task's resources."""
+
+    class exceptions:  # noqa: N801 (ray.exceptions)
+        class RayError(Exception):
+            pass
+
+    def __init__(self, gpus: float) -> None:
+        self.gpus, self.inits, self.asked = gpus, [], []
+
+    def is_initialized(self):
+        return False
+
+    def init(self, **kwargs):
+        self.inits.append(kwargs)
+
+    def cluster_resources(self):
+        return {"CPU": 8.0, **({"GPU": self.gpus} if self.gpus else {})}
+
+    def remote(self, fn):
+        fake = self
+
+        class Remote:
+            def options(self, **resources):
+                class Bound:
+                    def remote(self, task):
+                        fake.asked.append((task.run_id, resources))
+                        return _Ref(fn(task))
+                return Bound()
+        return Remote()
+
+    def wait(self, refs, num_returns=1):
+        return refs[:1], refs[1:]
+
+    def get(self, ref):
+        return ref.outcome
+
+    def shutdown(self):
+        pass
+
+
+def test_ray_asks_for_a_gpu_per_run_where_the_cluster_has_gpus_and_starts_its_own_instance(monkeypatch, caplog):
+    """Without --gpus-per-run a run that may use a GPU asks for one where the cluster has GPUs (Ray
+    hides every GPU from a task that asks for none), a train.device: cpu run none; no --address
+    starts a new local instance (address "local", not RAY_ADDRESS's cluster); --workers with
+    --address is said to be unused, not passed (Ray refuses num_cpus when it connects)."""
+    from disentangle.sweep.backends import BackendOptions, ray as ray_backend
+    from disentangle.sweep.runner import RunOutcome, RunTask
+
+    monkeypatch.setattr(ray_backend, "run_one", lambda task: RunOutcome(task.run_id, "finished", 0.0, "", ""))
+    tasks = [RunTask(run_id=name, run_dir=f"/x/{name}", config={"train": {"device": device}}, seed=0)
+             for name, device in [("auto", "auto"), ("cuda", "cuda"), ("cpu", "cpu")]]
+    for gpus, per_run, expected in [(2.0, None, [1.0, 1.0, 0.0]), (0.0, None, [0.0, 0.0, 0.0]),
+                                    (2.0, 0.25, [0.25, 0.25, 0.25])]:
+        fake = _FakeRay(gpus)
+        monkeypatch.setattr(ray_backend, "_ray_module", lambda fake=fake: fake)
+        reported = []
+        ray_backend.run_ray(tasks, BackendOptions(workers=2, threads_per_run=2, gpus_per_run=per_run), reported.append)
+        assert [resources["num_gpus"] for _, resources in fake.asked] == expected
+        assert all(resources["num_cpus"] == 2 for _, resources in fake.asked)
+        assert fake.inits[0]["address"] == "local" and fake.inits[0]["num_cpus"] == 4
+        assert [o.run_id for o in reported] == ["auto", "cuda", "cpu"]
+    fake = _FakeRay(0.0)
+    monkeypatch.setattr(ray_backend, "_ray_module", lambda: fake)
+    with caplog.at_level("WARNING", logger="disentangle.sweep.backends.ray"):
+        ray_backend.run_ray(tasks[:1], BackendOptions(workers=2, address="auto"), lambda outcome: None)
+    assert fake.inits[0]["address"] == "auto" and "num_cpus" not in fake.inits[0]
+    assert "--workers 2 is not used with --address" in caplog.text

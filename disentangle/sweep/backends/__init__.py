@@ -32,7 +32,7 @@ class BackendOptions:
     gpus_per_task: int | None = None  #: slurm: GPUs of each array task
     runs_per_task: int | None = None  #: slurm: runs done one after another by each array task (default 1)
     max_array_size: int | None = None  #: slurm: jobs per submitted array (default 1000, below Slurm's MaxArraySize)
-    array_parallelism: int | None = None  #: slurm: array tasks running at once (default: Slurm's)
+    array_parallelism: int | None = None  #: slurm: array tasks of each array running at once (default: submitit's, 256)
     cluster: str | None = None  #: slurm: submitit cluster: slurm (default), local or debug (tests)
     wait: bool = True  #: slurm: wait for the jobs (False: submit and return)
     slurm_params: dict[str, Any] = field(default_factory=dict)  #: extra submitit slurm_* parameters

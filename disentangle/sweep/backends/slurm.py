@@ -16,10 +16,17 @@
   Preemptions are requeued without limit; a task that reaches its time limit is requeued at most
   ``max_requeues`` times (``--max-requeues``, default :data:`DEFAULT_MAX_REQUEUES`, submitit's),
   so one array task can train for ``(max_requeues + 1) * time_min`` minutes in all. A run still
-  unfinished then stays partial: the next ``sweep run`` resumes it. No step is lost: submitit's
+  unfinished then stays partial (submitit's "timed-out too many times" is not the run's failure:
+  :func:`~disentangle.sweep.runner.scheduler_gave_up`), the task's runs not begun are left, and
+  the next ``sweep run`` resumes them. No step is lost: submitit's
   signal (``SIGUSR2``, or ``SUBMITIT_PREEMPT_SIGNAL``; Slurm sends it 90 s before the limit) is
   deferred to the end of the step in progress, which is checkpointed before submitit requeues the
-  task and exits (:func:`~disentangle.training.interrupt.deferred_to_step_boundary`).
+  task and exits (:func:`~disentangle.training.interrupt.deferred_to_step_boundary`). A cluster
+  that preempts with SIGTERM instead (Slurm without ``PreemptParameters=send_user_signal``)
+  loses the steps since the run's last periodic checkpoint: submitit does not handle SIGTERM.
+* ``time_min`` (``--time``) or ``slurm_time`` (minutes, or a Slurm time such as ``"12:00:00"``)
+  become submitit's ``timeout_min``.
+* Ctrl-C while waiting stops the waiting, not the jobs (``scancel`` stops them).
 * ``cluster``: ``None`` lets submitit pick Slurm when ``sbatch`` exists; ``"local"`` and ``"debug"``
   are submitit's local executors (used by the tests; ``local`` starts every task at once).
 * ``wait`` (default): block until every task ends and report each run; otherwise submit, print the
@@ -29,10 +36,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 from pathlib import Path
 
-from ...errors import DisentangleError
+from ...errors import ConfigError, DisentangleError
 from ...training.interrupt import deferred_to_step_boundary
 from ..files import RunState
 from ..runner import RunOutcome, RunTask, run_one
@@ -65,10 +73,36 @@ def check_available() -> None:
     _submitit()
 
 
+def parse_minutes(text: str, name: str = "--time") -> int:
+    """Slurm-style time: ``90`` (minutes), ``HH:MM:SS``, ``MM:SS``, ``D-HH[:MM[:SS]]`` -> minutes."""
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", str(text).strip())
+    if not match:
+        raise ConfigError(f"{name} '{text}' is not a time: give minutes (90), HH:MM:SS (12:00:00) or "
+                          f"D-HH:MM:SS (1-12:00:00).")
+    days, a, b, c = match.groups()
+    if days is None and b is None:
+        minutes = int(a)
+    elif days is None and c is None:  # MM:SS
+        minutes = int(a) + (1 if int(b) else 0)
+    else:
+        hours, mins, secs = int(a), int(b or 0), int(c or 0)
+        minutes = int(days or 0) * 1440 + hours * 60 + mins + (1 if secs else 0)
+    if minutes < 1:
+        raise ConfigError(f"{name} '{text}' must be at least one minute.")
+    return minutes
+
+
+def _time_limit_minutes(value: object) -> int:
+    """``slurm_time`` of ``slurm_params`` in minutes: a whole number is minutes (submitit's), text a
+    Slurm time. submitit computes with the limit in minutes (its time-out check multiplies it), so
+    a text limit reaching it would fail the task at the first warning signal."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ConfigError(f"slurm_time must be minutes (720) or a Slurm time ('12:00:00'), got {value!r}.")
+    return parse_minutes(str(value), name="slurm_time")
+
+
 def check_time_limit(options) -> None:
     """Refuse Slurm options without a time limit (module docstring)."""
-    from ...errors import ConfigError
-
     if options.time_min is None and "slurm_time" not in (options.slurm_params or {}):
         requeues = DEFAULT_MAX_REQUEUES if options.max_requeues is None else options.max_requeues
         raise ConfigError(
@@ -96,7 +130,10 @@ def executor_parameters(options) -> dict:
         params["slurm_partition"] = options.partition
     if options.array_parallelism:
         params["slurm_array_parallelism"] = options.array_parallelism
-    params.update(options.slurm_params or {})
+    extra = dict(options.slurm_params or {})
+    if "slurm_time" in extra:  # as --time: submitit's timeout_min, which its time-out check reads
+        params["timeout_min"] = _time_limit_minutes(extra.pop("slurm_time"))
+    params.update(extra)
     return params
 
 
@@ -152,18 +189,28 @@ def run_slurm(tasks: list[RunTask], options, report, folder: str | Path) -> list
     logger.info(f"submitted {len(jobs)} array tasks ({len(tasks)} runs): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}")
     if not options.wait:
         return ids
-    for job in submitit.helpers.as_completed(jobs):
-        chunk = job_tasks[job.job_id]
-        try:
-            outcomes = job.result()
-        except Exception as err:  # the task died (node failure, cancelled, out of memory)
-            text = str(err).strip()
-            line = text.splitlines()[-1] if text else type(err).__name__
-            outcomes = [
-                RunOutcome(t.run_id, RunState.CRASHED, 0.0, f"job {job.job_id}: {line}", t.describe()) for t in chunk
-            ]
-        for outcome in outcomes:
-            report(outcome)
+    try:
+        for job in submitit.helpers.as_completed(jobs):
+            _report_job(job, job_tasks[job.job_id], report)
+    except KeyboardInterrupt:
+        arrays = sorted({job_id.split("_")[0] for job_id in ids})
+        logger.warning(f"the array tasks keep running on the cluster: Ctrl-C stops the waiting, not the jobs "
+                       f"(scancel {' '.join(arrays)} stops them; until they end, a sweep run finds their runs busy).")
+        raise
     return ids
+
+
+def _report_job(job, chunk: list[RunTask], report) -> None:
+    """Report the outcomes of one ended array task (each run ``crashed`` if the task died)."""
+    try:
+        outcomes = job.result()
+    except Exception as err:  # the task died (node failure, cancelled, out of memory, requeues spent)
+        text = str(err).strip()
+        line = text.splitlines()[-1] if text else type(err).__name__
+        outcomes = [
+            RunOutcome(t.run_id, RunState.CRASHED, 0.0, f"job {job.job_id}: {line}", t.describe()) for t in chunk
+        ]
+    for outcome in outcomes:
+        report(outcome)
 
 

@@ -279,7 +279,8 @@ def test_ray_asks_for_a_gpu_per_run_where_the_cluster_has_gpus_and_starts_its_ow
     hides every GPU from a task that asks for none), a train.device: cpu run none; no --address
     starts a new local instance (address "local", not RAY_ADDRESS's cluster); --workers with
     --address is said to be unused, not passed (Ray refuses num_cpus when it connects)."""
-    from disentangle.sweep.backends import BackendOptions, ray as ray_backend
+    from disentangle.sweep.backends import BackendOptions
+    from disentangle.sweep.backends import ray as ray_backend
     from disentangle.sweep.runner import RunOutcome, RunTask
 
     monkeypatch.setattr(ray_backend, "run_one", lambda task: RunOutcome(task.run_id, "finished", 0.0, "", ""))

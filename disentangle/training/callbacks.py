@@ -77,8 +77,12 @@ CALLBACKS: Registry = Registry("callback")
 """The callback registry: ``train.callbacks`` names to callback classes; their keyword parameters are
 the other keys of each entry."""
 
-HOOKS: tuple[str, ...] = ("on_fit_start", "on_step_end", "on_log", "on_evaluate", "on_checkpoint", "on_fit_end")
+HOOKS: tuple[str, ...] = ("on_fit_start", "on_step_end", "on_log", "on_evaluate", "on_checkpoint", "on_fit_end",
+                         "on_exception")
 """The events a callback may handle, in the order they first occur."""
+
+#: the ``stop_reason`` of a run stopped by Ctrl-C or a termination signal (its checkpoint written)
+INTERRUPTED_REASON = "interrupted (Ctrl-C or a termination signal)"
 
 
 class Callback:
@@ -105,6 +109,12 @@ class Callback:
 
     def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
         """When the run ends: finished, or stopped by a callback (``result.stop_reason``)."""
+
+    def on_exception(self, trainer: Trainer, error: BaseException) -> None:
+        """When the run ends by an exception instead (a callback's, a non-finite loss, a second
+        Ctrl-C, an out-of-memory error), before it propagates: flush or mark your run failed here.
+        The last checkpoint stays; ``on_fit_end`` is not called. What this hook raises is logged,
+        and the run's own error is the one raised."""
 
     def state_dict(self) -> dict[str, Any]:
         """What this callback needs to continue exactly on resume (plain values); ``{}``: nothing."""
@@ -574,7 +584,11 @@ class WandbLogger(Callback):
     """Weights & Biases (the ``wandb`` extra): every logged scalar and metric score, at its step, to a
     W&B run whose config is the run's resolved config. ``mode``: ``online``, ``offline`` (default:
     files under the run folder's ``wandb/``, synced later with ``wandb sync``) or ``disabled``. The
-    W&B run id is kept in the checkpoint, so a resumed run continues the same W&B run."""
+    W&B run id is kept in the checkpoint, so a resumed run continues the same W&B run online; W&B
+    cannot resume an offline run, so each offline session is a folder of its own under ``wandb/``
+    with that id, and ``wandb sync`` of a later one replaces the history of an earlier one (sync the
+    sessions in order, or use ``mode: online`` for runs that will be resumed). A run ended by an
+    exception is finished with exit code 1 (failed)."""
 
     def __init__(self, project: str = "disentangle", mode: str = "offline", entity: str | None = None,
                  name: str | None = None, tags: list[str] | None = None) -> None:
@@ -600,11 +614,14 @@ class WandbLogger(Callback):
         self.run.log(flat_scores(scores), step=step)
 
     def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
-        self.close()
-
-    def close(self) -> None:
         if self.run is not None:
             self.run.finish()
+            self.run = None
+
+    def close(self) -> None:
+        """The run ended by an exception (``on_fit_end`` finishes it otherwise): W&B marks it failed."""
+        if self.run is not None:
+            self.run.finish(exit_code=1)
             self.run = None
 
     def state_dict(self) -> dict[str, Any]:
@@ -642,7 +659,9 @@ class MlflowLogger(Callback):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self.client = mlflow.tracking.MlflowClient(tracking_uri=uri)
         self._held = {} if self.run_id is not None else None
-        if self.run_id is None:
+        if self.run_id is not None:  # resumed: the run ended FAILED or KILLED last session, and trains again
+            self.client.update_run(self.run_id, status="RUNNING")
+        else:
             found = self.client.get_experiment_by_name(self.experiment)
             experiment_id = found.experiment_id if found else self.client.create_experiment(self.experiment)
             run = self.client.create_run(experiment_id, run_name=self.run_name or trainer.out_dir.name)
@@ -677,7 +696,9 @@ class MlflowLogger(Callback):
 
     def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
         if self.client is not None and self.run_id is not None:
-            self.client.set_terminated(self.run_id, "FINISHED" if result.stop_reason is None else "KILLED")
+            # a callback's stop (early stopping) is a finished run; Ctrl-C or a signal is not
+            status = "KILLED" if result.stop_reason == INTERRUPTED_REASON else "FINISHED"
+            self.client.set_terminated(self.run_id, status)
             self.client = None  # ended: close() has nothing left to do
 
     def close(self) -> None:

@@ -81,6 +81,7 @@ from ..objectives import OBJECTIVES
 from .cadence import Cadence, idle_settings
 from .callbacks import (
     CLOSED_ON_EXIT,
+    INTERRUPTED_REASON,
     Callback,
     JsonlLogger,
     ProgressBar,
@@ -576,6 +577,20 @@ class Trainer:
             if method is not None:
                 method(self, *args)
 
+    def _notify_exception(self, error: BaseException) -> None:
+        """``on_exception`` of every callback that has it (rank 0, without the collectives of
+        :meth:`_on_main`: the other ranks may be gone); what one raises is logged, not raised over
+        ``error``."""
+        for callback in self.callbacks:
+            method = getattr(callback, "on_exception", None)
+            if method is None:
+                continue
+            try:
+                method(self, error)
+            except Exception:
+                logger.exception("%s.on_exception raised (the run's own error, %s, follows)",
+                                 type(callback).__name__, type(error).__name__)
+
     # ------------------------------------------------------------------ evaluation and pictures
     def _evaluate(self) -> dict[str, Any]:
         from ..metrics import evaluate_metrics
@@ -755,6 +770,7 @@ class Trainer:
         self._interrupt = interrupt
         on_step_end = [c.on_step_end for c in self.callbacks if _overrides(c, "on_step_end")]
         main = self.rank_info.is_main
+        fit_ended = False
         try:
             # inside: a user's on_fit_start that raises leaves no writer of ours open
             self._on_main(lambda: self._open_run_folder())
@@ -789,8 +805,9 @@ class Trainer:
                     try:
                         interrupt.deliver()  # KeyboardInterrupt on Ctrl-C or SIGTERM; a deferred signal's handler may exit
                     except BaseException:  # the run ends here, checkpointed: its callbacks hear it, as for a stop
-                        self.stop_reason = self.stop_reason or "interrupted (Ctrl-C or a termination signal)"
+                        self.stop_reason = self.stop_reason or INTERRUPTED_REASON
                         ended = TrainResult(self.out_dir, self.step, session.terms, self.stop_reason)
+                        fit_ended = True  # its callbacks heard the end: no on_exception after it
                         self._on_main(functools.partial(self._notify, "on_fit_end", ended))
                         raise
                     # the deferred handlers returned: train on, unless other ranks stop with this one
@@ -805,7 +822,12 @@ class Trainer:
             if cfg.traversals and self.step > 0:
                 self._on_main(self._write_pictures)
             result = TrainResult(self.out_dir, self.step, session.terms, self.stop_reason)
+            fit_ended = True
             self._on_main(lambda: self._notify("on_fit_end", result))
+        except BaseException as err:
+            if main and not fit_ended:
+                self._notify_exception(err)
+            raise
         finally:
             interrupt.uninstall()
             pauses.uninstall()

@@ -4,7 +4,8 @@
 :class:`torch.utils.tensorboard.SummaryWriter`. Tags:
 
 * ``train/<term>``: every scalar term the objective logs (``loss``, ``recon``, ``kl``, …);
-* ``kl_per_dim/z<j>``: one scalar per latent dimension of the ``kl_per_dim`` term;
+* ``<term>/z<j>``: one scalar per entry of a per-latent term (``kl_per_dim/z<j>``,
+  ``q_mse_per_code/z<j>``), each term its own section;
 * ``metrics/<metric>/<score>``: every score of a metric evaluation;
 * images ``reconstructions`` and ``traversals``: made by
   :func:`~disentangle.visualize.reconstructions.reconstruction_grid` and
@@ -75,16 +76,18 @@ class TensorBoardLogger:
         self.writer = writer_class(log_dir=str(self.run_dir), purge_step=purge_step, flush_secs=flush_secs)
 
     def log_terms(self, step: int, terms: Mapping[str, Any]) -> None:
-        """Every scalar term as ``train/<name>``; ``kl_per_dim`` as ``kl_per_dim/z<j>``, one per latent.
+        """Every scalar term as ``train/<name>``; a per-latent term (a list, or a tensor of more than
+        one value: ``kl_per_dim``) as ``<name>/z<j>``, one per entry.
 
-        Non-scalar terms other than ``kl_per_dim`` and non-finite values are skipped (TensorBoard
-        cannot draw them).
+        Non-finite values are skipped, as the other loggers skip them (TensorBoard cannot draw them).
         """
         for name, value in terms.items():
-            if name == "kl_per_dim":
-                per_dim = value.detach().float().cpu().reshape(-1).tolist() if isinstance(value, torch.Tensor) else list(value)
-                for j, v in enumerate(per_dim):
-                    self.writer.add_scalar(f"kl_per_dim/z{j}", float(v), step)
+            if isinstance(value, (list, tuple)) or (isinstance(value, torch.Tensor) and value.numel() > 1):
+                entries = value.detach().float().cpu().reshape(-1).tolist() if isinstance(value, torch.Tensor) else value
+                for j, entry in enumerate(entries):
+                    scalar = _as_scalar(entry)
+                    if scalar is not None and math.isfinite(scalar):
+                        self.writer.add_scalar(f"{name}/z{j}", scalar, step)
                 continue
             scalar = _as_scalar(value)
             if scalar is not None and math.isfinite(scalar):

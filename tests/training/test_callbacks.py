@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -211,6 +213,88 @@ def test_mlflow_file_store_holds_the_scalars_of_log_jsonl(tmp_path, tiny_overrid
     assert found.data.params["objective.name"] == "beta_vae" and found.info.status == "FINISHED"
     history = [(m.step, m.value) for m in client.get_metric_history(found.info.run_id, "train/loss")]
     assert sorted(history) == [(r["step"], pytest.approx(r["loss"])) for r in _records(run)]
+
+
+def test_mlflow_marks_a_callbacks_stop_finished_a_signal_killed_and_a_resumed_run_running(tmp_path, tiny_overrides):
+    """Early stopping (a callback's stop) is a finished run, not a killed one; a run stopped by a
+    signal is KILLED; a resumed run is RUNNING again while it trains (it was FAILED or KILLED)."""
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    from disentangle.training.callbacks import Callback
+
+    statuses = []
+
+    class Stop(Callback):
+        def on_log(self, trainer, step, scalars):
+            if step == 4:
+                trainer.request_stop("enough")
+
+    class Watch(Callback):
+        def on_log(self, trainer, step, scalars):
+            mlflow = next(c for c in trainer.callbacks if type(c).__name__ == "MlflowLogger")
+            statuses.append(mlflow.client.get_run(mlflow.run_id).info.status)
+
+    def status(run):
+        client = MlflowClient(tracking_uri=(run / "mlruns").resolve().as_uri())
+        (found,) = client.search_runs([client.get_experiment_by_name("tests").experiment_id])
+        return found.info.status
+
+    callbacks = {"train.callbacks": "[{name: mlflow, experiment: tests}]"}
+    run = fit(load_config(None, tiny_overrides(tmp_path / "stopped", steps=8, **callbacks)), callbacks=[Stop()]).out_dir
+    assert status(run) == "FINISHED"
+    run = tmp_path / "interrupted"
+
+    class Interrupt(Callback):
+        def on_log(self, trainer, step, scalars):
+            if step == 4:
+                os.kill(os.getpid(), signal.SIGINT)  # a first Ctrl-C: the step ends, is checkpointed, then stops
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(load_config(None, tiny_overrides(run, steps=8, **callbacks)), callbacks=[Interrupt()])
+    assert status(run) == "KILLED"
+    fit(load_config(None, tiny_overrides(run, steps=8, **callbacks)), resume=True, callbacks=[Watch()])
+    assert statuses and set(statuses) == {"RUNNING"} and status(run) == "FINISHED"
+
+
+def test_a_run_ended_by_an_exception_calls_on_exception_once_and_raises_its_own_error(tmp_path, tiny_overrides, caplog):
+    """on_exception hears the error of a run that ends by one (here a callback's), before it
+    propagates, on every callback that has it; one that raises is logged, and the run's own error is
+    raised. A run stopped by Ctrl-C hears on_fit_end instead, not both."""
+    from disentangle.training.callbacks import Callback
+
+    heard = []
+
+    class Boom(Callback):
+        def on_log(self, trainer, step, scalars):
+            if step == 4:
+                raise RuntimeError("boom at 4")
+
+    class Hears(Callback):
+        def on_exception(self, trainer, error):
+            heard.append((trainer.step, type(error).__name__, str(error)))
+
+        def on_fit_end(self, trainer, result):
+            heard.append(("end", result.stop_reason))
+
+    class Raises(Callback):
+        def on_exception(self, trainer, error):
+            raise ValueError("cleanup failed")
+
+    with caplog.at_level("ERROR", logger="disentangle"), pytest.raises(RuntimeError, match="boom at 4"):
+        fit(load_config(None, tiny_overrides(tmp_path / "boom", steps=8)), callbacks=[Boom(), Raises(), Hears()])
+    assert heard == [(4, "RuntimeError", "boom at 4")]
+    assert "Raises.on_exception raised (the run's own error, RuntimeError, follows)" in caplog.text
+
+    class Interrupt(Callback):
+        def on_log(self, trainer, step, scalars):
+            if step == 4:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    heard.clear()
+    with pytest.raises(KeyboardInterrupt):
+        fit(load_config(None, tiny_overrides(tmp_path / "ctrl_c", steps=8)), callbacks=[Interrupt(), Hears()])
+    assert heard == [("end", "interrupted (Ctrl-C or a termination signal)")]
 
 
 def _wandb_history(path: Path) -> list[dict[str, float]]:

@@ -2,8 +2,9 @@
 # End a session of the 300,000-step campaign: stop the lanes of resume.sh, the sweeps (Ctrl-C: each run
 # checkpoints the step it reached) and the milestone watcher, then copy every unfinished run's
 # checkpoint, config and logs to benchmarks/campaign300k/resume/<sweep name>/<run id>/ for
-# benchmarks/campaign300k/resume.sh to put back on the next machine. Finished runs are not copied:
-# they are published to the zoo.
+# benchmarks/campaign300k/resume.sh to put back on the next machine. A run the zoo holds is not
+# copied, and its saved copy is deleted; a finished run the zoo does not hold yet is copied (the next
+# machine's sweep scores it, and publish.py publishes it).
 #
 #   bash benchmarks/campaign300k/save.sh [CAMPAIGN_DIR]      # default ~/campaign300k
 set -euo pipefail
@@ -49,8 +50,12 @@ PY
 replacing=()
 for run in "$CAMPAIGN"/zoo_sprites_ref300k*/runs/*/; do
     [ -f "$run/checkpoint.pt" ] || continue
-    [ -f "$run/metrics.json" ] && in_zoo "$run" && continue
     saved="$SAVED/$(basename "$(dirname "$(dirname "$run")")")/$(basename "$run")/checkpoint.pt"
+    if [ -f "$run/metrics.json" ] && in_zoo "$run"; then
+        # its saved copy is deleted below: a deletion counts in the diff as the file does
+        [ -f "$saved" ] && replacing+=(--replacing "$saved" /dev/null)
+        continue
+    fi
     cmp -s "$run/checkpoint.pt" "$saved" && continue
     replacing+=(--replacing "$saved" "$run/checkpoint.pt")
 done

@@ -21,6 +21,9 @@ the order the callbacks are listed, after the built-in ones:
 ``on_fit_end(trainer, result)``          when the run ends (done, stopped by a callback, or by Ctrl-C or
                                          SIGTERM once checkpointed): the
                                          :class:`~disentangle.training.TrainResult`
+``on_exception(trainer, error)``         when the run ends by an exception instead (a callback's, a
+                                         non-finite loss, a second Ctrl-C), before it propagates; what
+                                         it raises is logged, the run's own error is raised
 =======================================  ================================================================
 
 ``trainer`` gives the run: ``trainer.step``, ``trainer.model``, ``trainer.objective``,
@@ -83,6 +86,12 @@ HOOKS: tuple[str, ...] = ("on_fit_start", "on_step_end", "on_log", "on_evaluate"
 
 #: the ``stop_reason`` of a run stopped by Ctrl-C or a termination signal (its checkpoint written)
 INTERRUPTED_REASON = "interrupted (Ctrl-C or a termination signal)"
+#: under torchrun: a scheduler's deferred signal whose handler returned, on this rank or another
+SIGNAL_ON_ANY_RANK = "stopped by a signal on this or another process"
+#: under torchrun, on rank 0 (where the callbacks run): a signal another rank received
+SIGNAL_ON_OTHER_RANK = "stopped by a signal on another process"
+#: the stop reasons of a run stopped by a signal rather than by a callback (MLflow: KILLED)
+SIGNAL_STOPS: tuple[str, ...] = (INTERRUPTED_REASON, SIGNAL_ON_ANY_RANK, SIGNAL_ON_OTHER_RANK)
 
 
 class Callback:
@@ -697,7 +706,7 @@ class MlflowLogger(Callback):
     def on_fit_end(self, trainer: Trainer, result: TrainResult) -> None:
         if self.client is not None and self.run_id is not None:
             # a callback's stop (early stopping) is a finished run; Ctrl-C or a signal is not
-            status = "KILLED" if result.stop_reason == INTERRUPTED_REASON else "FINISHED"
+            status = "KILLED" if result.stop_reason in SIGNAL_STOPS else "FINISHED"
             self.client.set_terminated(self.run_id, status)
             self.client = None  # ended: close() has nothing left to do
 

@@ -82,6 +82,8 @@ from .cadence import Cadence, idle_settings
 from .callbacks import (
     CLOSED_ON_EXIT,
     INTERRUPTED_REASON,
+    SIGNAL_ON_ANY_RANK,
+    SIGNAL_ON_OTHER_RANK,
     Callback,
     JsonlLogger,
     ProgressBar,
@@ -587,7 +589,7 @@ class Trainer:
                 continue
             try:
                 method(self, error)
-            except Exception:
+            except BaseException:  # even a SystemExit there: the run's own error is the one raised
                 logger.exception("%s.on_exception raised (the run's own error, %s, follows)",
                                  type(callback).__name__, type(error).__name__)
 
@@ -812,7 +814,7 @@ class Trainer:
                         raise
                     # the deferred handlers returned: train on, unless other ranks stop with this one
                     if distributed.is_distributed() and self.stop_reason is None:
-                        self.stop_reason = "stopped by a signal on this or another process"
+                        self.stop_reason = SIGNAL_ON_ANY_RANK
                     stop = self.stop_reason is not None
                 if stop:
                     logger.info("%s; checkpoint at step %s in '%s' (resume to continue)", self.stop_reason,
@@ -967,7 +969,9 @@ class Trainer:
             torch.full((), wanted, dtype=torch.bool, device=self.device)
         )
         if stop and self.stop_reason is None and not interrupt.requested:
-            self.stop_reason = "stopped by a callback on another process"
+            # callbacks run on rank 0: what stops rank 0 from another rank is a signal there
+            self.stop_reason = (SIGNAL_ON_OTHER_RANK if self.rank_info.is_main
+                                else "stopped by a callback or a signal on another process")
         return stop
 
 

@@ -89,6 +89,39 @@ def precision_spans(execution_lines: list[str], steps: int) -> list[tuple[str, i
     return [tuple(span) for span in spans]
 
 
+def thread_spans(execution_lines: list[str], steps: int) -> list[tuple[int, int, int]]:
+    """``[(threads, first step, last step)]`` of a run's sessions (``execution.jsonl``'s
+    ``threads``), as :func:`precision_spans` does for precision."""
+    sessions = []
+    for line in execution_lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record.get("step"), int) and isinstance(record.get("threads"), int):
+            sessions.append((record["step"], record["threads"]))
+    spans: list[list] = []
+    for i, (step, threads) in enumerate(sessions):
+        end = sessions[i + 1][0] if i + 1 < len(sessions) else steps
+        if end <= step:
+            continue
+        if spans and spans[-1][0] == threads:
+            spans[-1][2] = end
+        else:
+            spans.append([threads, step, end])
+    return [tuple(span) for span in spans]
+
+
+def threads_note(spans: list[tuple[int, int, int]]) -> str:
+    """How many threads trained the run: ``on one thread beside another run`` (the campaign's
+    lanes), with the steps a run left alone trained on more (``resume.sh``'s ``CAMPAIGN_THREADS``)."""
+    more = [(t, a, b) for t, a, b in spans if t > 1]
+    text = "on one thread beside another run"
+    if more:
+        text += (", and on " + ", ".join(f"{t} threads alone for steps {a:,}-{b:,}" for t, a, b in more))
+    return text
+
+
 def _precision_note(precision: str) -> str:
     return PRECISION_NOTES.get(precision, "in " + precision)
 
@@ -116,7 +149,7 @@ def machines_note(machine_spans: list[dict]) -> str:
 
 def notes(config: dict, sweep: str, logged: float | None, pauses: list[float],
           spans: list[tuple[str, int, int]] | None = None, flushed: int | None = None,
-          machine_spans: list[dict] | None = None) -> str:
+          machine_spans: list[dict] | None = None, threads: list[tuple[int, int, int]] | None = None) -> str:
     """The manifest note of a campaign run; ``spans`` (:func:`precision_spans`) name the steps
     trained in another precision than its ``train.precision`` (``sweep run --resume-precision``);
     ``flushed`` the step from which denormal floats were flushed to zero (:func:`flushed_from`);
@@ -142,7 +175,7 @@ def notes(config: dict, sweep: str, logged: float | None, pauses: list[float],
             f"{steps:,} steps {as_reference}, "
             f"{trained}, "
             f"model.init {config['model']['init']}, seed {config['seed']}, by the 300k campaign "
-            f"(configs/sweeps/{sweep}.yaml) across sessions, {resumed}, on one thread beside another run.")
+            f"(configs/sweeps/{sweep}.yaml) across sessions, {resumed}, {threads_note(threads or [])}.")
     if flushed is not None:
         text += (f" Denormal floats flushed to zero from step {flushed:,} (train.flush_denormal, a CPU's speed: "
                  "the steps differ from a run that keeps them, as a switch of precision would make them).")
@@ -185,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         spans = precision_spans(sessions, int(config["train"]["steps"]))
         command = [sys.executable, "-m", "disentangle.zoo", "publish", str(run), "--name", name,
                    "--recipe", recipe(config), "--no-progress", "--threads", "1",
-                   "--notes", notes(config, sweep, logged, pauses, spans, flushed_from(sessions), machine_spans(run))]
+                   "--notes", notes(config, sweep, logged, pauses, spans, flushed_from(sessions), machine_spans(run),
+                                    thread_spans(sessions, int(config["train"]["steps"])))]
         if pauses:
             command += ["--wall-time", f"{logged:.1f}"]
         print(f"{'would publish' if args.dry_run else 'publishing'} {run.name} as {name}"

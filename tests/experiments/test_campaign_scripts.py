@@ -719,6 +719,14 @@ def test_publishing_takes_out_the_pauses_the_trainer_did_not_see_and_only_those(
     assert ("trained 300,000 steps as Locatello et al. state (disentanglement_lib's own FactorVAE stopped at "
             "150,000 updates of each network") in text
     assert "300,000 steps as disentanglement_lib does," in publish.notes(config, "zoo_sprites_ref300k", logged, [])
+    # the threads of each session: the lanes' one, and a run left alone on two (CAMPAIGN_THREADS=2)
+    sessions = [{"step": 0, "threads": 1}, {"step": 270_411, "threads": 1}, {"step": 272_499, "threads": 2},
+                {"step": 275_845, "threads": 1}, {"step": 283_689, "threads": 2}, {"step": 283_689, "threads": 1}]
+    threads = publish.thread_spans([json.dumps(s) for s in sessions], 300_000)
+    assert threads == [(1, 0, 272_499), (2, 272_499, 275_845), (1, 275_845, 300_000)]
+    assert ", on one thread beside another run, and on 2 threads alone for steps 272,499-275,845." in publish.notes(
+        config, "zoo_sprites_ref300k", logged, [], threads=threads)
+    assert publish.notes(config, "zoo_sprites_ref300k", logged, []).endswith("on one thread beside another run.")
     # sessions in the order they ran, one that trained no step left out (it died at once), whatever
     # the names of the precisions
     sessions = [{"step": 0, "precision": "fp32"}, {"step": 27_229, "precision": "bf16"},

@@ -64,52 +64,40 @@ def wall_time(log_lines: list[str]) -> tuple[float | None, list[float]]:
     return timed[-1]["wall_time_s"] - sum(pauses), pauses
 
 
-def precision_spans(execution_lines: list[str], steps: int) -> list[tuple[str, int, int]]:
-    """``[(precision, first step, last step)]`` of a run's ``execution.jsonl`` (one record a session,
-    from the step it began, in the order they ran), consecutive sessions in the same precision
-    merged; the last span ends at ``steps``. A session that trained no step (the next one began at
-    its step: it died or was stopped at once) is left out, as ``status.spans`` does."""
+def _session_spans(execution_lines: list[str], steps: int, key: str, valid) -> list[tuple]:
+    """``[(value, first step, last step)]`` of ``key`` over a run's ``execution.jsonl`` (one record a
+    session, from the step it began, in the order they ran; records whose value fails ``valid`` left
+    out), consecutive sessions of one value merged; the last span ends at ``steps``. A session that
+    trained no step (the next one began at its step: it died or was stopped at once) is left out,
+    as ``status.spans`` does."""
     sessions = []
     for line in execution_lines:
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record.get("step"), int) and record.get("precision"):
-            sessions.append((record["step"], record["precision"]))
+        if isinstance(record.get("step"), int) and valid(record.get(key)):
+            sessions.append((record["step"], record[key]))
     spans: list[list] = []
-    for i, (step, precision) in enumerate(sessions):
+    for i, (step, value) in enumerate(sessions):
         end = sessions[i + 1][0] if i + 1 < len(sessions) else steps
         if end <= step:
             continue
-        if spans and spans[-1][0] == precision:
+        if spans and spans[-1][0] == value:
             spans[-1][2] = end
         else:
-            spans.append([precision, step, end])
+            spans.append([value, step, end])
     return [tuple(span) for span in spans]
+
+
+def precision_spans(execution_lines: list[str], steps: int) -> list[tuple[str, int, int]]:
+    """``[(precision, first step, last step)]`` of a run's sessions (:func:`_session_spans`)."""
+    return _session_spans(execution_lines, steps, "precision", bool)
 
 
 def thread_spans(execution_lines: list[str], steps: int) -> list[tuple[int, int, int]]:
-    """``[(threads, first step, last step)]`` of a run's sessions (``execution.jsonl``'s
-    ``threads``), as :func:`precision_spans` does for precision."""
-    sessions = []
-    for line in execution_lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record.get("step"), int) and isinstance(record.get("threads"), int):
-            sessions.append((record["step"], record["threads"]))
-    spans: list[list] = []
-    for i, (step, threads) in enumerate(sessions):
-        end = sessions[i + 1][0] if i + 1 < len(sessions) else steps
-        if end <= step:
-            continue
-        if spans and spans[-1][0] == threads:
-            spans[-1][2] = end
-        else:
-            spans.append([threads, step, end])
-    return [tuple(span) for span in spans]
+    """``[(threads, first step, last step)]`` of a run's sessions (:func:`_session_spans`)."""
+    return _session_spans(execution_lines, steps, "threads", lambda value: isinstance(value, int))
 
 
 def threads_note(spans: list[tuple[int, int, int]]) -> str:

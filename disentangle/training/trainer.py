@@ -365,6 +365,7 @@ class Trainer:
         self.callbacks: list[Any] = []
         self.resumed = False
         self.stop_reason: str | None = None
+        self._pending_rates: dict[str, float] = {}  # set_learning_rate under torchrun, until the ranks meet
         self._session: _Session | None = None
         self.out_dir = Path(config.train.out_dir)
         self.checkpoint_path = self.out_dir / CHECKPOINT_NAME
@@ -540,20 +541,24 @@ class Trainer:
         ``on_evaluate``): the learning-rate schedule (``train.lr_schedule``, warm-up) goes on
         multiplying it, and the checkpoint keeps it, so a resumed run goes on with it. A
         ``train.schedules`` entry for ``train.lr`` sets the model's rate at every step and so
-        overrides this. Not under torchrun (callbacks run on the main process only, and the ranks'
-        rates would differ): schedule the rate with ``train.schedules`` there."""
-        if distributed.is_distributed():
-            raise RuntimeError(
-                "set_learning_rate is called by a callback, which runs on the main process only, so under "
-                "torchrun the processes would train with different learning rates. Schedule the rate with "
-                "train.schedules instead."
-            )
+        overrides this.
+
+        Under torchrun callbacks run on the main process only: the main process's rate reaches every
+        process where they next meet, at the end of the next log or checkpoint step (at once when
+        called from ``on_log``, ``on_evaluate`` or at such a step's ``on_step_end``), so all train
+        with one rate from the same step on."""
         if optimizer not in self.optimizers:
             raise ConfigError(
                 f"set_learning_rate: no optimizer '{optimizer}'; this run has {', '.join(sorted(self.optimizers))}."
             )
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr < 0:
             raise ConfigError(f"set_learning_rate: lr is {lr!r}; give a finite number >= 0.")
+        if distributed.is_distributed():  # applied on every rank by _share_learning_rates
+            self._pending_rates[optimizer] = float(lr)
+            return
+        self._apply_learning_rate(optimizer, float(lr))
+
+    def _apply_learning_rate(self, optimizer: str, lr: float) -> None:
         scheduler = self.schedulers.get(optimizer)
         for i, group in enumerate(self.optimizers[optimizer].param_groups):
             factor = 1.0
@@ -794,6 +799,7 @@ class Trainer:
                 events = [event for event in due if event in self._file_handlers]
                 if events:  # rank 0 writes and evaluates; an error there is raised on every rank
                     self._on_main(functools.partial(self._write_events, session, events))
+                self._share_learning_rates(due)
                 stop = self._stop_requested(interrupt, due)
                 if stop and "log" not in due and cadence.log:  # a session's last step is logged, as a run's last is
                     self._log_terms(session, terms)
@@ -957,6 +963,16 @@ class Trainer:
         for callback in self.callbacks:
             if isinstance(callback, TensorBoardLogger):
                 callback.log_images(self)
+
+    def _share_learning_rates(self, due: tuple[str, ...]) -> None:
+        """Under torchrun, at a log or checkpoint step (where the ranks meet anyway): the rates the
+        main process's callbacks set since the last such step (:meth:`set_learning_rate`), on every rank."""
+        if not distributed.is_distributed() or not ("log" in due or "checkpoint" in due):
+            return
+        pending = distributed.broadcast_object(self._pending_rates)
+        self._pending_rates = {}
+        for optimizer, lr in pending.items():
+            self._apply_learning_rate(optimizer, lr)
 
     def _stop_requested(self, interrupt: DeferredInterrupt, due: tuple[str, ...]) -> bool:
         """Whether to stop after this step: Ctrl-C was pressed, or a callback asked

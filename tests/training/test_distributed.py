@@ -33,6 +33,7 @@ from disentangle.config import load_config
 from disentangle.data import DATASETS, IndexedImageDataset
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.beta_vae import BetaVAE
+from disentangle.training.callbacks import CALLBACKS, Callback
 from disentangle.training.trainer import fit
 
 TINY = "_tiny_ddp"  # registered on import, so in the spawned workers too
@@ -82,6 +83,20 @@ class GainOnRank0Only(BetaVAE):
         return {k: v.detach() for k, v in terms.items()}
 
 
+@CALLBACKS.register("_set_rates_at", overwrite=True)
+class SetRatesAt(Callback):
+    """Sets the model's and the discriminator's learning rates to ``lr`` in ``on_log`` at ``step``
+    (on the main process only, as every callback runs)."""
+
+    def __init__(self, step: int, lr: float) -> None:
+        self.at, self.lr = step, lr
+
+    def on_log(self, trainer, step, scalars):
+        if step == self.at:
+            trainer.set_learning_rate(self.lr)
+            trainer.set_learning_rate(self.lr, "discriminator")
+
+
 #: every objective, with settings that keep it tiny
 OBJECTIVE_SETTINGS: dict[str, dict[str, object]] = {
     "beta_vae": {"beta": 4.0},
@@ -114,6 +129,8 @@ SPRITE_RUNS: dict[str, dict[str, object]] = {
     "noisy_sprites_beta_vae": {"data.name": "noisy_sprites", "data.image_size": 16, "objective.name": "beta_vae"},
 }
 SPRITE_STEPS = 6
+#: FactorVAE whose callback raises both learning rates tenfold at the log step 4 (log every 2 steps)
+RATES_SET = {"train.log_every": 2, "train.callbacks": "[{name: _set_rates_at, step: 4, lr: 0.01}]"}
 #: rank 0's own work made to fail (on rank 0 only): (patched target, the exception)
 INJECTED = {
     "checkpoint_error": ("disentangle.training.trainer.save_rotating", OSError("injected: the disk is full")),
@@ -177,6 +194,7 @@ def _job_list(root: Path) -> list[tuple[str, list[str], bool]]:
     for name, extra in SPRITE_RUNS.items():
         jobs.append((name, _overrides(root / "ddp" / name, "beta_vae", steps=SPRITE_STEPS, **extra), False))
     jobs.append(("averager_probe", [], False))
+    jobs.append(("rates_set", _overrides(root / "ddp" / "rates_set", "factor_vae", steps=8, **RATES_SET), False))
     # gradients averaged by a sum and a division, as on backends without ReduceOp.AVG
     jobs.append(("sum_then_divide", _overrides(root / "sum_then_divide", "factor_vae"), False))
     every = {"train.log_every": 2, "train.checkpoint_every": 4}
@@ -300,6 +318,8 @@ def single_root(tmp_path_factory) -> Path:
         fit(load_config(None, _overrides(root / name, name)))
     for name, extra in SPRITE_RUNS.items():
         fit(load_config(None, _overrides(root / name, "beta_vae", steps=SPRITE_STEPS, **extra)))
+    fit(load_config(None, _overrides(root / "rates_set", "factor_vae", steps=8, **RATES_SET)))
+    fit(load_config(None, _overrides(root / "rates_kept", "factor_vae", steps=8, **{"train.log_every": 2})))
     torch.set_num_threads(threads)
     return root
 
@@ -321,6 +341,17 @@ def test_ranks_rendering_their_own_rows_log_the_single_process_losses(name, ddp_
     got, expected = _terms(_records(ddp_root / "ddp" / name)), _terms(_records(single_root / name))
     assert len(got) == SPRITE_STEPS
     _assert_close(got, expected, name)
+
+
+def test_a_rate_set_by_a_callback_reaches_every_process_at_the_same_step(ddp_root, single_root):
+    """set_learning_rate from rank 0's on_log: both ranks train with the new rates from the next step,
+    as the single process does (the run is the single-process run), and the rates did change the run."""
+    got, expected = _terms(_records(ddp_root / "ddp" / "rates_set")), _terms(_records(single_root / "rates_set"))
+    assert [r["step"] for r in got] == [2, 4, 6, 8]
+    _assert_close(got, expected, "rates set by a callback")
+    kept = _terms(_records(single_root / "rates_kept"))
+    assert [r["loss"] for r in expected[:2]] == [r["loss"] for r in kept[:2]]
+    assert all(not math.isclose(a["loss"], b["loss"], rel_tol=1e-4) for a, b in zip(expected[2:], kept[2:]))
 
 
 def test_averaging_by_sum_and_division_gives_the_same_run(ddp_root, single_root):

@@ -219,6 +219,27 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
 
 
+#: what a log record adds to the objective's terms and the scheduled settings (JsonlLogger)
+SPEED_TERMS = ("steps_per_s", "wall_time_s", "paused_s")
+
+
+def logged_names(record: Mapping[str, Any]) -> set[str]:
+    """The names :func:`scalar_items` gives a record's values (one-number tensors and numbers as
+    themselves, a per-latent vector ``kl_per_dim`` as ``kl_per_dim/z<j>``), finite or not."""
+    names = set()
+    for key, value in record.items():
+        if hasattr(value, "numel"):  # a tensor of the step's terms: its shape, not its values (no device read)
+            if value.numel() == 1:
+                names.add(key)
+            elif value.dim() == 1:
+                names.update(f"{key}/z{j}" for j in range(value.numel()))
+        elif isinstance(value, (list, tuple)):
+            names.update(f"{key}/z{j}" for j in range(len(value)))
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            names.add(key)
+    return names
+
+
 def scalar_items(scalars: Mapping[str, Any]) -> dict[str, float]:
     """The finite numbers of a log record, a per-latent list ``kl_per_dim`` as ``kl_per_dim/z<j>``."""
     out = {}
@@ -392,11 +413,22 @@ class EarlyStopping(Callback):
         self.monitor, self.patience, self.mode, self.min_delta = str(monitor), patience, mode, float(min_delta)
         self.best: float | None = None
         self.bad_checks = 0
+        self._term_checked = False  # a logged term: named at the session's first step (on_step_end)
 
     def check_config(self, config: Any) -> None:
         """Refuse a monitored metric score that this run never records (see the class docstring)."""
         if self.monitor.startswith("metrics/"):
             check_monitored_metric(self.monitor, config.train)
+
+    def on_step_end(self, trainer: Trainer, step: int, terms: Mapping[str, Any]) -> None:
+        """At a session's first step: a logged term that the objective does not return is named now,
+        not at the first log step (metric scores are checked before the run, by :meth:`check_config`)."""
+        if self._term_checked or self.monitor.startswith("metrics/"):
+            return
+        self._term_checked = True
+        logged = {*logged_names(terms), *getattr(trainer, "scheduled", {}), *SPEED_TERMS}
+        if self.monitor not in logged:
+            self._refuse(logged)
 
     def on_log(self, trainer: Trainer, step: int, scalars: Mapping[str, Any]) -> None:
         if self.monitor.startswith("metrics/"):
@@ -406,29 +438,42 @@ class EarlyStopping(Callback):
         # a session stopped between log steps logs its last step too; that record is not a check, so
         # that a resumed run stops where an uninterrupted one does
         if "log" in Cadence.from_config(trainer.config.train).due(step):
-            self._check(trainer, step, scalar_items(scalars))
+            self._check(trainer, step, scalar_items(scalars), logged_names(scalars))
 
     def on_evaluate(self, trainer: Trainer, step: int, scores: Mapping[str, Mapping[str, float]]) -> None:
         if self.monitor.startswith("metrics/"):
-            self._check(trainer, step, flat_scores(scores))
+            names = {f"metrics/{metric}/{name}" for metric, values in scores.items() for name in values}
+            self._check(trainer, step, flat_scores(scores), names)
 
-    def _check(self, trainer: Trainer, step: int, values: Mapping[str, float]) -> None:
-        if self.monitor not in values:
-            raise InputError(
-                f"early_stopping monitors '{self.monitor}', which this run does not log; it logs "
-                f"{', '.join(sorted(values)) or 'nothing at this event'}. Name one of those (metric scores as "
-                "metrics/<metric>/<score>, with that metric in train.eval_metrics)."
-            )
-        value = values[self.monitor]
-        better = self.best is None or (
-            value < self.best - self.min_delta if self.mode == "min" else value > self.best + self.min_delta)
+    def _refuse(self, logged: set[str]) -> None:
+        raise InputError(
+            f"early_stopping monitors '{self.monitor}', which this run does not log; it logs "
+            f"{', '.join(sorted(logged)) or 'nothing at this event'}. Name one of those (metric scores as "
+            "metrics/<metric>/<score>, with that metric in train.eval_metrics)."
+        )
+
+    def _check(self, trainer: Trainer, step: int, values: Mapping[str, float], names: set[str]) -> None:
+        """``values``: the finite numbers of the record; ``names``: every name it has. A monitored value
+        that is NaN or infinite at a check (a metric score of 0/0) is a check without improvement."""
+        if self.monitor not in names:
+            self._refuse(names)
+        value = values.get(self.monitor)
+        if value is None:
+            logging.getLogger(__name__).warning(
+                "early_stopping: %s is not a finite number at step %s; counted as a check without improvement.",
+                self.monitor, f"{step:,}")
+            better = False
+        else:
+            better = self.best is None or (
+                value < self.best - self.min_delta if self.mode == "min" else value > self.best + self.min_delta)
         if better:
             self.best, self.bad_checks = value, 0
             return
         self.bad_checks += 1
         if self.bad_checks >= self.patience:
+            best = f"improved on {self.best:.6g}" if self.best is not None else "been a finite number"
             trainer.request_stop(
-                f"early stopping: {self.monitor} has not improved on {self.best:.6g} for {self.bad_checks} checks "
+                f"early stopping: {self.monitor} has not {best} for {self.bad_checks} checks "
                 f"(patience {self.patience}, mode {self.mode}) at step {step:,}"
             )
 

@@ -9,12 +9,13 @@ import logging
 import os
 import signal
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
 
 from disentangle.config import load_config
-from disentangle.errors import ConfigError
+from disentangle.errors import ConfigError, InputError
 from disentangle.training import fit
 from disentangle.training.callbacks import CALLBACKS, Callback, EarlyStopping
 
@@ -132,6 +133,39 @@ def test_early_stopping_on_a_metric_score(tmp_path, tiny_overrides):
         fit(load_config(None, tiny_overrides(tmp_path / "other", steps=20, **{
             "train.eval_metrics": "[mig]", "train.eval_every": 4})),
             callbacks=[EarlyStopping(monitor="metrics/dci/disentanglement")])
+
+
+def test_a_misspelt_logged_term_is_named_at_the_first_step(tmp_path, tiny_overrides):
+    """Not at the first log step (here 10): the objective's terms are known after one step."""
+    seen = []
+
+    class Steps(Callback):
+        def on_step_end(self, trainer, step, terms):
+            seen.append(step)
+
+    overrides = tiny_overrides(tmp_path / "run", steps=20, **{"train.log_every": 10})
+    with pytest.raises(InputError, match="monitors 'los', which this run does not log; it logs .*kl_per_dim/z0.*loss"):
+        fit(load_config(None, overrides), callbacks=[Steps(), EarlyStopping(monitor="los")])
+    assert seen == [1]
+
+
+@pytest.mark.parametrize("monitor", ["loss", "kl_per_dim/z1", "steps_per_s", "wall_time_s"])
+def test_every_logged_name_can_be_monitored(tmp_path, tiny_overrides, monitor):
+    stopper = EarlyStopping(monitor=monitor, patience=100)
+    fit(load_config(None, tiny_overrides(tmp_path / "run", steps=4, **{"train.log_every": 2})), callbacks=[stopper])
+    assert stopper.best is not None
+
+
+def test_a_score_that_is_not_a_number_is_a_check_without_improvement(tmp_path, tiny_overrides, caplog):
+    """A metric score of 0/0 (InfoMEC's InfoC with one active code) is NaN at a check: early stopping
+    counts it as no improvement (as Keras's comparisons do), it does not call the score unlogged."""
+    stopper = EarlyStopping(monitor="metrics/mig/mig", mode="max", patience=2)
+    overrides = tiny_overrides(tmp_path / "run", steps=20, **{"train.eval_metrics": "[mig]", "train.eval_every": 4})
+    with mock.patch("disentangle.training.trainer.Trainer._evaluate", return_value={"mig": {"mig": float("nan")}}):
+        result = fit(load_config(None, overrides), callbacks=[stopper])
+    assert result.step == 8 and "has not been a finite number for 2 checks" in result.stop_reason
+    assert stopper.best is None and stopper.bad_checks == 2
+    assert "metrics/mig/mig is not a finite number at step 4" in caplog.text
 
 
 @pytest.mark.parametrize("level", [logging.NOTSET, logging.INFO, logging.WARNING])

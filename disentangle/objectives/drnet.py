@@ -83,9 +83,8 @@ Parameters (config keys)
     ``"none"`` (default: ``n`` the identity, the raw codes) or ``"batch"`` (``n`` standardises the
     class codes over the batch, the reference's batch normalisation).
 ``adversarial_weight``
-    ``β``, default 0.1, taken as the paper's value for its adversarial term (unverified here: its
-    experimental section was not at hand; the reference code's ``--advWeight`` defaults to 0 and is
-    set per run).
+    ``β``, default 0.1: our choice (the reference code's ``--advWeight`` defaults to 0 and is set per
+    run; the paper's per-dataset value was not checked here).
 ``discriminator_hidden``, ``discriminator_layers``
     ``S``'s width and hidden layers; defaults 100 and 2 (the reference's ``makeSceneDiscriminator``).
 ``discriminator_lr``, ``discriminator_betas``

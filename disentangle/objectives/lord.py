@@ -111,6 +111,7 @@ Terms: ``loss``, ``recon``, ``stage`` (1 or 2), and in stage 1 ``content_penalty
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -274,6 +275,18 @@ class LORD(ClassContentObjective):
     def stage(self, step: int) -> int:
         """1 (latent optimisation) for ``step < stage1_steps``, else 2 (amortisation)."""
         return 1 if step < self.stage1_steps else 2
+
+    def check_steps(self, steps: int) -> None:
+        """Warn when a run of ``steps`` steps (``train.steps``) ends in stage 1: the encoders, which
+        ``model.encode`` and every metric use, are trained in stage 2 only. Not an error: a run may
+        be resumed with more steps (``--resume train.steps=...``)."""
+        if steps <= self.stage1_steps:
+            logging.getLogger(__name__).warning(
+                "LORD trains its encoders in its second stage, from step objective.stage1_steps = %s on, and "
+                "train.steps is %s: this run ends in the first stage, with encoders as initialised, so "
+                "model.encode, the metrics and the pictures would read untrained codes. Lower "
+                "objective.stage1_steps (the recipes use half of train.steps) or raise train.steps, or "
+                "resume with more steps before evaluating.", f"{self.stage1_steps:,}", f"{steps:,}")
 
     # ------------------------------------------------------------------ losses
     def reconstruction_term(self, logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

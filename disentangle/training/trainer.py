@@ -403,6 +403,12 @@ class Trainer:
         check_dataset = getattr(self.objective, "check_dataset", None)
         if check_dataset is not None:  # e.g. pair objectives: k vs the number of factors
             check_dataset(self.dataset)
+        num_groups = getattr(self.objective, "num_groups", None)
+        if num_groups is not None:  # groups of one class or one factor value: whole groups, before the run folder
+            num_groups(cfg.train.batch_size)
+        check_steps = getattr(self.objective, "check_steps", None)
+        if check_steps is not None:  # e.g. LORD: a run that would end before its encoders train
+            check_steps(cfg.train.steps)
         if getattr(self.objective, "uses_labels", False):  # semi-supervised: the few labels of data.labels
             spec = LabelsSpec.from_dict(cfg.data.labels)
             self.objective.attach_labels(make_labelled_set(self.dataset, spec))

@@ -379,3 +379,24 @@ def test_the_cli_trains_from_the_dsprites_config(tmp_path, tiny_overrides):
     assert main(["--config", str(CONFIGS / "dsprites" / "lord.yaml"), *tiny_overrides(run, steps=4, **extra)]) == 0
     records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     assert records[-1]["step"] == 4 and records[-1]["stage"] == 2.0 and math.isfinite(records[-1]["loss"])
+
+
+def test_a_run_that_ends_in_the_first_stage_is_warned_of(tmp_path, tiny_overrides, caplog):
+    """Its encoders never train (model.encode gives the initial ones): said before training, not an
+    error, as a resumed run may go on into stage 2."""
+    fit(load_config(None, tiny_overrides(tmp_path / "stage1", steps=4, **EXTRA)))
+    assert "train.steps is 4: this run ends in the first stage, with encoders as initialised" in caplog.text
+    caplog.clear()
+    fit(load_config(None, tiny_overrides(tmp_path / "both", steps=5, **EXTRA)))
+    assert "ends in the first stage" not in caplog.text
+
+
+@pytest.mark.parametrize("objective", ["lord", "mathieu2016", "drnet", "f_statistic"])
+def test_a_batch_of_partial_groups_is_refused_before_the_run_folder(objective, tmp_path, tiny_overrides):
+    run = tmp_path / "run"
+    extra = {**EXTRA, "objective.name": objective, "train.batch_size": 7}
+    if objective != "lord":
+        del extra["objective.stage1_steps"]
+    with pytest.raises(ConfigError, match="train.batch_size=7 is not a multiple of"):
+        fit(load_config(None, tiny_overrides(run, steps=4, **extra)))
+    assert not run.exists()

@@ -323,14 +323,16 @@ class _Images:
         self._lock = threading.Lock()
 
     def fingerprint(self, names: list[str]) -> list[Any]:
-        """What keys the cache: the archive's size and time, or each selected file's."""
+        """What keys the cache: the archive's size and times, or each selected file's. The status-change
+        time too, as an image folder's key has it: a file rewritten with its size and modification time
+        kept (``cp -p``, ``rsync -a``) changes it, so its cached pixels are not reused."""
         if self.zip is not None:
             stat = self.source.stat()
-            return [self.source.name, int(stat.st_size), int(stat.st_mtime_ns)]
+            return [self.source.name, int(stat.st_size), int(stat.st_mtime_ns), int(stat.st_ctime_ns)]
         out = []
         for name in names:
             stat = (self.source / name).stat()
-            out.append([name, int(stat.st_size), int(stat.st_mtime_ns)])
+            out.append([name, int(stat.st_size), int(stat.st_mtime_ns), int(stat.st_ctime_ns)])
         return out
 
     def opener(self, name: str):
@@ -402,7 +404,7 @@ def celeba(
     ``max_images``: only the first N images of the split by file name (quick tries). ``cache``:
     the folder of the decoded cache (default ``<cache root>/celeba``). ``skip_unreadable``: leave
     out (with a warning) images that cannot be decoded, and their labels, instead of failing.
-    ``download``: run :func:`download_celeba` when ``path`` is unset and the files are missing.
+    ``download``: run :func:`download_celeba` into ``path`` (or the default folder) when files are missing.
     ``placement``: ``device``, ``stream`` or ``auto``, as for ``image_folder``
     (:func:`~disentangle.data.samples.choose_placement`). ``device``: where the images live. The result is a labelled
     :class:`~disentangle.data.SampleDataset` (metrics of (code, label) pairs run on it) with
@@ -412,15 +414,16 @@ def celeba(
     size = int(image_size)
     skip_unreadable = checks.boolean("skip_unreadable", skip_unreadable)
     download = checks.boolean("download", download)
-    if path is None:
-        root = default_cache_dir() / "celeba"
+    root = default_cache_dir() / "celeba" if path is None else Path(path).expanduser()
+    if download:
         lacking = (
             _find(root, ATTRIBUTES_FILE, "Anno") is None
             or (split != "all" and _find(root, PARTITION_FILE, "Eval") is None)
             or (not (root / IMAGES_FOLDER).is_dir() and _find(root, IMAGES_ZIP, "Img") is None)
         )
-        if download and lacking:
+        if lacking:  # into data.path when given (configs/celeba.yaml gives one), else the cache
             download_celeba(root)
+    if path is None:
         if not root.is_dir():
             raise DataPathNotFoundError(
                 f"CelebA is not in the cache ({root}) and data.path is unset. Point data.path to a folder of the "

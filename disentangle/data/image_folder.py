@@ -38,7 +38,9 @@ adding, removing or renaming any image makes a new cache (the stale one of the s
 deleted), and anything else reuses it without decoding. The images are written to a partial file
 in the cache folder as they are decoded (a folder larger than memory never sits in it), which is
 renamed into place after the index: a build that is interrupted or fails leaves nothing a later run
-would trust, and the partial file of a killed build is deleted by the next one. A cache folder that
+would trust, and the partial file of a killed build is deleted by the next build, or read of the
+cache, once nothing has written it for ten minutes (a build in another container of this host name
+may still be writing). A cache folder that
 cannot be written, or a disk that fills up, is a warning: the images are then decoded into memory.
 A cache file that does not load is rebuilt. :func:`decode_images` and the decoding helpers here are shared with the ``celeba`` loader.
 """
@@ -490,7 +492,7 @@ class CacheFiles:
         images are then decoded into memory)."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            self._delete_leftovers()
+            self.delete_leftovers()
             path = self.folder / f"{self.stem}.{_host()}-{os.getpid()}.partial"
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666))  # honours the umask
         except OSError as err:
@@ -499,8 +501,11 @@ class CacheFiles:
             return None
         return path
 
-    def _delete_leftovers(self) -> None:
-        """Delete the partial files of this source whose build died (a process of this host that is gone)."""
+    def delete_leftovers(self) -> None:
+        """Delete the partial files of this source whose build died (a process of this host that is gone)
+        and that nothing has written for :data:`_IDLE_LEFTOVER_S` seconds. Called when a build starts,
+        when it is committed and when the cache is read, so a killed build's file does not outlive it
+        for long (a disk's worth for a large folder)."""
         for leftover in self.folder.glob(f"{self.prefix}-*.partial*"):
             match = re.search(r"\.(.+)-(\d+)\.partial", leftover.name)
             if match is None or match.group(1) != _host() or _alive(int(match.group(2))):
@@ -523,6 +528,7 @@ class CacheFiles:
         os.replace(partial, self.array)
         fsync_dir(self.folder)
         self._delete_stale()
+        self.delete_leftovers()
 
     def save(self, images: np.ndarray, index: dict[str, Any]) -> None:
         """Write the index, then the stack (both atomically), and delete older caches of the
@@ -602,6 +608,7 @@ def cached_decode(
     with ``skip_unreadable`` false (the same error as a fresh decode)."""
     hit = files.load(size, mmap=mmap)
     if hit is not None:
+        files.delete_leftovers()
         images, index = hit
         skipped = [tuple(pair) for pair in index.get("skipped", [])]
         total = len(index["files"]) + len(skipped)
@@ -713,7 +720,8 @@ def list_images(folder: Path) -> tuple[list[ImageFile], list[str]]:
     images: list[ImageFile] = []
     others: list[str] = []
     visited: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
+    unreadable: list[OSError] = []  # folders os.walk could not list (it would leave them out silently)
+    for dirpath, dirnames, filenames in os.walk(folder, onerror=unreadable.append, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in visited:  # a link loop, or a folder reached twice through links
             dirnames[:] = []
@@ -733,6 +741,13 @@ def list_images(folder: Path) -> tuple[list[ImageFile], list[str]]:
                 images.append(ImageFile(relative, int(stat.st_size), int(stat.st_mtime_ns), int(stat.st_ctime_ns)))
             except OSError:  # a broken link: listed, then reported as unreadable
                 images.append(ImageFile(relative, -1, -1, -1))
+    if unreadable:
+        names = [os.path.relpath(err.filename, folder) if err.filename else str(err) for err in unreadable]
+        logger.warning(
+            "Could not list %d folder(s) under %s, so their images are left out: %s (%s). Make them readable "
+            "(chmod) or move them out of the folder to silence this.", len(names), folder,
+            ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else ""),
+            f"{type(unreadable[0]).__name__}: {unreadable[0].strerror or unreadable[0]}")
     images.sort(key=lambda f: f.name)
     others.sort()
     return images, others

@@ -3,6 +3,9 @@ zip, ``list_attr_celeba.txt``, ``list_eval_partition.txt``): labels by value, sp
 value, zip = folder, the cache, and one paragraph for each malformed or missing file."""
 from __future__ import annotations
 
+import io
+import os
+import time
 import zipfile
 from pathlib import Path
 
@@ -173,6 +176,26 @@ def test_the_decoded_images_are_cached(tmp_path, monkeypatch):
         build(root, tmp_path, image_size=16, crop_size=148)
 
 
+def test_a_file_rewritten_with_its_size_and_time_kept_is_decoded_again(tmp_path):
+    """``cp -p`` or ``rsync -a`` of other pixels of the same size: the status-change time keys the
+    cache too, as an image folder's does."""
+    root = write_celeba(tmp_path / "c")
+    first = build(root, tmp_path, image_size=16)
+    target = root / "img_align_celeba" / "000001.jpg"
+    stat = target.stat()
+    time.sleep(0.01)  # the status-change time moves on
+    # a black JPEG padded to the old size (a JPEG reader stops at the end-of-image marker)
+    black = io.BytesIO()
+    Image.fromarray(np.zeros((218, 178, 3), np.uint8)).save(black, format="JPEG", quality=100)
+    assert len(black.getvalue()) <= stat.st_size
+    target.write_bytes(black.getvalue().ljust(stat.st_size, b"\0"))
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (target.stat().st_size, target.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    again = build(root, tmp_path, image_size=16)
+    assert again.cache_file != first.cache_file
+    assert again.images[0].float().mean() < 5 < first.images[0].float().mean()
+
+
 def test_through_build_dataset_with_the_official_subfolders(tmp_path, monkeypatch):
     root = write_celeba(tmp_path / "drive", as_zip=True)
     for name, sub in (("img_align_celeba.zip", "Img"), ("list_attr_celeba.txt", "Anno"),
@@ -313,6 +336,27 @@ def test_download_fetches_the_official_files_with_their_checksums(tmp_path, monk
                for url, _, checksum in calls)
     assert {f.filename for f in CELEBA_FILES} == {"img_align_celeba.zip", "list_attr_celeba.txt",
                                                   "list_eval_partition.txt"}
+
+
+@pytest.mark.parametrize("given_path", [True, False])
+def test_download_true_fetches_into_data_path_or_the_cache(tmp_path, monkeypatch, given_path):
+    """``data.download: true`` with ``data.path`` set (configs/celeba.yaml sets one) downloads there;
+    without it, into the cache root; files already there are not fetched."""
+    fetched = []
+
+    def fake_download_celeba(root, **kwargs):
+        fetched.append(Path(root))
+        write_celeba(Path(root))
+        return Path(root)
+
+    monkeypatch.setattr(celeba_module, "download_celeba", fake_download_celeba)
+    monkeypatch.setenv("DISENTANGLE_DATA", str(tmp_path / "cache_root"))
+    target = tmp_path / "new" / "celeba" if given_path else tmp_path / "cache_root" / "celeba"
+    path = str(target) if given_path else None
+    ds = celeba(path, image_size=16, split="valid", download=True, cache=str(tmp_path / "cache"))
+    assert fetched == [target] and ds.files == ("000003.jpg", "000006.jpg")
+    celeba(path, image_size=16, split="valid", download=True, cache=str(tmp_path / "cache"))
+    assert fetched == [target]  # all there: nothing fetched
 
 
 def test_the_shipped_celeba_config_trains_as_the_guide_runs_it(tmp_path, monkeypatch, one_thread):

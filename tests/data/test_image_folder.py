@@ -379,6 +379,26 @@ def test_a_killed_builds_partial_file_is_deleted_by_the_next_build(small_folder,
     assert not left.exists() and running.exists() and elsewhere.exists() and fresh.exists()
 
 
+def test_a_killed_builds_partial_file_is_deleted_by_a_later_read_of_the_cache(small_folder, tmp_path, monkeypatch):
+    """The build after the kill was too soon to delete it (written a moment before): a cache hit
+    later deletes it, once idle, without decoding anything."""
+    import subprocess
+    import sys
+
+    first = build(small_folder, tmp_path, image_size=8)
+    prefix = Path(first.cache_file).stem.rsplit("-", 1)[0]
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / "cache" / f"{prefix}-{'0' * 24}.{folder_module._host()}-{int(dead.stdout)}.partial"
+    left.write_bytes(b"half an image stack")
+    monkeypatch.setattr(folder_module, "decode_image", lambda source: pytest.fail("decoded on a cache hit"))
+    build(small_folder, tmp_path, image_size=8)
+    assert left.exists()  # written a moment ago: maybe a build in another container of this host name
+    hour_ago = time.time() - 3600
+    os.utime(left, (hour_ago, hour_ago))
+    again = build(small_folder, tmp_path, image_size=8)
+    assert not left.exists() and torch.equal(again.images, first.images)
+
+
 def test_a_full_disk_when_the_file_is_flushed_falls_back_to_memory(small_folder, tmp_path, monkeypatch, caplog):
     import errno
 
@@ -585,3 +605,21 @@ def test_images_in_formats_left_out_are_warned_about_by_extension(small_folder, 
     assert "holds images in formats it does not read (3 .tif, 1 .pgm), left out. Convert them to one of .png" in warning
     assert any("1 other file left out (not images)" in r.getMessage() for r in caplog.records
                if r.levelno == logging.INFO)
+
+
+def test_a_folder_that_cannot_be_listed_is_named_not_left_out_silently(small_folder, tmp_path, monkeypatch, caplog):
+    sub = small_folder / "locked"
+    sub.mkdir()
+    Image.fromarray(noise(10, 12)).save(sub / "a.png")
+    scandir = os.scandir
+
+    def refuse(path="."):
+        if Path(path) == sub:
+            raise PermissionError(13, "Permission denied", str(sub))
+        return scandir(path)
+
+    monkeypatch.setattr(folder_module.os, "scandir", refuse)
+    with caplog.at_level(logging.WARNING, logger="disentangle.data.image_folder"):
+        images, _ = folder_module.list_images(small_folder)
+    assert "locked/a.png" not in [f.name for f in images] and images
+    assert "Could not list 1 folder(s) under" in caplog.text and "locked (PermissionError: Permission denied)" in caplog.text

@@ -231,6 +231,23 @@ def data_changes(saved: dict[str, Any], overrides: dict[str, Any]) -> dict[str, 
     return {k: v for k, v in overrides.items() if k not in full or full[k] != v}
 
 
+def other_images(model: Any, dataset: Any, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with ``content`` added when the images read now (an image folder, CelebA) are not
+    those the run trained on (:func:`~disentangle.data.content_identity` of the dataset against the
+    checkpoint's record): ``--data path=`` naming another folder, or files added or replaced since,
+    scores other data, which a run's own record does not take in (:func:`existing_record`)."""
+    from .data import content_identity
+
+    trained, now = getattr(model, "data_content", None), content_identity(dataset)
+    if trained is None or now is None or trained == now:
+        return overrides
+    logger.warning(
+        "the images read now are not those the run trained on (%s images then, %s now, or other names or "
+        "sizes): these scores are of other data, recorded as such (data_overrides.content)",
+        f"{trained.get('images', 0):,}", f"{now['images']:,}")
+    return {**overrides, "content": now}
+
+
 def changes_the_data(overrides: dict[str, Any] | None) -> dict[str, Any]:
     """The overrides that change which images are scored: every key but where and how they are
     kept (``path`` and :data:`disentangle.data.STORAGE_KEYS`)."""
@@ -439,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         check_device(args.device, name="--device")  # "gpu", or cuda without CUDA: one paragraph, not torch's
         model, dataset, config = _load_run(source, args.device, data_overrides)
         data_overrides = data_changes(dict(config.get("data") or {}), data_overrides)
+        data_overrides = other_images(model, dataset, data_overrides)
         # "all" now knows whether there is an encoder, and what the data allows (a grid, labels)
         names = resolve_metric_names(args.metrics, model, dataset)
         from .objectives.class_content import class_content_settings

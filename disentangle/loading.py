@@ -102,6 +102,8 @@ def model_from_checkpoint(ckpt: dict, map_location: str | torch.device = "cpu") 
     model.trained_steps = int(ckpt["step"])
     # a run trained on a dataset given to fit (not its config's data): what the trainer recorded of it
     model.data_given = ckpt.get("data_given")
+    # images read from files (an image folder, CelebA): which ones (disentangle.data.content_identity)
+    model.data_content = ckpt.get("data_content")
     model.objective_state = {
         k: v.to(map_location) for k, v in published_objective_state(config, ckpt.get("objective") or {}).items()
     }

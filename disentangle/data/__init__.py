@@ -115,6 +115,7 @@ __all__ = [
     "SampleDataset",
     "from_arrays",
     "from_torch",
+    "content_identity",
 ]
 
 from .._core.discovery import import_submodules  # noqa: E402
@@ -122,5 +123,5 @@ from .._core.discovery import import_submodules  # noqa: E402
 import_submodules(__name__, __path__, skip=("base",))
 
 from .custom import from_arrays  # noqa: E402
-from .samples import SampleDataset, from_torch  # noqa: E402
+from .samples import SampleDataset, content_identity, from_torch  # noqa: E402
 from .torch_view import TorchDataset  # noqa: E402

@@ -55,6 +55,7 @@ import os
 import threading
 import urllib.error
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -335,6 +336,12 @@ class _Images:
             out.append([name, int(stat.st_size), int(stat.st_mtime_ns), int(stat.st_ctime_ns)])
         return out
 
+    def sizes(self, names: Sequence[str]) -> tuple[int, ...]:
+        """Each named image's size in bytes (in the archive: uncompressed), for content_identity."""
+        if self.zip is not None:
+            return tuple(int(self.zip.getinfo(self.members[name]).file_size) for name in names)
+        return tuple(int((self.source / name).stat().st_size) for name in names)
+
     def opener(self, name: str):
         if self.zip is None:
             return _path_opener(self.source / name)
@@ -530,6 +537,7 @@ def _build(
     )
     dataset.placement_reason = reason
     dataset.files = tuple(decoded.names)
+    dataset.file_sizes = images.sizes(decoded.names)  # content_identity
     dataset.skipped = tuple(decoded.skipped)
     dataset.split = split
     dataset.path = str(root)

@@ -821,6 +821,8 @@ def image_folder(
                             stream=stream)
     dataset.placement_reason = reason
     dataset.files = tuple(decoded.names)
+    size_of = {f.name: f.size for f in found}
+    dataset.file_sizes = tuple(size_of.get(name, -1) for name in decoded.names)  # content_identity
     dataset.skipped = tuple(decoded.skipped)
     dataset.path = str(folder)
     dataset.cache_file = str(files.array)

@@ -432,3 +432,20 @@ def choose_placement(setting: str, nbytes: int, device: torch.device | str) -> t
     if nbytes > DEVICE_SHARE * free:
         return "stream", f"auto: {gib:.2f} GiB of images > {DEVICE_SHARE:.0%} of {free / 2**30:.1f} GiB free on {device}"
     return "device", f"auto: {gib:.2f} GiB of images <= {DEVICE_SHARE:.0%} of {free / 2**30:.1f} GiB free on {device}"
+
+
+def content_identity(dataset: Any) -> dict[str, Any] | None:
+    """What tells the images of a dataset read from files (an image folder, CelebA) from other images:
+    ``{"images": N, "files_sha256": ...}``, the count of its images and a sha256 of their relative
+    names and byte sizes, in order (not their times: a folder copied to another machine keeps it).
+    None for a dataset without ``files`` and ``file_sizes`` (a grid is what its config section
+    builds). A checkpoint records it, so a resume on other images, or scores of other images, are
+    told apart from the run's own."""
+    import hashlib
+    import json
+
+    files, sizes = getattr(dataset, "files", None), getattr(dataset, "file_sizes", None)
+    if files is None or sizes is None or len(files) != len(sizes):
+        return None
+    listing = json.dumps([[str(name), int(size)] for name, size in zip(files, sizes)], separators=(",", ":"))
+    return {"images": len(files), "files_sha256": hashlib.sha256(listing.encode()).hexdigest()}

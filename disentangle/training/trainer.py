@@ -72,7 +72,7 @@ from .._core.schedules import Schedule, parse_schedules
 from .._core.threads import warn_if_oversubscribed
 from ..backbones.init import initialize
 from ..config import Config
-from ..data import build_dataset, data_identity
+from ..data import build_dataset, content_identity, data_identity
 from ..data.base import BatchShard, sampling_shard
 from ..data.labels import LabelsSpec, make_labelled_set
 from ..errors import ConfigError, NonFiniteLossError, RunExistsError
@@ -183,6 +183,24 @@ def check_resume_data(saved: dict[str, Any] | None, now: dict[str, Any] | None, 
             f"dataset given to fit ({saved['description']}; {saved['size']:,} images of shape "
             f"{tuple(saved['image_shape'])}). Resume it in Python with fit(config, resume=True, dataset=the same data)."
         )
+
+
+def check_resume_content(saved: dict[str, Any] | None, now: dict[str, Any] | None, config: Config, out_dir: Any) -> None:
+    """Refuse a resume on other images than the run trained on (an image folder or CelebA whose files
+    were added, removed, renamed or replaced: :func:`~disentangle.data.content_identity`): the
+    batches would differ from the uninterrupted run's, and an objective with a code per image (LORD)
+    would not fit its table. A checkpoint from before the record, or data not read from files, is
+    not checked."""
+    if saved is None or now is None or saved == now:
+        return
+    count = (f"{saved['images']:,} images then, {now['images']:,} now" if saved.get("images") != now.get("images")
+             else f"{now['images']:,} images then and now, their names or sizes differ")
+    raise ConfigError(
+        f"Cannot resume '{out_dir}': the images of data.path ({config.data.params.get('path', config.data.name)}) "
+        f"are not those the run trained on ({count}: files added, removed, renamed or replaced). A resumed run "
+        f"trains on the images it started with. Put the folder back as it was, or train the images as they are "
+        f"now in a new run folder."
+    )
 
 
 def _idle_settings_to_warn(train: Any, ckpt: dict[str, Any] | None) -> list[str]:
@@ -457,6 +475,9 @@ class Trainer:
 
     def _state(self) -> dict[str, Any]:
         given = {"data_given": self.data_given} if self.data_given is not None else {}
+        content = content_identity(self.dataset)
+        if content is not None:  # images read from files: which ones (check_resume_content)
+            given["data_content"] = content
         return {**given,
             "format": FORMAT_VERSION,
             "step": self.step,
@@ -753,6 +774,7 @@ class Trainer:
             )
         if ckpt is not None:
             check_resume_data(ckpt.get("data_given"), self.data_given, self.config, self.out_dir)
+            check_resume_content(ckpt.get("data_content"), content_identity(self.dataset), self.config, self.out_dir)
             self._restore(ckpt)
             self._restore_callbacks(ckpt.get("callbacks", {}))
             self._checkpoint_step = self.step

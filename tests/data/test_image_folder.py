@@ -623,3 +623,33 @@ def test_a_folder_that_cannot_be_listed_is_named_not_left_out_silently(small_fol
         images, _ = folder_module.list_images(small_folder)
     assert "locked/a.png" not in [f.name for f in images] and images
     assert "Could not list 1 folder(s) under" in caplog.text and "locked (PermissionError: Permission denied)" in caplog.text
+
+
+def test_a_resume_on_other_images_is_refused_and_a_touch_is_not_a_change(tmp_path, train_image_folder_run):
+    """The checkpoint records which images the run trained on (their names and sizes): a resume after
+    an image was added, or renamed, is refused before training; a touched file (new times, same
+    bytes) resumes, as does a folder copied elsewhere."""
+    from disentangle.config import load_config
+    from disentangle.errors import ConfigError
+    from disentangle.training import fit
+
+    folder, run = train_image_folder_run(tmp_path)
+    overrides = ["data.name=image_folder", f"data.path={folder}", "data.image_size=16",
+                 f"data.cache={tmp_path / 'cache'}", "model.backbone=mlp", "model.hidden_sizes=[32]",
+                 "model.latent_dim=4", "train.batch_size=4", "train.device=cpu", "train.progress=false",
+                 "train.traversals=false", f"train.out_dir={run}"]
+    saved = torch.load(run / "checkpoint.pt", weights_only=True)["data_content"]
+    assert saved["images"] == 8
+    stat = (folder / "3.png").stat()
+    os.utime(folder / "3.png", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert fit(load_config(None, [*overrides, "train.steps=3"]), resume=True).step == 3
+    Image.fromarray(noise(10, 12)).save(folder / "8.png")
+    with pytest.raises(ConfigError, match=r"are not those the run trained on \(8 images then, 9 now: files added"):
+        fit(load_config(None, [*overrides, "train.steps=4"]), resume=True)
+    (folder / "8.png").unlink()
+    (folder / "3.png").rename(folder / "9.png")
+    with pytest.raises(ConfigError, match="8 images then and now, their names or sizes differ"):
+        fit(load_config(None, [*overrides, "train.steps=4"]), resume=True)
+    (folder / "9.png").rename(folder / "3.png")
+    assert fit(load_config(None, [*overrides, "train.steps=4"]), resume=True).step == 4
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["step"] == 4

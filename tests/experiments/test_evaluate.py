@@ -324,3 +324,31 @@ def test_a_data_value_equal_to_a_default_the_saved_section_lacks_is_no_change():
     assert data_changes(saved, {"image_size": 64}) == {"image_size": 64}  # 64 is the default, 16 the run's
     assert data_changes(saved, {"path": "/y"}) == {"path": "/y"}
     assert data_changes({"name": "no_such_dataset"}, {"image_size": 64}) == {"image_size": 64}
+
+
+def test_another_folder_of_images_is_other_data_not_merged_into_the_runs_record(tmp_path, capsys, one_thread,
+                                                                                 train_image_folder_run):
+    """``--data path=`` naming a folder with other images (one more here), or the run's folder after
+    an image was replaced by one of another size: scores of other data, recorded as such
+    (``data_overrides.content``) and refused for the run's own record."""
+    from PIL import Image
+
+    folder, run = train_image_folder_run(tmp_path)
+    elbo = ["--metrics", "elbo", "--set", "elbo.num_samples=16", "--no-progress"]
+    assert main([str(run), *elbo]) == 0
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for image in folder.iterdir():
+        (copy / image.name).write_bytes(image.read_bytes())
+    assert main([str(run), *elbo, "--data", f"path={copy}"]) == 0  # a copy (other times): the same data
+    assert "content" not in json.loads((run / "metrics.json").read_text())["data_overrides"]
+    Image.new("RGB", (20, 24), (255, 0, 0)).save(copy / "8.png")
+    capsys.readouterr()
+    assert main([str(run), *elbo, "--data", f"path={copy}"]) == 2
+    err = capsys.readouterr().err
+    assert "the images read now are not those the run trained on (8 images then, 9 now" in err
+    assert "holds scores on the run's own data, and this evaluation scores its data with content=" in err
+    other = tmp_path / "other.json"
+    assert main([str(run), *elbo, "--data", f"path={copy}", "--output", str(other)]) == 0
+    content = json.loads(other.read_text())["data_overrides"]["content"]
+    assert content["images"] == 9 and len(content["files_sha256"]) == 64

@@ -179,14 +179,14 @@ def has_a_posterior(model: Any) -> bool:
     return getattr(getattr(model, "decoder", None), "code_prior", None) != "uniform"
 
 
-def refuse_without_a_posterior(metric: str, model: Any) -> None:
-    """Raise :class:`~disentangle.ConfigError` when ``metric`` (one of the posterior metrics) is asked
-    of a GAN."""
+def refuse_without_a_posterior(metric: str, model: Any, fix: str | None = None) -> None:
+    """Raise :class:`~disentangle.ConfigError` when ``metric`` (one of the posterior metrics, or a
+    metric's estimator that samples the posterior) is asked of a GAN; ``fix`` replaces the advice."""
     if not has_a_posterior(model):
         raise ConfigError(
-            f"{metric} scores a VAE's posterior q(z|x) and likelihood p(x|z), and this model is a GAN: its codes "
-            f"have a uniform prior and no posterior (its encode is an inference network's guess), so the numbers "
-            f"would mean nothing. Leave {metric} out; 'all' leaves it out for GANs."
+            f"{metric} scores a VAE's posterior q(z|x), and this model is a GAN: its codes have a uniform prior "
+            f"and no posterior (its encode is an inference network's guess, with a fixed unit variance), so the "
+            f"numbers would mean nothing. {fix or f'Leave {metric} out; all leaves it out for GANs.'}"
         )
 
 

@@ -84,6 +84,11 @@ def mig(
     chosen = select_factors(dataset, factors)
     names = [factor_names(dataset)[k] for k in chosen]
     if estimator == "chen":
+        from . import refuse_without_a_posterior
+
+        # its samples of N(mu, exp(logvar)) would be a GAN's codes in [-1, 1] drowned in unit noise
+        refuse_without_a_posterior("mig with estimator='chen'", representation,
+                                   "Use estimator='histogram' (the default), which reads the codes themselves.")
         mi, entropy = _chen_mutual_information(
             dataset, representation, seed, num_samples, representation_batch_size, chosen
         )

@@ -160,13 +160,18 @@ def udr_scores(codes: Sequence[np.ndarray], kl: Sequence[np.ndarray] | None = No
 
 
 def encode_for_udr(model: Any, observations: Any) -> tuple[np.ndarray, np.ndarray | None]:
-    """Codes (``model.representation``) and mean KL per latent (from ``model.encode``, if it has one)."""
+    """Codes (``model.representation``) and mean KL per latent (from ``model.encode``, if it has one and a
+    posterior: a GAN's codes all count, None)."""
     import torch
 
     with torch.no_grad():
         codes = model.representation(observations)
         codes_np = codes.detach().cpu().numpy() if hasattr(codes, "detach") else np.asarray(codes)
-        if not hasattr(model, "encode"):
+        from ..metrics import has_a_posterior
+
+        # a GAN's codes are all inputs of its generator, and its Q has a fixed variance: its "KL" would be
+        # half the mean square of Q's means, not information; every code counts, as for a model without encode
+        if not hasattr(model, "encode") or not has_a_posterior(model):
             return codes_np, None
         x = torch.as_tensor(observations)
         kls = []

@@ -253,6 +253,24 @@ _METRIC_NEEDS: dict[str, tuple[str, str]] = {
 }
 
 
+def check_posterior_metrics(train: Any, model: Any) -> None:
+    """Refuse, before the run folder, a metric of ``train.eval_metrics`` that scores a VAE's posterior
+    (``elbo``, ``elbo_decomposition``) when the model is a GAN: the first evaluation would stop the run."""
+    if not train.eval_every or not train.eval_metrics:
+        return
+    from ..metrics import has_a_posterior, refuse_without_a_posterior, resolve_metric_names
+    from ..metrics.names import POSTERIOR_METRICS
+
+    if has_a_posterior(model):
+        return
+    named = [name for name in resolve_metric_names(train.eval_metrics, model) if name in POSTERIOR_METRICS]
+    if named:
+        kept = [name for name in train.eval_metrics if name not in named]
+        refuse_without_a_posterior(named[0], model, (
+            f"Leave it out of train.eval_metrics ([{', '.join(train.eval_metrics)}]; the run would evaluate it every "
+            f"{train.eval_every:,} steps): train.eval_metrics=[{', '.join(kept)}]."))
+
+
 def check_eval_metrics_apply(train: Any, dataset: Any) -> None:
     """Raise :class:`~disentangle.errors.NotAGridError` (one paragraph) when a metric of
     ``train.eval_metrics`` cannot run on ``dataset`` (:func:`disentangle.metrics.metric_applies`):
@@ -418,6 +436,7 @@ class Trainer:
         self.objective.setup(model=self.model, dataset_size=len(self.dataset))
         initialize(self.objective, cfg.model.init)  # its discriminators, built by setup
         check_training_data(cfg, self.objective, self.dataset)
+        check_posterior_metrics(cfg.train, self.model)
         check_dataset = getattr(self.objective, "check_dataset", None)
         if check_dataset is not None:  # e.g. pair objectives: k vs the number of factors
             check_dataset(self.dataset)

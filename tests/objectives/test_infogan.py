@@ -451,3 +451,15 @@ def test_a_multi_process_run_is_refused_with_the_reason(name, monkeypatch):
     monkeypatch.setattr(distributed._STATE, "rank_info", distributed.RankInfo(rank=0, world_size=2, local_rank=0))
     with pytest.raises(ConfigError, match="one process only.*batch norm.*2 processes"):
         _objective(name, _model())
+
+
+def test_a_posterior_metric_in_eval_metrics_is_refused_before_the_run_folder(tmp_path, tiny_overrides):
+    """elbo on a GAN is refused at evaluation: named in train.eval_metrics, it would stop the run at its
+    first evaluation; it is refused before anything is created. 'all' leaves it out, so it trains."""
+    from disentangle.errors import ConfigError
+
+    run = tmp_path / "run"
+    extra = {"train.eval_every": 2, "train.eval_metrics": "[mig, elbo]"}
+    with pytest.raises(ConfigError, match=r"elbo scores a VAE's posterior .* train.eval_metrics=\[mig\]"):
+        Trainer(load_config(None, _overrides(tiny_overrides, run, 2, **extra))).fit()
+    assert not run.exists()

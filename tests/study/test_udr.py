@@ -301,3 +301,25 @@ def test_udr_runs_on_a_sample_of_unlabelled_images(tmp_path):
     assert len(seen) == 3 and all(torch.equal(seen[0], s) for s in seen)  # one draw for the configuration
     drawn = np.random.default_rng(0).integers(50, size=40)  # uniform indices from the seed
     torch.testing.assert_close(seen[0], torch.as_tensor(images[drawn, None]).float() / 255)
+
+
+def test_a_gans_codes_all_count_not_its_q_means_square():
+    """A GAN's Q has logvar 0: its "KL" would be half the mean square of its means (0.0001 for codes near
+    zero, below the 0.01 threshold), dropping codes its generator uses. Every code counts (no KL)."""
+    import types
+
+    from disentangle.study.udr import encode_for_udr
+
+    means = torch.tensor([[0.01, 0.9], [-0.01, -0.9], [0.012, 0.5]])
+
+    def encode(x):
+        return means[: len(x)], torch.zeros(len(x), 2)
+
+    gan = types.SimpleNamespace(decoder=types.SimpleNamespace(code_prior="uniform"), encode=encode,
+                                device=torch.device("cpu"), representation=lambda x: means[: len(x)])
+    codes, kl = encode_for_udr(gan, torch.zeros(3, 1, 4, 4))
+    assert kl is None and np.array_equal(codes, means.numpy())
+    vae = types.SimpleNamespace(decoder=types.SimpleNamespace(), encode=encode, device=torch.device("cpu"),
+                                representation=gan.representation)
+    _, kl = encode_for_udr(vae, torch.zeros(3, 1, 4, 4))
+    assert kl is not None and kl[0] < 0.01 < kl[1]

@@ -60,12 +60,44 @@ def code_entropy_per_dim(model: Any, images: torch.Tensor, codebook: torch.Tenso
     return entropy
 
 
+def has_uniform_codes(model: Any) -> bool:
+    """Whether ``model`` is a generator with a uniform code prior on (−1, 1) (InfoGAN's: its decoder
+    declares ``code_prior = "uniform"``), whose encoder is an inference network with a fixed variance."""
+    return getattr(getattr(model, "decoder", None), "code_prior", None) == "uniform"
+
+
+@torch.no_grad()
+def code_spread_per_dim(model: Any, images: torch.Tensor) -> np.ndarray:
+    """The standard deviation of each code's inferred value ``μ_j(x)`` over ``images`` (float64 ``(D,)``):
+    how much a GAN's inference network tells images apart along the code (``1/√3`` ≈ 0.58 when it
+    recovers a code of ``U(−1, 1)`` exactly; 0 when it reads nothing). Its "KL" with a fixed unit
+    variance would be ``½ E[μ_j²]``, the distance of the means from 0, not what the code carries."""
+    mu, _ = model.encode(images.to(model_device(model)))
+    return mu.double().std(dim=0, unbiased=False).cpu().numpy() if len(mu) > 1 else np.zeros(mu.shape[1])
+
+
+#: what :func:`latent_scores` gives, by kind of model: (short label, axis label, unit)
+SCORE_NAMES = {"kl": ("KL", "KL(q(z_j|x) ‖ N(0, 1)) [nats]", "nats"),
+               "entropy": ("H", "H(quantised z_j) [bits]", "bits"),
+               "spread": ("sd", "sd of the inferred code μ_j(x)", "")}
+
+
+def score_kind(model: Any) -> str:
+    """Which score orders ``model``'s latents (:func:`latent_scores`): ``kl``, ``entropy`` (quantised
+    latents) or ``spread`` (a GAN's codes)."""
+    if latent_codebook(model) is not None:
+        return "entropy"
+    return "spread" if has_uniform_codes(model) else "kl"
+
+
 @torch.no_grad()
 def latent_scores(model: Any, images: torch.Tensor) -> np.ndarray:
-    """What orders a model's latents in the pictures: :func:`kl_per_dim` (nats), or for a model
-    with quantised latents :func:`code_entropy_per_dim` (bits)."""
-    book = latent_codebook(model)
-    return kl_per_dim(model, images) if book is None else code_entropy_per_dim(model, images, book)
+    """What orders a model's latents in the pictures: :func:`kl_per_dim` (nats); for a model with
+    quantised latents :func:`code_entropy_per_dim` (bits); for a GAN :func:`code_spread_per_dim`."""
+    kind = score_kind(model)
+    if kind == "entropy":
+        return code_entropy_per_dim(model, images, latent_codebook(model))
+    return code_spread_per_dim(model, images) if kind == "spread" else kl_per_dim(model, images)
 
 
 @torch.no_grad()

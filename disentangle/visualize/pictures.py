@@ -20,7 +20,9 @@
 labels (an image folder) ``all`` leaves them out with a logged note, and naming one is an error
 (:func:`pictures_for_data`).
 A model with quantised latents (QLAE) has no KL: every picture orders and labels its latents by
-code entropy in bits (:func:`~.latents.code_entropy_per_dim`), ``kl_per_dim.png`` included.
+code entropy in bits (:func:`~.latents.code_entropy_per_dim`), ``kl_per_dim.png`` included. Nor
+has a GAN (its inference network has a fixed variance): its codes are ordered and labelled by the
+spread of their inferred values (``sd``, :func:`~.latents.code_spread_per_dim`).
 Every input is checked, and matplotlib imported, before the folder or any file is made; each file
 is written atomically, so a rerun rewrites the same files.
 """
@@ -37,7 +39,7 @@ import torch
 from .._core.checks import choice, positive, positive_int
 from ..errors import ConfigError
 from .grids import save_gif, save_png
-from .latents import ACTIVE_KL, code_entropy_per_dim, kl_per_dim, latent_codebook
+from .latents import ACTIVE_KL, SCORE_NAMES, latent_scores, score_kind
 from .traversals import code_limit
 
 logger = logging.getLogger(__name__)
@@ -235,8 +237,10 @@ def _write(
     from . import plots, reconstructions, responses, traversals
 
     x = sample_images(dataset, max(KL_IMAGES, num_images, num_reconstructions), seed)
-    book = latent_codebook(model)  # a quantised model's latents are ordered by code entropy: it has no KL
-    order = kl_per_dim(model, x) if book is None else code_entropy_per_dim(model, x, book)
+    # a quantised model's latents are ordered by code entropy, a GAN's by the spread of its inferred codes:
+    # neither has a posterior KL
+    kind = score_kind(model)
+    order = latent_scores(model, x)
     written: dict[str, Path] = {}
     for name in names:
         path = out_dir / {**PICTURES, **CLASS_CONTENT_PICTURES}[name]
@@ -256,10 +260,10 @@ def _write(
         elif name == "latent_responses":
             found = responses.latent_responses(dataset, model, num_per_value=num_per_value, seed=seed)
             # rows by what orders the latents everywhere else (a quantised model's code entropy)
-            figure = plots.latent_responses_figure(found, order, score="KL" if book is None else "H")
+            figure = plots.latent_responses_figure(found, order, score=SCORE_NAMES[kind][0])
             plots.save_figure(figure, path)
         elif name == "kl_per_dim":
-            plots.save_figure(plots.kl_per_dim_figure(order, active_kl=min_kl, entropy=book is not None), path)
+            plots.save_figure(plots.kl_per_dim_figure(order, active_kl=min_kl, kind=kind), path)
         elif name == "metrics":
             plots.save_figure(plots.metrics_figure(metrics), path)
         elif name == "swaps":

@@ -101,23 +101,35 @@ def latent_responses_figure(
 
 
 def kl_per_dim_figure(kl: Sequence[float] | np.ndarray, active_kl: float = ACTIVE_KL, *,
-                      entropy: bool = False) -> Figure:
+                      entropy: bool = False, kind: str | None = None) -> Figure:
     """Bars of the KL (nats) of every latent, with the active-latent threshold as a dashed line.
 
-    With ``entropy`` the bars are a quantised model's code entropy per latent in bits
-    (:func:`~disentangle.visualize.latents.code_entropy_per_dim`; QLAE has no posterior variance and
-    so no KL), with the same threshold in bits."""
+    ``kind`` (:func:`~disentangle.visualize.latents.score_kind`) says what the bars are: ``kl``
+    (default), ``entropy`` (also ``entropy=True``: a quantised model's code entropy per latent in
+    bits, :func:`~disentangle.visualize.latents.code_entropy_per_dim`; QLAE has no posterior
+    variance and so no KL; the same threshold in bits) or ``spread`` (a GAN's: the sd of each
+    inferred code, :func:`~disentangle.visualize.latents.code_spread_per_dim`; every code is an input
+    of its generator, so there is no threshold)."""
+    from .latents import SCORE_NAMES
+
+    kind = kind or ("entropy" if entropy else "kl")
     kl = np.asarray(kl, dtype=float)
     fig = _figure(max(4.0, 0.45 * len(kl) + 1.5), 3.0)
     ax = fig.subplots()
-    active = kl >= active_kl
-    ax.bar(np.arange(len(kl)), kl, color=np.where(active, "C0", "0.7"))
-    name, unit = ("H", "bits") if entropy else ("KL", "nats")
-    ax.axhline(active_kl, color="C3", linestyle="--", linewidth=1, label=f"active: {name} ≥ {active_kl:g}")
+    name, axis, unit = SCORE_NAMES[kind]
+    if kind == "spread":
+        ax.bar(np.arange(len(kl)), kl, color="C0")
+        ax.axhline(1 / np.sqrt(3), color="0.5", linestyle=":", linewidth=1, label="sd of U(−1, 1): a code read exactly")
+        title = f"Spread of the inferred codes: {len(kl)} codes"
+    else:
+        active = kl >= active_kl
+        ax.bar(np.arange(len(kl)), kl, color=np.where(active, "C0", "0.7"))
+        ax.axhline(active_kl, color="C3", linestyle="--", linewidth=1, label=f"active: {name} ≥ {active_kl:g}")
+        what = "Code entropy per latent" if kind == "entropy" else "KL per latent"
+        title = f"{what}: total {kl.sum():.2f} {unit}, {int(active.sum())} of {len(kl)} active"
     ax.set_xticks(np.arange(len(kl)), [f"z{j}" for j in range(len(kl))], fontsize=8)
-    ax.set_ylabel("H(quantised z_j) [bits]" if entropy else "KL(q(z_j|x) ‖ N(0, 1)) [nats]", fontsize=8)
-    what = "Code entropy per latent" if entropy else "KL per latent"
-    ax.set_title(f"{what}: total {kl.sum():.2f} {unit}, {int(active.sum())} of {len(kl)} active", fontsize=9)
+    ax.set_ylabel(axis, fontsize=8)
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     return fig
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
-from .latents import kl_per_dim
+from .latents import latent_scores
 from .reconstructions import reconstruction_grid
 from .traversals import traversal_grid
 
@@ -115,7 +115,7 @@ class TensorBoardLogger:
         model.eval()
         try:
             x = dataset.sample_batch(self.kl_images, generator)
-            kl = kl_per_dim(model, x)
+            kl = latent_scores(model, x)  # a GAN's codes by their spread, a quantised model's by entropy
             images = x[: self.num_images]
             self.writer.add_image("reconstructions", reconstruction_grid(model, images), step, dataformats="HWC")
             self.writer.add_image("traversals", traversal_grid(model, images[:1], kl), step, dataformats="HWC")

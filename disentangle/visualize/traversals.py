@@ -30,7 +30,16 @@ import torch
 
 from .._core.checks import positive, positive_int
 from .grids import PADDING, add_row_labels, image_grid, labelled_panels, save_gif, save_png
-from .latents import ACTIVE_KL, active_latents, decoder_code, latent_codebook, latent_order, latent_scores
+from .latents import (
+    ACTIVE_KL,
+    SCORE_NAMES,
+    active_latents,
+    decoder_code,
+    latent_codebook,
+    latent_order,
+    latent_scores,
+    score_kind,
+)
 
 
 def code_limit(model: Any) -> float:
@@ -93,7 +102,7 @@ def _scores_or_compute(model: Any, images: torch.Tensor, kl: Sequence[float] | n
 
 
 def _label(model: Any, d: int, score: float) -> str:
-    return f"z{d} KL={score:.2f}" if latent_codebook(model) is None else f"z{d} H={score:.2f}"
+    return f"z{d} {SCORE_NAMES[score_kind(model)][0]}={score:.2f}"
 
 
 @torch.no_grad()

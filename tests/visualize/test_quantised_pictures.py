@@ -122,7 +122,7 @@ def test_the_kl_and_response_plots_of_a_quantised_model_show_its_code_entropy(tm
     x = pictures.sample_images(data, pictures.KL_IMAGES, 0)
     entropy = code_entropy_per_dim(model, x, model.objective_state["codebook"])
     np.testing.assert_array_equal(drawn["bars"][0], entropy)
-    assert drawn["bars"][1]["entropy"] is True
+    assert drawn["bars"][1]["kind"] == "entropy"
     np.testing.assert_array_equal(drawn["rows"][0], entropy)
     assert drawn["rows"][1]["score"] == "H"
     figure = bars(entropy, entropy=True)

@@ -89,6 +89,13 @@ class VAE(nn.Module):
         return cls.from_backbone(backbone, image_shape=tuple(image_shape), latent_dim=latent_dim, init="pytorch", **params)
 
     @property
+    def num_categories(self) -> int:
+        """K: the last K codes are one categorical code (the ``infogan_categorical`` backbone's, for
+        Elastic-InfoGAN: ``encode`` gives its probabilities, ``decode`` takes a point of the simplex,
+        a one-hot for a category); 0 for every other model."""
+        return int(getattr(self.encoder, "num_categories", 0) or 0)
+
+    @property
     def device(self) -> torch.device:
         """The device of the model's parameters."""
         return next(self.parameters()).device

@@ -15,7 +15,9 @@ recover the factors of other disentangled models; entangled ones disagree in dif
 A model's code is continuous; the metrics need factors with finitely many classes, so code ``k`` is
 discretised into ``bins`` equiprobable classes of its prior (:class:`GeneratorDataset`): class
 ``v`` is the prior's ``(v + ½)/bins`` quantile, ``N(0, 1)`` for a VAE, ``U(−1, 1)`` for a generator
-that declares a uniform prior (``decoder.code_prior = "uniform"``, as InfoGAN's). A generator with
+that declares a uniform prior (``decoder.code_prior = "uniform"``, as InfoGAN's); a categorical code
+(Elastic-InfoGAN's last K codes, ``model.num_categories``) is one factor of K classes, given one-hot,
+as the generator was trained (each slot of the simplex alone is no code it saw). A generator with
 noise besides the codes (``decoder.generate(codes, noise)``, ``decoder.noise_dim``) gets fresh
 noise, from the same prior, for every observation. Which metric is a choice (``metric``, any
 registered metric taking ``(dataset, representation)``; default ``factor_vae_score`` and its
@@ -44,8 +46,12 @@ class GeneratorDataset:
         self.bins = integer("bins", bins, minimum=2)
         self.batch_size = integer("batch_size", batch_size, minimum=1)
         latent_dim = int(model.latent_dim)
-        self.factor_sizes = (self.bins,) * latent_dim
-        self.factor_names = tuple(f"code_{k}" for k in range(latent_dim))
+        #: K: a categorical code in the last K slots (Elastic-InfoGAN's) is one factor of K classes, one-hot
+        self.num_categories = int(getattr(model, "num_categories", 0) or 0)
+        continuous = latent_dim - self.num_categories
+        self.factor_sizes = (self.bins,) * continuous + ((self.num_categories,) if self.num_categories else ())
+        self.factor_names = tuple(f"code_{k}" for k in range(continuous)) + (
+            ("category",) if self.num_categories else ())
         decoder = getattr(model, "decoder", None)
         self.prior = getattr(decoder, "code_prior", "normal")
         quantiles = (np.arange(self.bins) + 0.5) / self.bins
@@ -53,7 +59,9 @@ class GeneratorDataset:
         self.noise_dim = int(getattr(decoder, "noise_dim", 0)) if hasattr(decoder, "generate") else 0
 
     def sample_factors(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        return rng.integers(0, self.bins, size=(n, len(self.factor_sizes)), dtype=np.int64)
+        if not self.num_categories:
+            return rng.integers(0, self.bins, size=(n, len(self.factor_sizes)), dtype=np.int64)
+        return np.stack([rng.integers(0, size, size=n, dtype=np.int64) for size in self.factor_sizes], axis=1)
 
     def _noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
         if self.prior == "uniform":
@@ -62,7 +70,13 @@ class GeneratorDataset:
 
     @torch.no_grad()
     def sample_observations_from_factors(self, factors: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
-        codes = torch.as_tensor(self.values[np.asarray(factors)], dtype=torch.float32)
+        factors = np.asarray(factors)
+        if self.num_categories:  # the continuous codes' values, then the category one-hot
+            continuous = self.values[factors[:, :-1]]
+            codes = torch.as_tensor(np.concatenate(
+                [continuous, np.eye(self.num_categories)[factors[:, -1]]], axis=1), dtype=torch.float32)
+        else:
+            codes = torch.as_tensor(self.values[factors], dtype=torch.float32)
         noise = torch.as_tensor(self._noise(len(codes), rng), dtype=torch.float32) if self.noise_dim else None
         device = next(self.model.parameters()).device
         out = []

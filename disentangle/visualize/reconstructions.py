@@ -44,7 +44,8 @@ def reconstruction_grid(model: Any, images: torch.Tensor, nrow: int = 8) -> np.n
 @torch.no_grad()
 def prior_samples(model: Any, num_samples: int = 64, generator: torch.Generator | None = None) -> torch.Tensor:
     """Decoded draws ``sigmoid(decode(z))`` from the codes' prior, on the CPU: ``z ~ N(0, I)``, or
-    ``U(−1, 1)`` for a decoder that declares it (``decoder.code_prior = "uniform"``, InfoGAN's),
+    ``U(−1, 1)`` for a decoder that declares it (``decoder.code_prior = "uniform"``, InfoGAN's; a
+    categorical code's K slots a uniformly drawn category, one-hot, as Elastic-InfoGAN's generator saw),
     or for a model with quantised latents each ``z_j`` one of its ``V`` codebook values, uniformly
     (QLAE's generative model has no other prior).
 
@@ -60,6 +61,9 @@ def prior_samples(model: Any, num_samples: int = 64, generator: torch.Generator 
         z = torch.gather(book.expand(num_samples, -1, -1), 2, index.unsqueeze(2)).squeeze(2)
     elif getattr(getattr(model, "decoder", None), "code_prior", None) == "uniform":
         z = torch.rand(num_samples, latent_dim, generator=generator) * 2 - 1
+        k = int(getattr(model, "num_categories", 0) or 0)
+        if k:  # Elastic-InfoGAN's categorical code: a category drawn uniformly, one-hot
+            z[:, latent_dim - k:] = torch.eye(k)[torch.randint(k, (num_samples,), generator=generator)]
     else:
         z = torch.randn(num_samples, latent_dim, generator=generator)
     return model.decode_mean(z.to(model_device(model))).float().cpu()

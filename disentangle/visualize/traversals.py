@@ -92,9 +92,43 @@ def latent_traversals(model: Any, x: torch.Tensor, dims: Sequence[int], values: 
         raise ValueError(f"values must be (n,) or ({len(dims)}, n) for {len(dims)} latents; got {tuple(values.shape)}.")
     n = rows.shape[1]
     z = start.repeat(len(dims) * n, 1)
+    first = categorical_start(model)
     for row, d in enumerate(dims):
-        z[row * n : (row + 1) * n, d] = rows[row].to(z)
+        if first is not None and d >= first:  # the categorical code: its categories, one-hot, in turn
+            k = z.shape[1] - first
+            z[row * n : (row + 1) * n, first:] = torch.eye(k, dtype=z.dtype, device=z.device)[category_steps(k, n)]
+        else:
+            z[row * n : (row + 1) * n, d] = rows[row].to(z)
     return model.decode_mean(z)
+
+
+def categorical_start(model: Any) -> int | None:
+    """The index of the first of a model's categorical code's K slots (the last K codes of an
+    Elastic-InfoGAN generator's), or None for a model without one."""
+    k = int(getattr(model, "num_categories", 0) or 0)
+    return int(model.latent_dim) - k if k else None
+
+
+def category_steps(k: int, n: int) -> torch.Tensor:
+    """The category shown at each of ``n`` traversal positions of a K-category code: 0 to K − 1, each
+    over an equal share of the positions (every category shown when ``n ≥ K``)."""
+    return torch.as_tensor(np.rint(np.linspace(0, k - 1, n)).astype(np.int64))
+
+
+def _rows(model: Any, order: Sequence[int]) -> list[int]:
+    """``order`` with a categorical code's K slots as one row, at the place of its first slot (a slot
+    of the simplex alone is no code the generator saw)."""
+    first = categorical_start(model)
+    if first is None:
+        return list(order)
+    rows, seen = [], False
+    for d in order:
+        if d < first:
+            rows.append(d)
+        elif not seen:
+            rows.append(first)
+            seen = True
+    return rows
 
 
 def _scores_or_compute(model: Any, images: torch.Tensor, kl: Sequence[float] | np.ndarray | None) -> np.ndarray:
@@ -102,6 +136,9 @@ def _scores_or_compute(model: Any, images: torch.Tensor, kl: Sequence[float] | n
 
 
 def _label(model: Any, d: int, score: float) -> str:
+    first = categorical_start(model)
+    if first is not None and d >= first:
+        return f"category (z{first}-z{int(model.latent_dim) - 1})"
     return f"z{d} {SCORE_NAMES[score_kind(model)][0]}={score:.2f}"
 
 
@@ -130,7 +167,7 @@ def traversal_grid(
     Size: ``H' = R·(H + 2) + 2`` for ``R`` rows and ``W' = 96 + N·(1 + num_values)·(W + 2) + 2``.
     """
     kl = _scores_or_compute(model, images, kl)
-    order = latent_order(kl) if dims is None else [int(d) for d in dims]
+    order = _rows(model, latent_order(kl) if dims is None else [int(d) for d in dims])
     values = codebook_values(model, order)
     if values is None:
         values = traversal_values(num_values, code_limit(model) if limit is None else limit)
@@ -176,7 +213,7 @@ def traversal_animation(
     if dims is not None:
         panels = [int(d) for d in dims]
     elif code_limit(model) == 1.0:  # a generator (InfoGAN's): it is given every code, so every one is shown
-        panels = latent_order(kl)
+        panels = _rows(model, latent_order(kl))
     else:
         panels = active_latents(kl, min_kl)
     ncol = int(np.ceil(np.sqrt(len(panels)))) if ncol is None else positive_int("ncol", ncol)
@@ -193,7 +230,8 @@ def traversal_animation(
     # all frames in one decoder call: panel-major, frame-minor
     decoded = latent_traversals(model, image, panels, values).float().cpu()
     decoded = decoded.reshape(len(panels), num_frames, *decoded.shape[1:])
-    labels = [f"z{d}" for d in panels]
+    first = categorical_start(model)
+    labels = ["category" if first is not None and d >= first else f"z{d}" for d in panels]
     return [labelled_panels(decoded[:, k], labels, ncol=ncol, title=title) for k, title in enumerate(titles)]
 
 

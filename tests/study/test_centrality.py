@@ -64,3 +64,23 @@ def test_centrality_needs_two_models():
         model_centrality(np.zeros((1, 1)))
     with pytest.raises(InputError, match="compares models"):
         centrality_matrix([_Linear(np.eye(2))], progress=False)
+
+
+def test_an_elastic_infogans_category_is_one_factor_of_k_classes_given_one_hot(monkeypatch):
+    import numpy as np
+
+    from disentangle.models.vae import VAE
+    from disentangle.study.centrality import GeneratorDataset
+
+    gan = VAE.from_backbone("infogan_categorical", image_shape=(1, 16, 16), latent_dim=4, num_categories=3,
+                            channels=[8, 8], hidden=16, q_hidden=16, noise_dim=2).eval()
+    data = GeneratorDataset(gan, bins=4)
+    assert data.factor_sizes == (4, 3) and data.factor_names == ("code_0", "category")
+    factors = data.sample_factors(300, np.random.default_rng(0))
+    assert set(factors[:, 1]) == {0, 1, 2} and set(factors[:, 0]) == {0, 1, 2, 3}
+    seen = []
+    monkeypatch.setattr(gan.decoder, "generate", lambda c, noise: (seen.append(c.clone()), torch.zeros(len(c), 1, 16, 16))[1])
+    data.sample_observations_from_factors(factors[:5], np.random.default_rng(1))
+    codes = seen[0]
+    assert torch.allclose(codes[:, 0], torch.as_tensor(data.values[factors[:5, 0]], dtype=torch.float32))
+    assert torch.equal(codes[:, 1:], torch.eye(3)[factors[:5, 1]])

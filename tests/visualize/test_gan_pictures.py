@@ -43,3 +43,37 @@ def test_gan_codes_are_ordered_and_labelled_by_the_spread_of_their_inferred_valu
     assert list(np.argsort(-kl_per_dim(gan, x))) == [1, 2, 0]  # what ordered them before
     assert list(np.argsort(-scores)) == [2, 0, 1]
     assert traversals._label(gan, 2, scores[2]) == f"z2 sd={scores[2]:.2f}"
+
+
+CATEGORICAL = {**SMALL, "num_categories": 3}
+
+
+def _categorical(monkeypatch):
+    gan = VAE.from_backbone("infogan_categorical", image_shape=(1, 16, 16), latent_dim=5, **CATEGORICAL).eval()
+    seen = []
+    monkeypatch.setattr(gan, "decode_mean", lambda z: (seen.append(z.clone()), torch.zeros(len(z), 1, 16, 16))[1])
+    return gan, seen
+
+
+def test_an_elastic_infogans_category_is_drawn_and_traversed_one_hot(monkeypatch):
+    """The generator was trained on (near) one-hot points of the simplex in its last K codes: prior
+    samples draw a category, one-hot, and the traversals show the category as one row stepping
+    through the K one-hots (not each slot swept over [-1, 1] alone)."""
+    import numpy as np
+
+    gan, seen = _categorical(monkeypatch)
+    assert gan.num_categories == 3
+    reconstructions.prior_samples(gan, num_samples=600, generator=torch.Generator().manual_seed(0))
+    z = seen.pop()  # codes z0, z1; the category in z2-z4
+    assert torch.equal(z[:, 2:].sum(1), torch.ones(600)) and set(z[:, 2:].unique().tolist()) == {0.0, 1.0}
+    assert z[:, 2:].sum(0).min() > 150  # each category about a third
+    assert z[:, :2].min() >= -1 and z[:, :2].max() <= 1
+    grid = traversals.traversal_grid(gan, torch.zeros(1, 1, 16, 16), kl=np.arange(5.0), num_values=6)
+    z = seen.pop().reshape(3, 6, 5)  # rows: the category (its slots scored highest), z1, z0
+    assert grid.shape[0] == 3 * 18 + 2
+    assert torch.equal(z[0, :, 2:].argmax(1), torch.tensor([0, 0, 1, 1, 2, 2]))
+    assert torch.equal(z[0, :, 2:].sum(1), torch.ones(6))
+    assert torch.allclose(z[1, :, 1], torch.linspace(-1, 1, 6)) and torch.allclose(z[2, :, 0], torch.linspace(-1, 1, 6))
+    assert traversals._label(gan, 2, 4.0) == "category (z2-z4)"
+    frames = traversals.traversal_animation(gan, torch.zeros(1, 1, 16, 16), kl=np.arange(5.0), num_frames=4)
+    assert len(frames) == 4 and seen.pop().shape[0] == 3 * 4  # z0, z1 and the category

@@ -65,7 +65,7 @@ def _with_data_path_hint(err: Exception, config, resuming: bool) -> Exception:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_intermixed_args(argv)  # overrides before and after options
     setup_logging(args)
     from .config import Config, apply_overrides, load_config, read_yaml_config, upgrade_saved_config
     from .training.trainer import fit

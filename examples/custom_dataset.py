@@ -14,7 +14,9 @@ It shows the three ways in:
 
 The toy data here: a bright bar on black, 64×64, with four factors: orientation (2: horizontal,
 vertical), thickness (3), position (8) and brightness (4) — 192 images. Any images work the same
-way as long as every combination of factor classes appears exactly once.
+way; where every combination of factor classes appears exactly once they form a factor grid (every
+metric applies), otherwise a labelled sample (the metrics of (code, label) pairs apply:
+docs/guides/own-data.md).
 """
 from __future__ import annotations
 

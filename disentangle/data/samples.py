@@ -226,9 +226,14 @@ def _check_labels(
     if labels.dtype == np.bool_:
         labels = labels.astype(np.int64)
     if not np.issubdtype(labels.dtype, np.integer):
+        missing = ""
+        if np.issubdtype(labels.dtype, np.floating) and np.isnan(labels).any():
+            row = int(np.argwhere(np.isnan(labels))[0][0])
+            missing = (f" They hold {int(np.isnan(labels).sum()):,} NaN (missing) values, the first in row {row}: "
+                       "drop those images or give the missing labels a class of their own.")
         raise ValueError(
-            f"labels must hold integer classes (0, 1, ...), got {labels.dtype}. Map each attribute's values "
-            "to classes first (e.g. np.unique(values, return_inverse=True)[1])."
+            f"labels must hold integer classes (0, 1, ...), got {labels.dtype}.{missing} Map each attribute's "
+            "values to classes first (e.g. np.unique(values, return_inverse=True)[1])."
         )
     labels = labels.astype(np.int64, copy=False)
     if (labels < 0).any():
@@ -260,6 +265,7 @@ def from_torch(
     num_workers: int = 0,
     device: str | torch.device = "cpu",
     name: str | None = None,
+    alpha: str = "composite",
 ) -> SampleDataset:
     """A :class:`SampleDataset` from any map-style ``torch.utils.data.Dataset``.
 
@@ -273,11 +279,16 @@ def from_torch(
     stored as ``uint8`` on ``device``; the trainer then samples them by index. A ``device`` that is
     not a device of this machine (``"cuda"`` without CUDA, ``"gpu"``) is a
     :class:`~disentangle.ConfigError` naming the devices there are, before any item is read
-    (:func:`disentangle._core.devices.check_device`).
+    (:func:`disentangle._core.devices.check_device`). ``alpha``: ``"composite"`` (default) takes an
+    image of four channels as RGBA and composites it on black, as a PIL image's alpha and an image
+    folder's are (three channels stored); ``"keep"`` stores the four channels as they are.
     """
     from torch.utils.data import DataLoader
 
+    from .._core import checks
+
     device = check_device(device, "device")
+    composite = checks.choice("alpha", alpha, ("composite", "keep")) == "composite"
 
     what = name or f"the torch dataset {type(dataset).__name__}"
     try:
@@ -304,7 +315,7 @@ def from_torch(
             elif has_labels != (label is not None):
                 raise TypeError(f"{what}: item {index} {'has no' if has_labels else 'has'} labels, unlike item 0; "
                                 "every item must be an image, or every item an (image, labels) pair.")
-            image = _image_to_uint8(image, index, what)
+            image = _image_to_uint8(image, index, what, composite)
             if images is None:
                 images = torch.empty((n, *image.shape), dtype=torch.uint8)
                 if has_labels:
@@ -365,9 +376,23 @@ def _is_image(value: Any) -> bool:
 CHANNELS = (1, 3, 4)
 
 
-def _image_to_uint8(image: Any, index: int, what: str) -> torch.Tensor:
+def _image_to_uint8(image: Any, index: int, what: str, composite: bool = True) -> torch.Tensor:
     """An item's image as a ``(C, H, W)`` uint8 tensor: ``(H, W, C)`` (numpy's and PIL's layout) when
-    its last axis has 1, 3 or 4 entries and its first has not, else ``(C, H, W)``."""
+    its last axis has 1, 3 or 4 entries and its first has not, else ``(C, H, W)``. Four channels are
+    RGBA, composited on black as a PIL image or an image folder's file is (RGB out)."""
+    out = _image_to_uint8_channels(image, index, what)
+    if out.shape[0] != 4 or not composite:
+        return out
+    from PIL import Image
+
+    rgba = Image.fromarray(out.permute(1, 2, 0).contiguous().numpy(), mode="RGBA")
+    array = np.asarray(to_l_or_rgb(rgba))
+    array = array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
+    return torch.from_numpy(np.array(array, order="C"))
+
+
+def _image_to_uint8_channels(image: Any, index: int, what: str) -> torch.Tensor:
+    """:func:`_image_to_uint8` before RGBA is composited."""
     if type(image).__module__.startswith("PIL"):
         array = np.asarray(to_l_or_rgb(image))  # as an image folder reads it: 16-bit scaled, alpha on black
         array = array[None] if array.ndim == 2 else array.transpose(2, 0, 1)

@@ -57,7 +57,10 @@ class TorchDataset(Dataset):
         if i < 0:
             i += n
         if not 0 <= i < n:
-            raise IndexError(f"index {index} is out of range for a dataset of {n:,} grid points.")
+            from .samples import SampleDataset
+
+            what = "images" if isinstance(self.dataset, SampleDataset) else "grid points"
+            raise IndexError(f"index {index} is out of range for a dataset of {n:,} {what}.")
         return i
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -109,7 +109,17 @@ def test_from_torch_reads_numpy_s_height_width_channels_layout():
     assert gray.image_shape == (1, 8, 10)
     chw = from_torch(_Items([np.zeros((3, 8, 10), dtype=np.uint8)]))
     assert chw.image_shape == (3, 8, 10)
-    assert from_torch(_Items([np.zeros((8, 10, 4), dtype=np.uint8)])).image_shape == (4, 8, 10)  # RGBA
+    # RGBA: composited on black, as a PIL image's alpha is (round(value * alpha / 255)); or kept
+    rgba = rng.integers(0, 256, (8, 10, 4), dtype=np.uint8)
+    composited = from_torch(_Items([rgba]))
+    expected = np.rint(rgba[..., :3].astype(np.float64) * rgba[..., 3:] / 255).astype(np.uint8)
+    assert composited.image_shape == (3, 8, 10)
+    assert np.abs(composited.images[0].numpy().transpose(1, 2, 0).astype(int) - expected).max() <= 1
+    from PIL import Image
+
+    as_pil = from_torch(_Items([Image.fromarray(rgba, mode="RGBA")]))
+    assert torch.equal(composited.images, as_pil.images)  # the same as the PIL image's
+    assert from_torch(_Items([rgba]), alpha="keep").image_shape == (4, 8, 10)
     assert from_torch(_Items([torch.zeros(5, 6, 7)])).image_shape == (5, 6, 7)  # 5 channels, as before
 
 
@@ -256,3 +266,14 @@ def test_pictures_of_a_sample(tmp_path, sample_npz, tiny_overrides):
     sample = build_dataset({"name": "npz", "path": str(labelled)})
     written = write_pictures(model, sample, tmp_path / "pictures", ["latent_responses"])
     assert written["latent_responses"].stat().st_size > 0
+
+
+def test_labels_with_missing_values_are_named_as_such():
+    import numpy as np
+    import pytest
+
+    from disentangle.data import from_arrays
+
+    labels = np.array([[0.0, 1.0], [1.0, np.nan], [0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"They hold 1 NaN \(missing\) values, the first in row 1"):
+        from_arrays(np.zeros((3, 8, 8), np.uint8), labels, grid=False)

@@ -176,3 +176,14 @@ def test_optimizer_state_of_another_shape_is_refused_on_resume(tmp_path, tiny_ov
     atomic_save(ckpt, run / "checkpoint.pt")
     with pytest.raises(ConfigError, match=r"optimizer state 'exp_avg' has shape \(\), and its parameter now has shape"):
         fit(load_config(None, tiny_overrides(run, steps=8)), resume=True)
+
+
+def test_overrides_may_follow_an_option(tmp_path, tiny_overrides, capsys):
+    """``--config X a=1 -q b=2`` (an option between overrides, as users type them) failed with
+    "unrecognized arguments"; overrides are read before and after options."""
+    from disentangle.train import main
+
+    run = tmp_path / "run"
+    overrides = tiny_overrides(run, steps=2)
+    assert main(["--config", "quickstart", *overrides[:3], "--quiet", *overrides[3:]]) == 0
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["step"] == 2

@@ -1,6 +1,7 @@
 """``disentangle.load``: a trained model from a run folder, a checkpoint file or the zoo."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -81,14 +82,38 @@ def is_weights_file(path: str | Path) -> bool:
 
 
 def _load_weights_file(path: Path, map_location: str | torch.device) -> VAE:
+    """A weight file read by path. It names the zoo model it was exported as (``zoo_name``) only when
+    its bytes are that model's, as the manifest's sha256 says; a file whose name the manifest knows
+    with other bytes (changed, or another version) loads as the file it is, with a warning."""
+    import hashlib
+
     from .zoo.weights import build_model, decode_weights
 
-    tensors, metadata = decode_weights(path.read_bytes(), str(path))
+    data = path.read_bytes()
+    tensors, metadata = decode_weights(data, str(path))
     model = build_model(tensors, metadata, map_location=map_location)
     model.source = str(path)
-    if metadata.get("name"):
-        model.zoo_name = metadata["name"]
+    name = metadata.get("name")
+    if name:
+        published = _published_sha256(name)
+        digest = hashlib.sha256(data).hexdigest()
+        if published is None or published == digest:
+            model.zoo_name = name  # a model of a manifest, or a file exported under a name of its own
+        else:
+            logging.getLogger(__name__).warning(
+                "%s names itself the zoo model %s, but its bytes are not that model's (sha256 %s..., the zoo's is "
+                "%s...): it is loaded as this file, not as zoo:%s. Load zoo:%s for the published model.",
+                path, name, digest[:12], published[:12], name, name)
     return model
+
+
+def _published_sha256(name: str) -> str | None:
+    """The sha256 the manifests record for the pretrained model ``name``, or None."""
+    from .zoo import catalog
+
+    found = catalog.lookup(name)
+    pretrained = getattr(found, "pretrained", None) if found is not None else None
+    return pretrained.sha256 if pretrained is not None else None
 
 
 def model_from_checkpoint(ckpt: dict, map_location: str | torch.device = "cpu") -> VAE:

@@ -322,6 +322,7 @@ class _Images:
                 f"{_EXPECTED}"
             )
         self._lock = threading.Lock()
+        self._sizes: dict[str, int] = {}  # a folder's file sizes, as fingerprint read them
 
     def fingerprint(self, names: list[str]) -> list[Any]:
         """What keys the cache: the archive's size and times, or each selected file's. The status-change
@@ -333,14 +334,17 @@ class _Images:
         out = []
         for name in names:
             stat = (self.source / name).stat()
+            self._sizes[name] = int(stat.st_size)
             out.append([name, int(stat.st_size), int(stat.st_mtime_ns), int(stat.st_ctime_ns)])
         return out
 
     def sizes(self, names: Sequence[str]) -> tuple[int, ...]:
-        """Each named image's size in bytes (in the archive: uncompressed), for content_identity."""
+        """Each named image's size in bytes (in the archive: uncompressed), for content_identity; a
+        folder's files as :meth:`fingerprint` read them (one ``stat`` a file per build)."""
         if self.zip is not None:
             return tuple(int(self.zip.getinfo(self.members[name]).file_size) for name in names)
-        return tuple(int((self.source / name).stat().st_size) for name in names)
+        return tuple(self._sizes[name] if name in self._sizes else int((self.source / name).stat().st_size)
+                     for name in names)
 
     def opener(self, name: str):
         if self.zip is None:
@@ -426,7 +430,7 @@ def celeba(
         lacking = (
             _find(root, ATTRIBUTES_FILE, "Anno") is None
             or (split != "all" and _find(root, PARTITION_FILE, "Eval") is None)
-            or (not (root / IMAGES_FOLDER).is_dir() and _find(root, IMAGES_ZIP, "Img") is None)
+            or (_images_folder(root) is None and _find(root, IMAGES_ZIP, "Img") is None)  # as _Images finds them
         )
         if lacking:  # into data.path when given (configs/celeba.yaml gives one), else the cache
             download_celeba(root)

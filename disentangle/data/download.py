@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+import secrets
 import urllib.error
 import urllib.request
 import zipfile
@@ -167,8 +167,10 @@ def download_url(
     if checksum is not None:
         algorithm, expected = _split_checksum(checksum)
         hasher = hashlib.new(algorithm)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
+    # not tempfile.mkstemp, whose files are owner-only: the usual 0o666 & ~umask, so a cache folder shared
+    # by a group (DISENTANGLE_DATA) can be read by all, as disentangle._core.atomic writes its files
+    tmp = dest.parent / f".{dest.name}.{secrets.token_hex(8)}.part"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
 
     def too_large(what: str) -> OversizeDownloadError:
         return OversizeDownloadError(

@@ -265,7 +265,7 @@ def from_torch(
     num_workers: int = 0,
     device: str | torch.device = "cpu",
     name: str | None = None,
-    alpha: str = "composite",
+    alpha: str = "keep",
 ) -> SampleDataset:
     """A :class:`SampleDataset` from any map-style ``torch.utils.data.Dataset``.
 
@@ -279,16 +279,18 @@ def from_torch(
     stored as ``uint8`` on ``device``; the trainer then samples them by index. A ``device`` that is
     not a device of this machine (``"cuda"`` without CUDA, ``"gpu"``) is a
     :class:`~disentangle.ConfigError` naming the devices there are, before any item is read
-    (:func:`disentangle._core.devices.check_device`). ``alpha``: ``"composite"`` (default) takes an
-    image of four channels as RGBA and composites it on black, as a PIL image's alpha and an image
-    folder's are (three channels stored); ``"keep"`` stores the four channels as they are.
+    (:func:`disentangle._core.devices.check_device`). ``alpha``: ``"keep"`` (default) stores an
+    array or tensor of four channels as it is (RGB-D, four bands: a fourth channel is not always an
+    alpha); ``"composite"`` takes it as RGBA and composites it on black, as a PIL image's alpha and
+    an image folder's are (three channels stored). A PIL image's mode says what it is: RGBA is
+    always composited.
     """
     from torch.utils.data import DataLoader
 
     from .._core import checks
 
     device = check_device(device, "device")
-    composite = checks.choice("alpha", alpha, ("composite", "keep")) == "composite"
+    composite = checks.choice("alpha", alpha, ("keep", "composite")) == "composite"
 
     what = name or f"the torch dataset {type(dataset).__name__}"
     try:
@@ -318,6 +320,10 @@ def from_torch(
             image = _image_to_uint8(image, index, what, composite)
             if images is None:
                 images = torch.empty((n, *image.shape), dtype=torch.uint8)
+                if image.shape[0] == 4:
+                    logger.info("%s: images of four channels, stored as they are; for RGBA images, "
+                                "from_torch(..., alpha='composite') composites them on black as an image folder does.",
+                                what)
                 if has_labels:
                     labels = np.empty((n, len(label)), dtype=np.int64)
             elif image.shape[0] != images.shape[1]:
@@ -376,10 +382,10 @@ def _is_image(value: Any) -> bool:
 CHANNELS = (1, 3, 4)
 
 
-def _image_to_uint8(image: Any, index: int, what: str, composite: bool = True) -> torch.Tensor:
+def _image_to_uint8(image: Any, index: int, what: str, composite: bool = False) -> torch.Tensor:
     """An item's image as a ``(C, H, W)`` uint8 tensor: ``(H, W, C)`` (numpy's and PIL's layout) when
-    its last axis has 1, 3 or 4 entries and its first has not, else ``(C, H, W)``. Four channels are
-    RGBA, composited on black as a PIL image or an image folder's file is (RGB out)."""
+    its last axis has 1, 3 or 4 entries and its first has not, else ``(C, H, W)``. With ``composite``,
+    four channels are RGBA, composited on black as a PIL image or an image folder's file is (RGB out)."""
     out = _image_to_uint8_channels(image, index, what)
     if out.shape[0] != 4 or not composite:
         return out

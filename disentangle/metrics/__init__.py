@@ -183,10 +183,11 @@ def refuse_without_a_posterior(metric: str, model: Any, fix: str | None = None) 
     """Raise :class:`~disentangle.ConfigError` when ``metric`` (one of the posterior metrics, or a
     metric's estimator that samples the posterior) is asked of a GAN; ``fix`` replaces the advice."""
     if not has_a_posterior(model):
+        default = f"Leave {metric} out; 'all' leaves it out for GANs."
         raise ConfigError(
             f"{metric} scores a VAE's posterior q(z|x), and this model is a GAN: its codes have a uniform prior "
             f"and no posterior (its encode is an inference network's guess, with a fixed unit variance), so the "
-            f"numbers would mean nothing. {fix or f'Leave {metric} out; all leaves it out for GANs.'}"
+            f"numbers would mean nothing. {fix or default}"
         )
 
 

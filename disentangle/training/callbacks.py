@@ -426,6 +426,10 @@ class EarlyStopping(Callback):
         if self._term_checked or self.monitor.startswith("metrics/"):
             return
         self._term_checked = True
+        from .._core import distributed
+
+        if distributed.is_distributed():  # raised here on rank 0 alone, the others would wait at a collective:
+            return                        # under torchrun the first log step names it, on every rank at once
         logged = {*logged_names(terms), *getattr(trainer, "scheduled", {}), *SPEED_TERMS}
         if self.monitor not in logged:
             self._refuse(logged)

@@ -590,9 +590,9 @@ class Trainer:
         overrides this.
 
         Under torchrun callbacks run on the main process only: the main process's rate reaches every
-        process where they next meet, at the end of the next log or checkpoint step (at once when
-        called from ``on_log``, ``on_evaluate`` or at such a step's ``on_step_end``), so all train
-        with one rate from the same step on."""
+        process where they next meet, at the end of the next log, evaluation or checkpoint step (at
+        once when called from ``on_log``, ``on_evaluate`` or at such a step's ``on_step_end``), so all
+        train with one rate from the same step on."""
         if optimizer not in self.optimizers:
             raise ConfigError(
                 f"set_learning_rate: no optimizer '{optimizer}'; this run has {', '.join(sorted(self.optimizers))}."
@@ -1012,9 +1012,9 @@ class Trainer:
                 callback.log_images(self)
 
     def _share_learning_rates(self, due: tuple[str, ...]) -> None:
-        """Under torchrun, at a log or checkpoint step (where the ranks meet anyway): the rates the
-        main process's callbacks set since the last such step (:meth:`set_learning_rate`), on every rank."""
-        if not distributed.is_distributed() or not ("log" in due or "checkpoint" in due):
+        """Under torchrun, at a log, evaluation or checkpoint step (where the ranks meet anyway): the rates
+        the main process's callbacks set since the last such step (:meth:`set_learning_rate`), on every rank."""
+        if not distributed.is_distributed() or not ({"log", "evaluate", "checkpoint"} & set(due)):
             return
         pending = distributed.broadcast_object(self._pending_rates)
         self._pending_rates = {}

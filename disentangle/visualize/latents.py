@@ -35,8 +35,14 @@ def latent_codebook(model: Any) -> torch.Tensor | None:
 @torch.no_grad()
 def decoder_code(model: Any, images: torch.Tensor) -> torch.Tensor:
     """The code the decoder is given for ``images``: the posterior means ``μ(x)``, quantised to the
-    codebook for a model with quantised latents (its decoder was trained on codebook values)."""
+    codebook for a model with quantised latents (its decoder was trained on codebook values); a
+    categorical code's probabilities (Elastic-InfoGAN's last K codes) as the one-hot of the likeliest
+    category (its generator was trained on near one-hot samples, not on a mix of categories)."""
     mu, _ = model.encode(images.to(model_device(model)))
+    k = int(getattr(model, "num_categories", 0) or 0)
+    if k:
+        mu = mu.clone()
+        mu[:, -k:] = torch.nn.functional.one_hot(mu[:, -k:].argmax(1), k).to(mu.dtype)
     book = latent_codebook(model)
     if book is None:
         return mu

@@ -202,8 +202,9 @@ def traversal_animation(
     In frame ``k`` every panel ``j`` shows the decoder output with ``z_j`` set to
     :func:`sweep_values` ``(num_frames, limit)[k]`` and the other latents at ``μ(image)``. Panels are
     the ``dims`` given, else the :func:`active_latents` (``KL >= min_kl``; all latents when none
-    is; every latent, by KL, for a generator with a uniform code prior, InfoGAN's: it is given every
-    code, and its encoder's "KL" says how sure the recovery is, not whether the code is used), labelled ``z<j>``, ``ncol`` per row (default ``ceil(sqrt(panels))``), under a title strip
+    is; every code, by the spread of its inferred values, for a generator with a uniform code prior,
+    InfoGAN's: it is given every code; a categorical code's slots are one panel, ``category``, stepping
+    through its one-hot categories), labelled ``z<j>``, ``ncol`` per row (default ``ceil(sqrt(panels))``), under a title strip
     with the current value. Returns ``num_frames`` equal-sized ``(H', W', 3)`` uint8 arrays. For a
     model with quantised latents each panel steps through its own codebook values on the same
     triangle wave (title ``value k of V``) and ``kl`` is the code entropy in bits.
@@ -211,7 +212,7 @@ def traversal_animation(
     image = image[:1] if image.ndim == 4 else image[None]
     kl = _scores_or_compute(model, image, kl)
     if dims is not None:
-        panels = [int(d) for d in dims]
+        panels = _rows(model, [int(d) for d in dims])
     elif code_limit(model) == 1.0:  # a generator (InfoGAN's): it is given every code, so every one is shown
         panels = _rows(model, latent_order(kl))
     else:

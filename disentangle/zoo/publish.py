@@ -81,6 +81,45 @@ def check_not_a_recipe(name: str) -> None:
         )
 
 
+def check_not_a_shipped_model(name: str, manifest_path: Path) -> None:
+    """Refuse, for a manifest of the user's, the name of a pretrained model the package ships: a later
+    manifest's entry replaces the package's (:mod:`~disentangle.zoo.manifest`), so every
+    ``zoo:NAME`` would then load the user's model as if it were the published one."""
+    if manifest_path.resolve() == _manifest.SHIPPED_MANIFEST.resolve():
+        return
+    if name in _manifest.read_manifest(_manifest.SHIPPED_MANIFEST)["models"]:
+        raise ConfigError(
+            f"'{name}' is a pretrained model the package ships; a model of that name in {manifest_path} would "
+            f"replace it wherever that manifest is read (zoo:{name} would load yours as the published one). Name "
+            f"yours otherwise, e.g. {name}-mine."
+        )
+
+
+def check_recipe(recipe: str, config: dict[str, Any], run_dir: Path) -> None:
+    """Refuse a ``--recipe`` that is no zoo name or shipped config, or whose config trains another kind
+    of model than the run (its data, backbone, latent size or objective differ): the record would
+    tell users that recipe trained these weights."""
+    from ..errors import UnknownNameError
+    from . import config_dict
+
+    try:
+        recipe_config = config_dict(recipe)
+    except UnknownNameError as err:
+        raise ConfigError(f"--recipe '{recipe}' is no zoo recipe or shipped config: {err}") from None
+    keys = (("data", "name"), ("model", "backbone"), ("model", "latent_dim"), ("objective", "name"))
+    differ = []
+    for section, key in keys:
+        theirs, ours = (recipe_config.get(section) or {}).get(key), (config.get(section) or {}).get(key)
+        if theirs is not None and theirs != ours:
+            differ.append(f"{section}.{key} {theirs!r} there, {ours!r} in the run")
+    if differ:
+        raise ConfigError(
+            f"--recipe '{recipe}' does not train the model of '{run_dir}': {'; '.join(differ)}. Name the recipe that "
+            f"trained it, or leave --recipe out (the record then names none, or the Locatello et al. model number "
+            f"its config matches)."
+        )
+
+
 def machine_info() -> dict[str, Any]:
     """The machine publishing the model: OS, architecture, CPU model and its x86 family/model, core
     count, torch's CPU capability and the CPU's native bf16 flags, torch (and the GPU when there is one)."""
@@ -215,6 +254,7 @@ def publish(
     if manifest is None:
         check_shipped_manifest_writable(_manifest.SHIPPED_MANIFEST)
     manifest_path = Path(manifest) if manifest is not None else _manifest.SHIPPED_MANIFEST
+    check_not_a_shipped_model(name, manifest_path)
     weights_folder = Path(weights_dir) if weights_dir is not None else manifest_path.parent / "weights"
     metric_names = resolve_metric_names(list(metrics) if metrics is not None else list(DEFAULT_METRICS))
     settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
@@ -260,6 +300,8 @@ def publish(
     from ..objectives.class_content import class_content_settings
 
     settings = class_content_settings(config, metric_names, settings)  # a class/content model's split
+    if recipe is not None:
+        check_recipe(recipe, config, run_dir)
     if recipe is None:
         number = model_number_for_config(config)
         recipe = name_of_model_number(number) if number is not None else None

@@ -213,7 +213,9 @@ def pretrained_schedules(models: dict[str, dict[str, Any]] | None = None) -> str
     models = read_manifest() if models is None else models
     if not models:
         return ""
-    header = ["name", "data", "model", "steps", "batch", "lr", "precision", "wall time", "machine", "file"]
+    header = ["name", "data", "model", "steps", "batch", "lr", "train.precision", "wall time", "published on", "file"]
+    # a run trained over several sessions (the 300k campaign: `sweep run --resume-precision`, machines of
+    # their own) may have trained spans in another precision or on other machines: its notes name them
     rows = []
     for name in sorted(models):
         r = models[name]
@@ -221,6 +223,11 @@ def pretrained_schedules(models: dict[str, dict[str, Any]] | None = None) -> str
         train, model = cfg.get("train", {}), cfg.get("model", {})
         machine = r.get("machine", {})
         machine_text = f"{machine.get('cpu', '?')} × {machine.get('cpu_count', '?')}" if machine else "–"
+        spans = "for steps" in (r.get("notes") or "")  # the notes name each session's span (publish.py)
+        precision_text = str(train.get("precision", "?"))
+        if spans:
+            precision_text += " (sessions: notes)"
+            machine_text += " (sessions: notes)"
         size = r.get("size")
         rows.append([
             f"`{name}`",
@@ -229,7 +236,7 @@ def pretrained_schedules(models: dict[str, dict[str, Any]] | None = None) -> str
             f"{r.get('trained_steps', 0):,}",
             str(train.get("batch_size", "?")),
             f"{train.get('lr', '?'):g}" if isinstance(train.get("lr"), (int, float)) else "?",
-            str(train.get("precision", "?")),
+            precision_text,
             _minutes(r.get("wall_time_s")),
             machine_text,
             f"{size / 1e6:.2f} MB" if isinstance(size, int) else "–",

@@ -357,6 +357,14 @@ def test_download_true_fetches_into_data_path_or_the_cache(tmp_path, monkeypatch
     assert fetched == [target] and ds.files == ("000003.jpg", "000006.jpg")
     celeba(path, image_size=16, split="valid", download=True, cache=str(tmp_path / "cache"))
     assert fetched == [target]  # all there: nothing fetched
+    # the Drive layout, unpacked in place (Anno/, Eval/, Img/img_align_celeba/): all there too
+    drive = tmp_path / "drive"
+    write_celeba(drive)
+    for name, sub in (("list_attr_celeba.txt", "Anno"), ("list_eval_partition.txt", "Eval"), ("img_align_celeba", "Img")):
+        (drive / sub).mkdir()
+        (drive / name).rename(drive / sub / name)
+    celeba(str(drive), image_size=16, split="valid", download=True, cache=str(tmp_path / "cache"))
+    assert fetched == [target]
 
 
 def test_the_shipped_celeba_config_trains_as_the_guide_runs_it(tmp_path, monkeypatch, one_thread):

@@ -121,3 +121,16 @@ def test_a_compressed_archive_damaged_inside_is_one_paragraph(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptDataFileError, match="could not be read as a .npz archive"):
         load_npz_array(path, "imgs")
+
+
+def test_a_downloaded_file_gets_the_umask_s_mode_not_owner_only(tmp_path, source):
+    """tempfile.mkstemp made every cached file 0600, so a cache shared by a group could not be read."""
+    import os
+
+    before = os.umask(0o022)
+    try:
+        got = download_url(source.as_uri(), tmp_path / "shared" / "payload.bin", _md5(source), progress=False)
+    finally:
+        os.umask(before)
+    assert got.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in got.parent.iterdir()] == ["payload.bin"]

@@ -111,7 +111,7 @@ def test_from_torch_reads_numpy_s_height_width_channels_layout():
     assert chw.image_shape == (3, 8, 10)
     # RGBA: composited on black, as a PIL image's alpha is (round(value * alpha / 255)); or kept
     rgba = rng.integers(0, 256, (8, 10, 4), dtype=np.uint8)
-    composited = from_torch(_Items([rgba]))
+    composited = from_torch(_Items([rgba]), alpha="composite")
     expected = np.rint(rgba[..., :3].astype(np.float64) * rgba[..., 3:] / 255).astype(np.uint8)
     assert composited.image_shape == (3, 8, 10)
     assert np.abs(composited.images[0].numpy().transpose(1, 2, 0).astype(int) - expected).max() <= 1
@@ -119,7 +119,7 @@ def test_from_torch_reads_numpy_s_height_width_channels_layout():
 
     as_pil = from_torch(_Items([Image.fromarray(rgba, mode="RGBA")]))
     assert torch.equal(composited.images, as_pil.images)  # the same as the PIL image's
-    assert from_torch(_Items([rgba]), alpha="keep").image_shape == (4, 8, 10)
+    assert from_torch(_Items([rgba])).image_shape == (4, 8, 10)  # four channels kept by default (RGB-D, bands)
     assert from_torch(_Items([torch.zeros(5, 6, 7)])).image_shape == (5, 6, 7)  # 5 channels, as before
 
 

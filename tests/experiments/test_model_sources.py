@@ -141,3 +141,21 @@ def test_scores_of_another_step_are_not_merged_into_a_record(sprites_run, tmp_pa
     assert rc == 2
     assert "at step 4" in capsys.readouterr().err
     assert json.loads((run / "metrics.json").read_text()) == first  # untouched
+
+
+def test_a_changed_weight_file_loaded_by_path_does_not_claim_the_zoo_name(fetched_file, tmp_path, caplog):
+    """Its metadata still names the published model; its bytes are not that model's (one weight byte
+    flipped): it loads as the file it is, with a warning, without the zoo name."""
+    import logging
+    import struct
+
+    data = bytearray(fetched_file.read_bytes())
+    (header,) = struct.unpack("<Q", bytes(data[:8]))
+    data[8 + header + (len(data) - 8 - header) // 2] ^= 0x01
+    changed = tmp_path / "changed.safetensors"
+    changed.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="disentangle.loading"):
+        model = disentangle.load(changed)
+    assert getattr(model, "zoo_name", None) is None and model.trained_steps == 20_000
+    assert f"names itself the zoo model {ZOO_NAME}, but its bytes are not that model's" in caplog.text
+    assert getattr(disentangle.load(fetched_file), "zoo_name", None) == ZOO_NAME

@@ -431,3 +431,14 @@ def test_keep_checkpoints_refuses_steps_without_a_checkpoint_before_anything_is_
     # the last step always has a checkpoint
     fit(load_config(None, tiny_overrides(out, steps=6, **{"train.callbacks": "[{name: keep_checkpoints, steps: [6]}]"})))
     assert (out / "kept" / "step_0000006" / "checkpoint.pt").is_file()
+
+
+def test_under_torchrun_a_misspelt_term_is_left_to_the_first_log_step(tmp_path, tiny_overrides):
+    """Raised in on_step_end on rank 0 alone, the other ranks would wait at their next collective: the
+    first log step (run on every rank at once) names it there."""
+    stopper = EarlyStopping(monitor="los")
+    with mock.patch("disentangle._core.distributed.is_distributed", return_value=True):
+        stopper.on_step_end(None, 1, {"loss": torch.tensor(1.0)})
+    assert stopper._term_checked
+    with pytest.raises(InputError, match="monitors 'los'"):
+        EarlyStopping(monitor="los").on_step_end(None, 1, {"loss": torch.tensor(1.0)})

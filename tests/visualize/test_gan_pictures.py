@@ -77,3 +77,21 @@ def test_an_elastic_infogans_category_is_drawn_and_traversed_one_hot(monkeypatch
     assert traversals._label(gan, 2, 4.0) == "category (z2-z4)"
     frames = traversals.traversal_animation(gan, torch.zeros(1, 1, 16, 16), kl=np.arange(5.0), num_frames=4)
     assert len(frames) == 4 and seen.pop().shape[0] == 3 * 4  # z0, z1 and the category
+
+
+def test_the_category_is_one_panel_whatever_dims_name_and_starts_one_hot(monkeypatch):
+    """Traversals given dims that name the category's slots show it once; the other codes' rows start
+    from the likeliest category one-hot, not from Q's mix of probabilities."""
+    import numpy as np
+
+    from disentangle.visualize.latents import decoder_code
+
+    gan, seen = _categorical(monkeypatch)
+    probabilities = torch.tensor([[0.3, -0.5, 0.34, 0.36, 0.30]])
+    monkeypatch.setattr(gan, "encode", lambda x: (probabilities.expand(len(x), -1), torch.zeros(len(x), 5)))
+    start = decoder_code(gan, torch.zeros(1, 1, 16, 16))
+    assert torch.equal(start, torch.tensor([[0.3, -0.5, 0.0, 1.0, 0.0]]))
+    frames = traversals.traversal_animation(gan, torch.zeros(1, 1, 16, 16), kl=np.arange(5.0), num_frames=4,
+                                            dims=[0, 2, 3, 4])
+    z = seen.pop().reshape(2, 4, 5)  # z0 and the category, once
+    assert len(frames) == 4 and torch.equal(z[0, :, 2:], torch.tensor([0.0, 1.0, 0.0]).expand(4, 3))

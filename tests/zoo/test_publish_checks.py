@@ -249,3 +249,45 @@ def test_without_manifest_an_installed_package_s_manifest_is_refused_before_any_
     err = capsys.readouterr().err
     assert "which is inside the installed package" in err and "--manifest ~/myzoo/manifest.json" in err
     assert spy == [] and json.loads(installed.read_text())["models"] == {}
+
+
+@pytest.mark.parametrize("recipe, fragment", [
+    ("no/such/recipe", "--recipe 'no/such/recipe' is no zoo recipe or shipped config"),
+    ("sprites/beta_vae", "--recipe 'sprites/beta_vae' does not train the model of"),
+])
+def test_a_recipe_that_did_not_train_the_run_is_refused_before_any_work(recipe, fragment, tmp_path, tiny_run,
+                                                                         capsys, spy):
+    """The record would tell users that recipe trained these weights (a tiny MLP on the test grid)."""
+    manifest = tmp_path / "zoo" / "manifest.json"
+    assert zoo_main(["publish", str(tiny_run), "--name", "tiny-s0", "--recipe", recipe, "--metrics", "mig",
+                     "--manifest", str(manifest), *FAST[:2]]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and spy == [] and not manifest.exists()
+    if "does not train" in err:
+        assert "data.name 'sprites' there, '_tiny" in err and "model.backbone 'conv64' there, 'mlp' in the run" in err
+
+
+def test_a_shipped_models_name_is_refused_for_a_manifest_of_ones_own(tmp_path, tiny_run, capsys, spy):
+    """A later manifest's entry replaces the package's: zoo:NAME would load the user's model as the
+    published one."""
+    manifest = tmp_path / "zoo" / "manifest.json"
+    name = "beta_tcvae-sprites-beta6-cpu20k-ref-s0"
+    assert zoo_main(["publish", str(tiny_run), "--name", name, "--metrics", "mig", "--manifest", str(manifest),
+                     *FAST[:2]]) == 2
+    err = capsys.readouterr().err
+    assert f"'{name}' is a pretrained model the package ships" in err and f"e.g. {name}-mine" in err
+    assert spy == [] and not manifest.parent.exists()
+
+
+def test_every_published_models_recipe_trains_its_kind_of_model(tmp_path):
+    """What publish now checks of --recipe holds for every shipped model's recorded recipe."""
+    from disentangle.zoo import manifest
+    from disentangle.zoo.publish import check_recipe
+
+    models = manifest.read_manifest(manifest.SHIPPED_MANIFEST)["models"]
+    checked = 0
+    for name, record in models.items():
+        if record.get("recipe"):
+            check_recipe(record["recipe"], record["config"], tmp_path / name)
+            checked += 1
+    assert checked >= 35

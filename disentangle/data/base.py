@@ -340,6 +340,11 @@ class IndexedImageDataset(GridDataset):
         with :meth:`to`: batches are gathered on the host and copied to the device one at a time
         (``data.placement: stream``, :func:`~disentangle.data.samples.choose_placement`). The same
         indices are drawn either way, so on a CPU a streamed run repeats an in-memory one bit for bit.
+    rows:
+        Optional int64 permutation ``(N,)``: grid point ``i`` is the image ``images[rows[i]]``, for
+        images stored in another order than the grid's (a memory-mapped file streamed as it lies,
+        :func:`~disentangle.data.from_arrays`, rather than copied into grid order). None (default):
+        the images are in grid order.
 
     The images are stored and :meth:`transform` is the identity, so observations are
     deterministic.
@@ -359,6 +364,7 @@ class IndexedImageDataset(GridDataset):
         scale: float = 1.0 / 255.0,
         factor_values: Sequence[np.ndarray] | None = None,
         stream: bool = False,
+        rows: torch.Tensor | None = None,
     ) -> None:
         if images.dtype != torch.uint8:
             raise TypeError(f"images must be a uint8 tensor, got {images.dtype}.")
@@ -374,6 +380,12 @@ class IndexedImageDataset(GridDataset):
                 f"has {expected} points; the images must cover the grid in row-major order."
             )
         self.images = images
+        if rows is not None:
+            rows = torch.as_tensor(rows, dtype=torch.int64)
+            if rows.shape != (expected,) or not torch.equal(torch.sort(rows).values, torch.arange(expected)):
+                raise ValueError(f"rows must be a permutation of the {expected} image rows, one per grid point.")
+            rows = rows.to(images.device)
+        self.rows = rows
         self.scale = float(scale)
         self.factor_values = None if factor_values is None else [np.asarray(v) for v in factor_values]
         self.stream = bool(stream)
@@ -392,10 +404,13 @@ class IndexedImageDataset(GridDataset):
             return self
         super().to(device)
         self.images = self.images.to(self.device)
+        if getattr(self, "rows", None) is not None:
+            self.rows = self.rows.to(self.device)
         return self
 
     def raw(self, indices: torch.Tensor) -> torch.Tensor:
-        return gather_rows(self.images, indices)
+        rows = getattr(self, "rows", None)  # a dataset pickled before rows existed has none
+        return gather_rows(self.images, indices if rows is None else rows[indices.to(rows.device)])
 
 
 def gather_rows(images: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:

@@ -154,10 +154,11 @@ def from_arrays(
     Notes
     -----
     The stored images share memory with ``images`` when these are already a contiguous uint8
-    array in grid order (no copy); otherwise they are a copy. So a memory-mapped ``(N, C, H, W)``
-    uint8 array (``np.load(path, mmap_mode="r")``, in grid order for a grid) larger than memory,
-    streamed, stays in its file: the operating system pages in the images each batch draws (give
-    ``scale``, e.g. ``1 / 255``, or the images are read once to find their largest value).
+    array in grid order (no copy), or, streamed, in any order (a grid point then reads its image
+    through :attr:`~disentangle.data.IndexedImageDataset.rows`); otherwise they are a copy. So a
+    memory-mapped ``(N, C, H, W)`` uint8 array (``np.load(path, mmap_mode="r")``) larger than
+    memory, streamed, stays in its file: the operating system pages in the images each batch draws
+    (give ``scale``, e.g. ``1 / 255``, or the images are read once to find their largest value).
     """
     device = check_device(device, "device")
     from .._core import checks
@@ -213,14 +214,18 @@ def from_arrays(
     if len(factor_names) != len(sizes):
         raise ValueError(f"{len(factor_names)} factor_names for {len(sizes)} factors.")
     fmt = infer_layout(images.shape) if layout == "auto" else layout
-    if not np.array_equal(order, np.arange(order.size)):
-        images = images[order]
     if scale is None:
         scale = 1.0 if int(images.max(initial=0)) <= 1 else 1.0 / 255.0
     placed, reason = choose_placement(placement, images.nbytes, device)
+    rows = None
+    if not np.array_equal(order, np.arange(order.size)):
+        if placed == "stream":  # as they lie (a memory map larger than memory is not copied): read through rows
+            rows = torch.from_numpy(np.ascontiguousarray(order, dtype=np.int64))
+        else:
+            images = images[order]
     tensor = _host_images(images, fmt, placed == "stream")
     dataset = IndexedImageDataset(tensor if placed == "stream" else tensor.to(device), factor_names, sizes,
-                                  scale=scale, factor_values=factor_values, stream=placed == "stream")
+                                  scale=scale, factor_values=factor_values, stream=placed == "stream", rows=rows)
     dataset.placement, dataset.placement_reason = placed, reason
     return dataset
 

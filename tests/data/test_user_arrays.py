@@ -91,3 +91,28 @@ def test_a_memory_mapped_array_streams_from_its_file_without_a_copy(tmp_path, mo
     assert build_dataset(config).stream and not build_dataset({**config, "placement": "device"}).stream
     with pytest.raises(Exception, match="placement"):
         from_arrays(stack, labels, placement="disk")
+
+
+def test_a_memory_mapped_grid_out_of_grid_order_streams_without_a_copy(tmp_path):
+    """Its rows shuffled (a grid saved in another order): streamed, the images stay in the file and a
+    grid point reads its image through ``rows``; the batches, the grid's raw images and the observations
+    of given factors are those of the in-memory copy sorted into grid order."""
+    rng = np.random.default_rng(0)
+    stack = rng.integers(0, 256, (12, 1, 5, 5), dtype=np.uint8)
+    labels = np.stack(np.unravel_index(np.arange(12), (3, 4)), 1)
+    shuffle = rng.permutation(12)
+    np.save(tmp_path / "images.npy", stack[shuffle])
+    mapped = np.load(tmp_path / "images.npy", mmap_mode="r")
+    streamed = from_arrays(mapped, labels[shuffle], placement="stream")
+    held = from_arrays(stack[shuffle].copy(), labels[shuffle], placement="device")
+    assert streamed.images.data_ptr() == mapped.ctypes.data and streamed.rows is not None  # the file's pages
+    assert held.rows is None and torch.equal(held.images, torch.from_numpy(stack))  # copied into grid order
+    every = torch.arange(12)
+    assert torch.equal(streamed.raw(every), held.raw(every))
+    g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    assert torch.equal(streamed.sample_batch(16, g1), held.sample_batch(16, g2))
+    factors = np.array([[2, 3], [0, 1]])
+    assert torch.equal(streamed.sample_observations_from_factors(factors, np.random.default_rng(0)),
+                       held.sample_observations_from_factors(factors, np.random.default_rng(0)))
+    with pytest.raises(ValueError, match="rows must be a permutation of the 12 image rows"):
+        type(held)(held.images, ("a", "b"), (3, 4), rows=torch.zeros(12, dtype=torch.int64))

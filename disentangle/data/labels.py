@@ -6,7 +6,9 @@ Few Labels", ICLR 2020; the reference is disentanglement_lib's
 
 A labelled set is drawn once, from its own seed (``seed``, the reference's ``supervised_seed``),
 independent of the run's seed, so that every run of a sweep sees the same labelled images and the
-same validation images:
+same validation images (on one kind of device: a per-image nuisance, as the colour and noise
+variants draw, comes from a torch generator on the dataset's device, and CUDA's draws other numbers
+than the CPU's):
 
 1. ``num_labelled`` factor vectors, each factor uniform over its classes, and their observations
    (any per-image nuisance drawn from the same seed);

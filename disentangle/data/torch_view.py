@@ -57,9 +57,8 @@ class TorchDataset(Dataset):
         if i < 0:
             i += n
         if not 0 <= i < n:
-            from .samples import SampleDataset
-
-            what = "images" if isinstance(self.dataset, SampleDataset) else "grid points"
+            # a grid maps factors to indices; a sample of images has no grid (no import of either: a loop)
+            what = "grid points" if callable(getattr(self.dataset, "factors_to_indices", None)) else "images"
             raise IndexError(f"index {index} is out of range for a dataset of {n:,} {what}.")
         return i
 

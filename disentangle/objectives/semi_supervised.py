@@ -29,8 +29,13 @@ objective           unsupervised twin             disentanglement_lib
 The labelled set is the config's ``data.labels`` (1,000 perfect labels, 90 % for training, seed 0
 unless it says otherwise): the trainer draws it and hands it over with :meth:`attach_labels` before
 the optimizers are built. Learned parameters of ``R_s`` (``l2``'s scale, ``embed``'s embeddings)
-get an optimizer of their own named ``"supervised"``, with the run's optimizer and learning rate
-(the reference trains them with the VAE's optimizer), stepped on the same loss.
+get an optimizer of their own named ``"supervised"``, with the run's optimizer and learning rate,
+stepped on the same loss. The reference trains them with the VAE's optimizer, except in
+``s2_factor_vae``, whose VAE step minimises over the encoder's and decoder's variables only, so
+there ``l2``'s scale stays 1 and ``embed``'s embeddings stay at their initial values: here they
+train in every S² objective (a deviation). ``s2_beta_tcvae``'s unsupervised part is this library's
+``beta_tcvae`` (its default ``mss`` total-correlation estimator and sampled KL), where the
+reference adds ``(β − 1)`` times a minibatch-weighted TC to the analytic KL.
 
 Supervision parameters (config keys of every S² objective): ``gamma_sup`` (default 4; Locatello
 et al. 2020 sweep it), ``supervised_loss`` (default ``xent``), ``supervised_schedule`` (default

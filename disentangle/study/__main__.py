@@ -75,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         apply_import_option(args.imports)
         apply_threads_option(args.threads)
         if args.few_labels:  # a bad name is refused before the report folder is written
-            from ..metrics import resolve_metric_names
+            from .._core.checks import choice
+            from .few_labels import VALIDATION_METRICS
 
-            resolve_metric_names([args.few_labels])
+            choice("--few-labels", args.few_labels, VALIDATION_METRICS)
         result = analyze(
             args.input,
             args.out,

@@ -63,3 +63,25 @@ def test_the_validation_pick_on_a_sweep_folder(tmp_path, tiny_dataset, tiny_data
     files = write_selection(sel, tmp_path / "report")
     assert "picks r0" in files["few_labels.md"].read_text()
     assert files["few_labels.csv"].read_text().splitlines()[1].startswith("r0,")
+
+
+def test_runs_scored_on_different_numbers_of_validation_images_are_warned_of(caplog):
+    """An S² run validates on its own data.labels (100 images at train_fraction 0.9 of 1,000), an
+    unsupervised one on the default 1,000: a metric on few points reads lower, so the ranking is unfair."""
+    import logging
+
+    from disentangle.study.few_labels import warn_of_mixed_validation_counts
+
+    with caplog.at_level(logging.WARNING, logger="disentangle.study.few_labels"):
+        warn_of_mixed_validation_counts({"a": 1000, "b": 1000})
+        assert caplog.text == ""
+        warn_of_mixed_validation_counts({"a": 1000, "b": 100, "c": 1000})
+    assert "different numbers of labelled validation images (1 run(s) on 100, 2 run(s) on 1,000)" in caplog.text
+
+
+def test_a_few_labels_metric_the_study_cannot_use_is_refused_before_the_report(tmp_path, capsys):
+    from disentangle.study.__main__ import main
+
+    assert main([str(tmp_path / "sweep"), "--out", str(tmp_path / "report"), "--few-labels", "sap"]) == 2
+    assert "--few-labels is 'sap', which is not a valid choice" in capsys.readouterr().err
+    assert not (tmp_path / "report").exists()

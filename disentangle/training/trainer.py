@@ -423,6 +423,8 @@ class Trainer:
             seed_everything(cfg.seed)
             self.dataset = build_dataset(cfg.data, device=self.device)
             self.data_given = None
+        # which images a dataset read from files holds (hashed once: CelebA lists 200,000 files)
+        self._data_content = content_identity(self.dataset)
         # seeded after the dataset, so a prebuilt dataset gives the same weights
         seed_everything(cfg.seed)
         # built and drawn on the CPU, then moved: a seed gives the same initial weights on every
@@ -494,7 +496,7 @@ class Trainer:
 
     def _state(self) -> dict[str, Any]:
         given = {"data_given": self.data_given} if self.data_given is not None else {}
-        content = content_identity(self.dataset)
+        content = getattr(self, "_data_content", None)
         if content is not None:  # images read from files: which ones (check_resume_content)
             given["data_content"] = content
         return {**given,
@@ -793,7 +795,7 @@ class Trainer:
             )
         if ckpt is not None:
             check_resume_data(ckpt.get("data_given"), self.data_given, self.config, self.out_dir)
-            check_resume_content(ckpt.get("data_content"), content_identity(self.dataset), self.config, self.out_dir)
+            check_resume_content(ckpt.get("data_content"), self._data_content, self.config, self.out_dir)
             self._restore(ckpt)
             self._restore_callbacks(ckpt.get("callbacks", {}))
             self._checkpoint_step = self.step

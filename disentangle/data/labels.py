@@ -130,12 +130,17 @@ def _field_checks(where: str) -> dict[str, Callable[[Any], Any]]:
 
 # ---------------------------------------------------------------------------- labellers
 def bin_labels(classes: np.ndarray, factor_sizes: tuple[int, ...], num_bins: int) -> tuple[np.ndarray, tuple[int, ...]]:
-    """Factors with more than ``num_bins`` classes binned into ``num_bins`` equal-width bins."""
+    """Factors with more than ``num_bins`` classes binned into ``num_bins`` equal-width bins:
+    ``min(c // (n / num_bins), num_bins − 1)`` for class ``c`` of ``n``, in float32 as
+    disentanglement_lib's ``bin_labeller`` computes it (``semi_supervised_utils.py``), so a class at a
+    bin edge lands where the reference puts it (float64 or exact arithmetic moves a few of them for
+    some ``(n, num_bins)``; none at the default 5 bins)."""
     labels = np.array(classes, dtype=np.int64)
     for j, size in enumerate(factor_sizes):
         if size > num_bins:
             width = size / num_bins
-            labels[:, j] = np.minimum(np.floor(labels[:, j] / width), num_bins - 1).astype(np.int64)
+            binned = labels[:, j].astype(np.float32) // np.float32(width)  # the reference's float32 floor division
+            labels[:, j] = np.minimum(binned, num_bins - 1).astype(np.int64)
     return labels, tuple(min(int(s), num_bins) for s in factor_sizes)
 
 

@@ -117,3 +117,11 @@ def test_a_labelled_set_without_training_labels_validates_only(tiny_dataset):
     assert labelled.num_train == 0 and labelled.validation_images.shape[0] == 30
     with pytest.raises(ConfigError, match="keeps none for training"):
         OBJECTIVES.build("s2_beta_vae").attach_labels(labelled)
+
+
+def test_bin_edges_fall_where_the_references_float32_arithmetic_puts_them():
+    """disentanglement_lib's bin_labeller floor-divides float32 classes by n / num_bins: class 4 of 8
+    in 6 bins is bin 2 there (4 / 1.3333334 = 2.9999998), not the exact 3; class 9 of 18 in 14 bins
+    is bin 7 there, where float64 gave 6."""
+    assert bin_labels(np.array([[4]]), (8,), 6)[0].tolist() == [[2]]
+    assert bin_labels(np.array([[9]]), (18,), 14)[0].tolist() == [[7]]

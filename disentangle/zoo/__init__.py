@@ -169,9 +169,17 @@ def _pretrained_entry(name: str) -> Entry:
         raise RetiredModelError(_retired_message(name, catalog.retired()[name]))
     if found is None or found.pretrained is None:
         trained = names(pretrained=True)
-        what = "is a recipe without pretrained weights" if found is not None else "is not a zoo name"
+        if found is not None:  # a recipe: its method's pretrained models, and how to train it
+            method = str(name).split("-", 1)[0]
+            same = [t for t in trained if t.split("-", 1)[0] == method]
+            kin = (f" Pretrained models of {method}: {', '.join(same)}." if same
+                   else f" No pretrained model is of {method}.")
+            raise UnknownNameError(
+                f"'{name}' is a recipe without pretrained weights.{kin} Train it with python -m disentangle.train "
+                f"--config zoo:{name}, or list every pretrained model with python -m disentangle.zoo list --pretrained."
+            )
         raise UnknownNameError(
-            f"'{name}' {what}.{did_you_mean(str(name), trained)} Pretrained models: "
+            f"'{name}' is not a zoo name.{did_you_mean(str(name), trained)} Pretrained models: "
             f"{', '.join(trained) if trained else '(none in the manifests)'}. Train a recipe with "
             f"python -m disentangle.train --config zoo:NAME, or list the pretrained models with "
             f"python -m disentangle.zoo list --pretrained."

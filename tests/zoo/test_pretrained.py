@@ -321,8 +321,12 @@ def test_offline_error_names_url_hash_and_exact_path(tmp_path, published, monkey
 
 def test_unknown_and_untrained_names(published, monkeypatch):
     monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", str(published[1]))
-    with pytest.raises(UnknownNameError, match="recipe without pretrained weights"):
+    with pytest.raises(UnknownNameError, match="recipe without pretrained weights") as err:
         zoo.load("beta_vae-dsprites-beta4-s0")
+    # its method's pretrained models, not a did-you-mean of another method or the whole list
+    assert "Pretrained models of beta_vae: beta_vae-" in str(err.value)
+    assert "beta_vae-sprites-beta4-cpu20k-ref-s0" in str(err.value)
+    assert "factor_vae" not in str(err.value) and "--config zoo:beta_vae-dsprites-beta4-s0" in str(err.value)
     with pytest.raises(UnknownNameError, match=f"Did you mean '{NAME}'"):
         zoo.load("tiny-mlp-test-s1")
 

@@ -119,6 +119,20 @@ def fetch_entry(entry: Entry, *, progress: bool = True) -> Path:
             f"({entry.manifest}) lists no URL to download it from. Place the file with sha256 "
             f"{entry.sha256} at {place}, or set {MIRROR_ENV} to a mirror that serves {entry.filename}."
         )
+    try:  # a cache folder that cannot be written is no fault of the sources: say so first
+        target.parent.mkdir(parents=True, exist_ok=True)
+        writable = os.access(target.parent, os.W_OK)
+    except OSError as err:
+        writable, why = False, f"{type(err).__name__}: {err}"
+    else:
+        why = "no write permission"
+    if not writable:
+        raise ZooFileError(
+            f"The pretrained model '{entry.name}' would be downloaded into {target.parent}, which cannot be "
+            f"written ({why}). Set DISENTANGLE_DATA to a folder you can write (the zoo's cache is its zoo/), or "
+            f"download {entry.filename} from {urls[0]}, check that its sha256 is {entry.sha256}, and place it at "
+            f"exactly {target}."
+        )
     for url in urls:
         try:
             path = download_verified(url, target, entry.sha256, entry.size, progress=progress)

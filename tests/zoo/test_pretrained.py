@@ -554,3 +554,16 @@ def test_the_machine_record_names_the_cpus_family_and_model(tmp_path):
     assert cpu_family_model(str(tmp_path / "arm")) is None
     assert cpu_family_model(str(tmp_path / "missing")) is None
     assert "cpu_family_model" in machine_info()
+
+
+def test_a_cache_that_cannot_be_written_is_named_not_blamed_on_the_source(tmp_path, published, monkeypatch):
+    """DISENTANGLE_DATA under a file (or without permission): the message names the folder and how to
+    change it, not the download source, which was never tried."""
+    monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", str(remote_manifest(tmp_path, published, [weight_file(published).as_uri()])))
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("DISENTANGLE_DATA", str(blocker / "cache"))
+    with pytest.raises(zoo.ZooFileError, match=r"cannot be written \((FileExistsError|NotADirectoryError).*Set "
+                                               r"DISENTANGLE_DATA to a folder you can write") as err:
+        zoo.fetch(NAME, progress=False)
+    assert "file://" not in str(err.value).split("or download")[0]

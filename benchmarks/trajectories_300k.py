@@ -91,7 +91,9 @@ def precision_before(run: Path, precision: str) -> Callable[[int], str]:
     ``bf16>fp32`` past the step a session began in fp32 (the sessions of ``execution.jsonl``, as
     ``campaign300k/publish.py``'s :func:`precision_spans` reads them; ``sweep run --resume-precision``)."""
     path = run / "execution.jsonl"
-    spans = precision_spans(path.read_text().splitlines() if path.exists() else [], 0)
+    # the last session open-ended (it may be training now): an end of 0 would drop it as one that
+    # trained no step, and the rows past its first step would not say it switched
+    spans = precision_spans(path.read_text().splitlines() if path.exists() else [], 2**62)
 
     def before(step: int) -> str:
         chain = [precision]

@@ -98,6 +98,11 @@ def test_a_trajectory_row_names_the_precisions_that_trained_the_run_up_to_its_st
         (250_000, "bf16"), (260_000, "bf16>fp32"), (270_000, "bf16>fp32")]
     before = script.precision_before(tmp_path / "absent", "fp32")
     assert before(100) == "fp32"
+    # a run whose last session, in another precision, is the one training now (no session after it)
+    (run / "execution.jsonl").write_text("".join(json.dumps({"step": a, "precision": p}) + "\n"
+                                                 for a, p in [(0, "bf16"), (255_041, "fp32")]))
+    assert [(r["step"], r["precision"]) for r in script.logged_rows(run)] == [
+        (250_000, "bf16"), (260_000, "bf16>fp32"), (270_000, "bf16>fp32")]
 
 
 def test_trajectories_read_several_sweeps_and_keep_rows_of_runs_trained_elsewhere(tmp_path, benchmark_script,

@@ -39,7 +39,7 @@ def decoder_code(model: Any, images: torch.Tensor) -> torch.Tensor:
     categorical code's probabilities (Elastic-InfoGAN's last K codes) as the one-hot of the likeliest
     category (its generator was trained on near one-hot samples, not on a mix of categories)."""
     mu, _ = model.encode(images.to(model_device(model)))
-    k = int(getattr(model, "num_categories", 0) or 0)
+    k = num_categories(model)
     if k:
         mu = mu.clone()
         mu[:, -k:] = torch.nn.functional.one_hot(mu[:, -k:].argmax(1), k).to(mu.dtype)
@@ -64,6 +64,12 @@ def code_entropy_per_dim(model: Any, images: torch.Tensor, codebook: torch.Tenso
         p = p[p > 0]
         entropy[j] = float(-(p * np.log2(p)).sum()) + 0.0
     return entropy
+
+
+def num_categories(model: Any) -> int:
+    """K, the slots of a model's categorical code (Elastic-InfoGAN's last K codes, ``VAE.num_categories``);
+    0 for a model without one or that does not say."""
+    return int(getattr(model, "num_categories", 0) or 0)
 
 
 def has_uniform_codes(model: Any) -> bool:

@@ -9,7 +9,7 @@ import torch
 from .._core.checks import positive_int
 from .._core.gaussian import model_device
 from .grids import image_grid
-from .latents import decoder_code, latent_codebook
+from .latents import decoder_code, has_uniform_codes, latent_codebook, num_categories
 
 
 @torch.no_grad()
@@ -59,9 +59,9 @@ def prior_samples(model: Any, num_samples: int = 64, generator: torch.Generator 
         book = book.float().cpu()
         index = torch.randint(book.shape[1], (num_samples, latent_dim), generator=generator)
         z = torch.gather(book.expand(num_samples, -1, -1), 2, index.unsqueeze(2)).squeeze(2)
-    elif getattr(getattr(model, "decoder", None), "code_prior", None) == "uniform":
+    elif has_uniform_codes(model):
         z = torch.rand(num_samples, latent_dim, generator=generator) * 2 - 1
-        k = int(getattr(model, "num_categories", 0) or 0)
+        k = num_categories(model)
         if k:  # Elastic-InfoGAN's categorical code: a category drawn uniformly, one-hot
             z[:, latent_dim - k:] = torch.eye(k)[torch.randint(k, (num_samples,), generator=generator)]
     else:

@@ -35,9 +35,11 @@ from .latents import (
     SCORE_NAMES,
     active_latents,
     decoder_code,
+    has_uniform_codes,
     latent_codebook,
     latent_order,
     latent_scores,
+    num_categories,
     score_kind,
 )
 
@@ -46,7 +48,7 @@ def code_limit(model: Any) -> float:
     """The default traversal range of a model's codes: ±2 prior σ for a Gaussian prior, ±1 for a
     decoder that declares a uniform prior on (−1, 1) (``decoder.code_prior = "uniform"``: the
     InfoGAN generator, which never saw codes outside it)."""
-    return 1.0 if getattr(getattr(model, "decoder", None), "code_prior", None) == "uniform" else 2.0
+    return 1.0 if has_uniform_codes(model) else 2.0
 
 
 def traversal_values(num_values: int = 10, limit: float = 2.0) -> torch.Tensor:
@@ -105,7 +107,7 @@ def latent_traversals(model: Any, x: torch.Tensor, dims: Sequence[int], values: 
 def categorical_start(model: Any) -> int | None:
     """The index of the first of a model's categorical code's K slots (the last K codes of an
     Elastic-InfoGAN generator's), or None for a model without one."""
-    k = int(getattr(model, "num_categories", 0) or 0)
+    k = num_categories(model)
     return int(model.latent_dim) - k if k else None
 
 

@@ -3,7 +3,10 @@
 Source: https://cs.nyu.edu/~ylclab/data/norb-v1.0-small/, six files (``-dat``, ``-cat``, ``-info``
 for the training and the testing half, gzipped). Both halves are used together: 48,600 stereo
 pairs of 96×96 grey images, of which the first camera's image is kept and resized to 64×64
-(Lanczos) once at load time.
+(Lanczos) once at load time. The resized images are stored as uint8, so Lanczos' overshoot at
+sharp edges is clipped to [0, 255]; disentanglement_lib resizes a 32-bit integer image and divides
+by 255 without clipping, so its pixels can leave [0, 1] slightly (by up to about 0.1 on noise, far
+less on these smooth renderings).
 
 The files are in NORB's "binary matrix" format, read here with numpy (no pickle). The layout, as
 documented on the dataset page and read by disentanglement_lib: a little-endian int32 magic number

@@ -18,9 +18,11 @@ Scream-dSprites    a random crop ``p`` of the background image, colour-shifted a
 =================  ==========================================================================
 
 These follow disentanglement_lib's definitions (for a 0/1 mask the blend is exactly its
-``background[mask] = 1 - background[mask]``). The Scream background is the image shrunk to fit
-350×274 (aspect kept, as disentanglement_lib does) and the crop offset is uniform over every
-position where the crop fits.
+``background[mask] = 1 - background[mask]``), with two small differences in Scream-dSprites: the
+background is the image shrunk to fit 350×274 (aspect kept, as disentanglement_lib does) with
+Lanczos after conversion to RGB (the reference's ``thumbnail`` uses PIL's default filter on the
+JPEG), and the crop offset is uniform over every position where the crop fits (the reference's
+``randint(0, 350 - 64)`` never draws the last one).
 
 Registered: ``color_dsprites``, ``noisy_dsprites``, ``scream_dsprites`` (parameters of
 ``dsprites``) and ``color_sprites``, ``noisy_sprites``, ``scream_sprites`` (parameters of

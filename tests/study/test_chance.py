@@ -231,3 +231,19 @@ def test_four_runs_at_two_strengths_are_too_few_to_read_a_trend(tmp_path):
     _write_strength(tmp_path / "r.csv", [1, 8], seeds=2, slope=10.0, rng_seed=0)
     line = _strength_line(analyze(tmp_path / "r.csv", tmp_path / "a", figures=False, progress=False).report)
     assert "too few runs to tell" in line and "p = 0.33" in line and "rises" not in line
+
+
+def test_spearman_leaves_out_the_runs_missing_either_score():
+    """A study in which some runs lack a score (NaN: not scored, or 0/0) correlates the others: ρ and
+    n are those of scipy on the pairs where both are finite, in a single pair or in the matrix."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=12), rng.normal(size=12)
+    a[[1, 7]], b[[4]] = np.nan, np.inf
+    finite = np.isfinite(a) & np.isfinite(b)
+    rho, n = st.spearman(a, b)
+    assert n == 9 == int(finite.sum())
+    assert rho == pytest.approx(spearmanr(a[finite], b[finite]).statistic, abs=1e-12)
+    matrix = st.rank_correlation_matrix({"a": a, "b": b}, ["a"], ["b"])
+    assert matrix.counts[0, 0] == 9 and matrix.values[0, 0] == pytest.approx(rho, abs=1e-12)

@@ -19,6 +19,7 @@ from disentangle.training.checkpoint import (
     load_checkpoint,
     load_latest,
 )
+from disentangle.training.runtime import Stream, stream_seed
 from disentangle.training.trainer import fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -116,6 +117,13 @@ def _as_if_saved_on_a_gpu(run, tmp_path, name):
     return copy
 
 
+class _StreamsAtStart:
+    """A callback that keeps the trainer's generator states as the session starts (after a resume)."""
+
+    def on_fit_start(self, trainer) -> None:
+        self.states = {name: g.get_state() for name, g in trainer._generators().items()}
+
+
 def test_a_run_saved_on_another_kind_of_device_goes_on_here_with_fresh_streams(tmp_path, tiny_overrides, caplog):
     """A GPU's generator states cannot be set on a CPU's generators (it raised a bare RuntimeError): the
     run resumes with its weights and optimizer state, the data and noise streams reseeded from the
@@ -123,12 +131,17 @@ def test_a_run_saved_on_another_kind_of_device_goes_on_here_with_fresh_streams(t
     run = tmp_path / "run"
     fit(load_config(None, tiny_overrides(run, steps=4)))
     saved = torch.load(run / CHECKPOINT_NAME, weights_only=True)
-    finals = []
+    finals, streams = [], _StreamsAtStart()
     for name in ("a", "b"):
         copy = _as_if_saved_on_a_gpu(run, tmp_path, name)
         with caplog.at_level("WARNING", logger="disentangle.training.trainer"):
             caplog.clear()
-            fit(load_config(None, tiny_overrides(copy, steps=8)), resume=True)
+            config = load_config(None, tiny_overrides(copy, steps=8))
+            fit(config, resume=True, callbacks=[streams])
+        # moved on by the step: seeded as seed + stream + 4, not replaying the streams from step 0
+        for stream, state in streams.states.items():
+            expected = torch.Generator().manual_seed(stream_seed(config.seed, Stream[stream.upper()]) + 4)
+            assert torch.equal(state, expected.get_state()), stream
         assert "saved on another kind of device" in caplog.text and "step 4" in caplog.text
         assert "not bit-identical" in caplog.text
         final = torch.load(copy / CHECKPOINT_NAME, weights_only=True)
@@ -140,3 +153,55 @@ def test_a_run_saved_on_another_kind_of_device_goes_on_here_with_fresh_streams(t
     with caplog.at_level("WARNING", logger="disentangle.training.trainer"):
         fit(load_config(None, tiny_overrides(run, steps=8)), resume=True)  # the CPU's own states: no word
     assert "another kind of device" not in caplog.text
+
+
+def _rewrite(path, edit) -> None:
+    """Apply ``edit`` to the checkpoint at ``path`` and write it back with a matching digest."""
+    state = torch.load(path, weights_only=True)
+    state.pop(DIGEST_KEY, None)
+    edit(state)
+    torch.save({**state, DIGEST_KEY: content_digest(state)}, path)
+
+
+def test_a_resumed_fp16_run_takes_up_its_loss_scale(tmp_path, tiny_overrides):
+    """fp16's gradient scaler carries a loss scale that overflows halve and quiet steps grow: a resume
+    goes on with the saved one (a fresh scaler would start again at 65,536 and overflow anew)."""
+    run = tmp_path / "run"
+    fit(load_config(None, tiny_overrides(run, steps=4, **{"train.precision": "fp16"})))
+    assert torch.load(run / CHECKPOINT_NAME, weights_only=True)["precision"]["scale"] != 8192.0
+
+    def halved_three_times(state):
+        state["precision"]["scale"] = 8192.0
+    _rewrite(run / CHECKPOINT_NAME, halved_three_times)
+    (run / PREVIOUS_CHECKPOINT_NAME).unlink(missing_ok=True)
+
+    class Scale:
+        def on_fit_start(self, trainer) -> None:
+            self.value = trainer.precision.scaler.get_scale()
+    scale = Scale()
+    fit(load_config(None, tiny_overrides(run, steps=8, **{"train.precision": "fp16"})), resume=True, callbacks=[scale])
+    assert scale.value == 8192.0
+
+
+def test_a_callback_drawing_from_the_global_generators_resumes_bit_exact(tmp_path, tiny_overrides):
+    """The library draws from its own generators, a user's callback or objective from torch's, NumPy's
+    and Python's global ones: a resumed run gives such code the draws of an uninterrupted run."""
+    import random
+
+    import numpy as np
+
+    class Draws:
+        def __init__(self) -> None:
+            self.seen = []
+
+        def on_step_end(self, trainer, step, terms) -> None:
+            self.seen.append((step, torch.rand(1).item(), float(np.random.rand()), random.random()))
+
+    straight, split = Draws(), Draws()
+    fit(load_config(None, tiny_overrides(tmp_path / "straight", steps=8)), callbacks=[straight])
+    fit(load_config(None, tiny_overrides(tmp_path / "split", steps=4)), callbacks=[split])
+    # another process's draws in between: the resume must not depend on the global state it finds
+    torch.rand(5), np.random.rand(5), random.random()
+    fit(load_config(None, tiny_overrides(tmp_path / "split", steps=8)), resume=True, callbacks=[split])
+    assert [s for s, *_ in split.seen] == list(range(1, 9))
+    assert split.seen == straight.seen

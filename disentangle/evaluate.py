@@ -397,6 +397,9 @@ def check_output(output: str | Path, given: bool) -> Path:
                     f"existing one or a new one), e.g. --output {parent.parent / output.name}."
                 )
             break
+    from ._core.writable import check_writable
+
+    check_writable(output.parent, what, f"--output {Path('scores') / output.name}")
     return output
 
 

@@ -172,3 +172,19 @@ def boolean(name: str, value: Any) -> bool:
 def seed(name: str, value: Any) -> int:
     """A random seed: a non-negative integer."""
     return integer(name, value, minimum=0)
+
+
+def not_text_message(path: Any, err: UnicodeDecodeError, what: str) -> str:
+    """One paragraph saying that ``path``, given as ``what`` ("a config file"), is not text (a
+    checkpoint, weight file or archive given where a text file goes): where the bytes stop being
+    UTF-8, and what such a file looks like."""
+    head = ""
+    try:
+        with open(path, "rb") as f:
+            start = f.read(4)
+        if start.startswith(b"PK"):
+            head = " (it starts as a zip archive: a checkpoint.pt or a .npz is one)"
+    except OSError:
+        pass
+    return (f"'{path}' is not a text file{head}: byte {err.start} is not UTF-8 text. It was given as {what}; "
+            f"pass the text file itself.")

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from .._core.choices import (
 from .._core.registry import Registry, did_you_mean
 from ..errors import ConfigError
 from .schema import ZOO_PREFIX
+
+logger = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------- shipped configs
 #: folders of the shipped configs that are not training configs: the sweep files
@@ -95,6 +98,11 @@ def read_yaml_config(path: str | Path, what: str = "Config file") -> dict[str, A
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"{what} '{path}' is not valid YAML: {err}") from None
+    except UnicodeDecodeError as err:
+        from .._core.checks import not_text_message
+
+        raise ConfigError(not_text_message(path, err, f"the {what.lower()} (a YAML file such as configs/quickstart.yaml; "
+                                                       "to go on with a run, pass its folder's config.yaml)")) from None
     if raw is None:
         raise ConfigError(
             f"{what} '{path}' is empty. A config names at least what to train, e.g. configs/quickstart.yaml "
@@ -149,9 +157,56 @@ def upgrade_saved_config(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 
+#: sections whose registry name starts the section afresh when an override or a sweep changes it:
+#: (section, name key, keys kept). The keys of one component would not apply to another, or would
+#: mean something else there: a β-VAE config's ``objective.beta`` must not leak into a FactorVAE.
+NAMED_SECTIONS = (("data", "name", ()), ("model", "backbone", ("latent_dim",)), ("objective", "name", ()))
+
+
+def restart_renamed_sections(raw: dict[str, Any], assignments: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """In place: each section of :data:`NAMED_SECTIONS` whose name the dotted ``assignments``
+    change keeps only its kept keys (the assignments then fill it in). Returns the keys left out,
+    ``{section: {key: value}}``, for sections that had any besides their name."""
+    dropped: dict[str, dict[str, Any]] = {}
+    for section, name_key, kept in NAMED_SECTIONS:
+        dotted = f"{section}.{name_key}"
+        if dotted not in assignments:
+            continue
+        current = raw.get(section) or {}
+        if isinstance(current, dict) and current.get(name_key) == assignments[dotted]:
+            continue
+        old = current if isinstance(current, dict) else {}
+        raw[section] = {k: old[k] for k in kept if k in old}
+        left = {k: v for k, v in old.items() if k != name_key and k not in kept and f"{section}.{k}" not in assignments}
+        if left:
+            dropped[section] = left
+    return dropped
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """Return a copy of ``raw`` with ``section.key=value`` overrides applied (values parsed as YAML)."""
+    """Return a copy of ``raw`` with ``section.key=value`` overrides applied (values parsed as YAML).
+
+    An override that changes a component's name (``objective.name``, ``data.name``,
+    ``model.backbone``) starts its section afresh, as a sweep does (:data:`NAMED_SECTIONS`): the
+    config's other keys of that section are left out (logged as a warning), and the other overrides
+    of the section apply to the new component."""
     raw = copy.deepcopy(raw)
+    assignments = {}
+    for item in overrides:
+        if "=" in item:
+            key, _, text = item.partition("=")
+            try:
+                assignments[key.strip()] = yaml.safe_load(text) if text.strip() else ""
+            except yaml.YAMLError:
+                assignments[key.strip()] = text
+    for section, left in restart_renamed_sections(raw, assignments).items():
+        name_key = next(n for s, n, _ in NAMED_SECTIONS if s == section)
+        logger.warning(
+            "%s.%s=%s replaces the config's %s: its keys %s are left out, as they belong to the component "
+            "replaced (defaults of the new one apply; give a key again as an override to set it).",
+            section, name_key, assignments[f"{section}.{name_key}"], section,
+            ", ".join(f"{section}.{k}={v}" for k, v in left.items()),
+        )
     for item in overrides:
         if "=" not in item:
             raise ConfigError(

@@ -361,14 +361,19 @@ def read_results(path: str | Path) -> ResultsTable:
     cell the text written (no type is guessed). Raises :class:`~disentangle.errors.InputError`
     (bad input: exit status 2 from the command lines) for a file without a header row."""
     path = Path(path)
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if not reader.fieldnames:
-            raise InputError(f"'{path}' is empty: a results table needs a header row and one row per run. Pass a "
-                             f"sweep's results.csv (python -m disentangle.sweep results DIR writes it).")
-        columns = [c.strip() for c in reader.fieldnames]
-        rows = [
-            {c.strip(): (v.strip() if isinstance(v, str) and v.strip() != "" else None) for c, v in raw.items() if c}
-            for raw in reader
-        ]
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if not reader.fieldnames:
+                raise InputError(f"'{path}' is empty: a results table needs a header row and one row per run. Pass a "
+                                 f"sweep's results.csv (python -m disentangle.sweep results DIR writes it).")
+            columns = [c.strip() for c in reader.fieldnames]
+            rows = [
+                {c.strip(): (v.strip() if isinstance(v, str) and v.strip() != "" else None) for c, v in raw.items() if c}
+                for raw in reader
+            ]
+    except UnicodeDecodeError as err:
+        from .._core.checks import not_text_message
+
+        raise InputError(not_text_message(path, err, "a results table (a sweep's results.csv)")) from None
     return ResultsTable(columns, rows, path=path)

@@ -74,11 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         apply_import_option(args.imports)
         apply_threads_option(args.threads)
-        if args.few_labels:  # a bad name is refused before the report folder is written
+        # what can be refused is, before the report is written
+        from .._core.writable import check_writable
+
+        check_writable(args.out, f"--out '{args.out}'", "--out reports/NAME")
+        if args.few_labels:
             from .._core.checks import choice
-            from .few_labels import VALIDATION_METRICS
+            from .few_labels import VALIDATION_METRICS, check_few_labels_input
 
             choice("--few-labels", args.few_labels, VALIDATION_METRICS)
+            check_few_labels_input(args.input, args.few_labels)
+        if args.centrality:
+            _finished_runs(args.input)
         result = analyze(
             args.input,
             args.out,
@@ -120,6 +127,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _finished_runs(sweep: str) -> list:
+    """The finished run folders of a sweep folder (or of the one holding its results.csv) that
+    ModelCentrality compares; :class:`~disentangle.InputError` when there are fewer than two."""
+    from pathlib import Path
+
+    from ..errors import InputError
+    from ..metrics.results import is_finished_record, read_json
+
+    folder = Path(sweep)
+    if folder.is_file():  # its results.csv: the sweep folder is the one holding it
+        folder = folder.parent
+    runs = sorted(p for p in (folder / "runs").glob("*") if is_finished_record(read_json(p / "metrics.json")))
+    if len(runs) < 2:
+        raise InputError(f"ModelCentrality (--centrality) compares runs; '{sweep}' has {len(runs)} finished run(s) "
+                         f"(runs/*/metrics.json written by the sweep). Leave --centrality out, or run it on a sweep "
+                         f"folder with two or more finished runs.")
+    return runs
+
+
 def _write_centrality(sweep: str, out: str, points: int, progress: bool) -> str:
     """ModelCentrality of the finished runs of a sweep folder, as ``OUT/centrality.csv``."""
     from pathlib import Path
@@ -127,17 +153,9 @@ def _write_centrality(sweep: str, out: str, points: int, progress: bool) -> str:
     import disentangle
 
     from .._core.atomic import atomic_write_text
-    from ..errors import InputError
-    from ..metrics.results import is_finished_record, read_json
     from .centrality import centrality_matrix, model_centrality
 
-    folder = Path(sweep)
-    if folder.is_file():  # its results.csv: the sweep folder is the one holding it
-        folder = folder.parent
-    runs = sorted(p for p in (folder / "runs").glob("*") if is_finished_record(read_json(p / "metrics.json")))
-    if len(runs) < 2:
-        raise InputError(f"ModelCentrality compares runs; '{sweep}' has {len(runs)} finished run(s) (runs/*/metrics.json "
-                         f"written by the sweep).")
+    runs = _finished_runs(sweep)
     models = [disentangle.load(str(run)) for run in runs]
     settings = {"num_train": points, "num_eval": max(points // 2, 1), "num_variance_estimate": points}
     centrality = model_centrality(centrality_matrix(models, settings=settings, progress=progress))

@@ -193,6 +193,10 @@ def read_dlib_json(path: str | Path, *, postprocess: str = "mean_representation"
             data = json.load(f)
     except json.JSONDecodeError as err:
         raise InputError(f"'{path}' is not valid JSON ({err}); expected dlib_aggregate_results' output.") from None
+    except UnicodeDecodeError as err:
+        from .._core.checks import not_text_message
+
+        raise InputError(not_text_message(path, err, "disentanglement_lib results (dlib_aggregate_results' JSON)")) from None
     rows = _rows_of(data, path)
     if not rows or not any(any(str(k).startswith("train_config.") for k in r) for r in rows):
         raise InputError(

@@ -148,9 +148,33 @@ def _read_full_scores(sweep: Path, column: str) -> dict[str, float]:
     with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     if rows and column not in rows[0]:
-        options = [c for c in rows[0] if "." in c]
-        raise InputError(f"results.csv of '{sweep}' has no column '{column}'. Score columns: {', '.join(options)}.")
+        from .columns import is_score_column
+
+        options = [c for c in rows[0] if is_score_column(c)]
+        scored = f"Its score columns: {', '.join(options)}" if options else "It holds no scores at all"
+        raise InputError(
+            f"U/S selection ranks runs by their full-label score '{column}', and results.csv of '{sweep}' has no "
+            f"such column: the sweep was not scored with it ({scored}). Add the metric to the sweep file's "
+            f"metrics and rerun python -m disentangle.sweep run (finished runs are only scored), or select "
+            f"by a metric it has (--few-labels mig needs mig.mig, dci needs dci.disentanglement)."
+        )
     return {r["run_id"]: float(r[column]) for r in rows if r.get(column) not in (None, "")}
+
+
+def check_few_labels_input(sweep: str | Path, metric: str = "mig", full_column: str | None = None) -> dict[str, float]:
+    """The full-label scores (``{run id: score}``) that U/S selection over ``sweep`` ranks, after
+    checking it can run: the metric is one of :data:`VALIDATION_METRICS`, the sweep's results.csv has
+    the score column and at least two finished runs have it. Raises :class:`~disentangle.InputError`
+    (one paragraph) otherwise; cheap (reads results.csv only), so a command checks it first."""
+    metric = choice("metric", metric, VALIDATION_METRICS)
+    full_column = full_column or {"mig": "mig.mig", "dci": "dci.disentanglement"}[metric]
+    sweep = Path(sweep)
+    if sweep.is_file():  # its results.csv: the sweep folder is the one holding it
+        sweep = sweep.parent
+    full = _read_full_scores(sweep, full_column)
+    if len(full) < 2:
+        raise InputError(f"U/S selection compares runs; '{sweep}' has {len(full)} finished run(s) with {full_column}.")
+    return full
 
 
 def validation_scores(
@@ -264,12 +288,12 @@ def select_with_few_labels(
     whose config has none (default: :class:`~disentangle.data.labels.LabelsSpec`'s defaults with
     ``train_fraction`` 0, i.e. 1,000 validation labels).
     """
+    full = check_few_labels_input(sweep, metric, full_column)
     metric = choice("metric", metric, VALIDATION_METRICS)
     full_column = full_column or {"mig": "mig.mig", "dci": "dci.disentanglement"}[metric]
     sweep = Path(sweep)
-    full = _read_full_scores(sweep, full_column)
-    if len(full) < 2:
-        raise InputError(f"U/S selection compares runs; '{sweep}' has {len(full)} finished run(s) with {full_column}.")
+    if sweep.is_file():
+        sweep = sweep.parent
     if load is None:
         import disentangle
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from .files import (
     METRICS_NAME,
     PLAN_LOCK_NAME,
     PLAN_NAME,
+    RESULTS_NAME,
     RUNS_DIR,
     STATES,
     FolderLock,
@@ -411,13 +413,16 @@ def check_out_dir(out_dir: Path) -> None:
         if not path.exists():
             continue
         if path.is_dir():
-            return
+            break
         where = "is a file" if path == out_dir else f"lies under '{path}', which is a file"
         raise ConfigError(
             f"The sweep folder '{out_dir}' (--out) {where}, not a folder. A sweep folder holds sweep.json, "
             f"results.csv and runs/<id>/: give a folder (created when missing; the folder of an earlier run of "
             f"the sweep continues it), e.g. --out sweeps/NAME."
         )
+    from .._core.writable import check_writable
+
+    check_writable(out_dir, f"The sweep folder '{out_dir}' (--out)", "--out sweeps/NAME")
 
 
 def warn_auto_precision(plan: SweepPlan) -> None:
@@ -504,7 +509,28 @@ def results(out: str | Path, output: str | Path | None = None) -> ResultsTable:
     out_dir = Path(out)
     if not (out_dir / PLAN_NAME).exists() and not (out_dir / RUNS_DIR).is_dir():
         raise ConfigError(f"'{out}' holds no sweep (no {PLAN_NAME} and no runs/ folder). Pass the --out folder of a sweep.")
+    check_results_output(out_dir, output)
     return write_results(out_dir, output)
+
+
+def check_results_output(out_dir: Path, output: str | Path | None) -> None:
+    """Raise :class:`~disentangle.ConfigError` (one paragraph) when the results table cannot be written
+    where it goes: ``output`` a folder (or named as one) or under a file, or its folder (the sweep
+    folder by default) not writable."""
+    from .._core.writable import check_writable
+
+    if output is None:
+        check_writable(out_dir, f"The sweep's results table, {out_dir / RESULTS_NAME} (the default without --output),",
+                       "--output results.csv (a file elsewhere)")
+        return
+    named_as_folder = isinstance(output, str) and output.endswith(("/", os.sep))
+    output = Path(output)
+    if output.is_dir() or named_as_folder:
+        raise ConfigError(
+            f"--output '{output}' is a folder; the results table is one CSV file. Name a file, e.g. "
+            f"--output {output / RESULTS_NAME}."
+        )
+    check_writable(output.parent, f"--output '{output}'", "--output results.csv")
 
 
 __all__ = ["run", "status", "results", "run_state", "SweepReport", "SweepStatus", "RunStatus"]

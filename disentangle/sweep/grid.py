@@ -46,13 +46,12 @@ import yaml
 from .. import _compat
 from .._compat import REMOVED_IN
 from .._core.registry import did_you_mean
+from ..config.sources import restart_renamed_sections
 from ..errors import ConfigError
 from ..metrics import results as results_table
 from .ids import EXCLUDED_KEYS, run_id
 
 SWEEP_KEYS = ("name", "description", "base", "set", "grid", "seeds", "metrics", "metric_settings", "imports")
-#: sections whose registry name resets the section when a sweep file changes it: (section, name key, kept keys)
-_NAMED_SECTIONS = (("data", "name", ()), ("model", "backbone", ("latent_dim",)), ("objective", "name", ()))
 _CONFIG_SECTIONS = ("seed", "data", "model", "objective", "train")
 
 
@@ -166,6 +165,10 @@ def load_sweep(source: str | Path) -> SweepPlan:
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"Sweep file '{path}' is not valid YAML: {err}") from None
+    except UnicodeDecodeError as err:
+        from .._core.checks import not_text_message
+
+        raise ConfigError(not_text_message(path, err, "the sweep file (a YAML file such as configs/sweeps/NAME.yaml)")) from None
     return sweep_from_dict(raw, source=str(path), folder=path.parent)
 
 
@@ -382,13 +385,7 @@ def apply_assignments(base_raw: dict[str, Any], assignments: Mapping[str, Any]) 
     """A copy of ``base_raw`` with dotted ``assignments`` applied; a changed registry name starts
     its section afresh (module docstring)."""
     raw = copy.deepcopy(base_raw)
-    for section, name_key, kept in _NAMED_SECTIONS:
-        dotted = f"{section}.{name_key}"
-        if dotted in assignments:
-            current = raw.get(section) or {}
-            if not isinstance(current, dict) or current.get(name_key) != assignments[dotted]:
-                old = current if isinstance(current, dict) else {}
-                raw[section] = {k: old[k] for k in kept if k in old}
+    restart_renamed_sections(raw, assignments)
     for key, value in assignments.items():
         node = raw
         parts = key.split(".")

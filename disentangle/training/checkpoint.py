@@ -30,7 +30,7 @@ import torch
 
 from .._core.atomic import atomic_write, fsync_dir
 from .._core.devices import check_device
-from ..errors import CheckpointError, CheckpointNotFoundError
+from ..errors import CheckpointError, CheckpointNotFoundError, InputError
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +230,11 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     path = Path(path)
     if not path.is_file():
         raise CheckpointNotFoundError(f"No checkpoint file at '{path}'.")
+    if path.suffix != ".pt" and _is_text(path):  # a text checkpoint.pt is a corrupt one (bad data)
+        raise InputError(
+            f"'{path}' is a text file, not a checkpoint (a run's config.yaml or log.jsonl?). Pass the run folder, "
+            f"'{path.parent}', whose checkpoint.pt is read, or the checkpoint.pt itself."
+        )
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # truncated or foreign file
@@ -247,6 +252,23 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             f"it (a changed byte on disk or in transit)."
         )
     return ckpt
+
+
+def _is_text(path: Path) -> bool:
+    """Whether ``path`` starts as text (UTF-8, no NUL byte): a config or a log given for a checkpoint,
+    which is a zip archive (a truncated one still starts with its binary header)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return False
+    if not head or b"\0" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:  # a multi-byte character cut at the end of the 512 bytes is text
+        return err.start >= len(head) - 3
+    return True
 
 
 def check_map_location(map_location: Any) -> None:

@@ -70,6 +70,7 @@ from .._core import distributed
 from .._core.hardware import denormals_flushed
 from .._core.schedules import Schedule, parse_schedules
 from .._core.threads import warn_if_oversubscribed
+from .._core.writable import check_writable
 from ..backbones.init import initialize
 from ..config import Config
 from ..data import build_dataset, content_identity, data_identity
@@ -757,6 +758,7 @@ class Trainer:
             if hasattr(callback, "check_config"):  # a callback of the user's need not subclass Callback
                 callback.check_config(self.config)
         check_out_dir(self.out_dir)  # before the data or the model are built
+        check_writable(self.out_dir, f"train.out_dir '{self.out_dir}'", "train.out_dir=runs/NAME")
         exists = self._on_main(lambda: has_checkpoint(self.out_dir))
         if exists and not resume:
             raise RunExistsError(

@@ -197,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out) if args.out is not None else _default_out(args.source)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out '{out}' is a file, not a folder; choose a folder to write the pictures into.")
+        from .._core.writable import check_writable
+
+        check_writable(out, f"--out '{out}'" if args.out is not None else f"The pictures' folder, {out} (the default "
+                       "without --out),", "--out pictures/NAME")
         model, dataset = _load(args.source, device, data_overrides)
         record = _record(args.source, args.metrics) if metrics is not None else {}
         recorded, recorded_model = _recorded_step(record), record.get("model_sha256")

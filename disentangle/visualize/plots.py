@@ -155,6 +155,11 @@ def read_metrics(path: str | Path) -> dict[str, dict[str, float]]:
             f"No metrics file at '{path}'. Compute the scores first with  python -m disentangle.evaluate "
             f"RUN_DIR  (it writes RUN_DIR/metrics.json), or leave 'metrics' out of --what."
         ) from None
+    except UnicodeDecodeError as err:
+        from .._core.checks import not_text_message
+
+        raise InputError(not_text_message(path, err, "--metrics (the metrics.json that python -m disentangle.evaluate "
+                                                      "writes)")) from None
     except (OSError, json.JSONDecodeError) as err:
         raise CorruptDataFileError(f"Cannot read the metrics file '{path}': {err}. Rewrite it with python -m disentangle.evaluate.") from None
     return check_metrics(record.get("metrics") if isinstance(record, dict) else None, source=str(path))

@@ -515,6 +515,11 @@ def check_output_paths(manifest: Path, weights_folder: Path, named_as_folder: bo
             f"not a folder. Give a folder for the .safetensors file with --weights-dir (created when missing), or "
             f"move the file out of the way."
         )
+    from .._core.writable import check_writable
+
+    check_writable(manifest.parent, f"--manifest '{manifest}'", "--manifest ~/myzoo/manifest.json")
+    check_writable(weights_folder, f"The weights folder '{weights_folder}' (--weights-dir; default: weights/ beside "
+                   "the manifest)", "--weights-dir ~/myzoo/weights")
 
 
 #: metadata of a weight file that says where and when it was written, not what the model is

@@ -31,7 +31,7 @@ from .files import (
 )
 from .grid import RunSpec, SweepPlan, _short, load_sweep
 from .ids import canonical_json
-from .runner import RunOutcome, RunTask, missing_metrics, outcome_line
+from .runner import RunOutcome, RunTask, failed_on_input, missing_metrics, outcome_line
 
 logger = logging.getLogger(__name__)
 
@@ -348,17 +348,24 @@ def run(
     before = {s.value: 0 for s in STATES}
     for state, _ in states.values():
         before[state] += 1
+    # a run that failed on its input (a config or data error) is tried again: the fix is in the sweep file
+    on_input = {r.run_id for r in plan.runs if states[r.run_id][0] == RunState.FAILED
+                and failed_on_input(read_json(out_dir / RUNS_DIR / r.run_id / FAILED_NAME))}
     todo = [
         r for r in plan.runs
-        if states[r.run_id][0] != RunState.FINISHED and (retry_failed or states[r.run_id][0] != RunState.FAILED)
+        if states[r.run_id][0] != RunState.FINISHED
+        and (retry_failed or states[r.run_id][0] != RunState.FAILED or r.run_id in on_input)
     ]
     report = SweepReport(plan, out_dir, before, len(todo), dry_run=dry_run)
     if log:
         counts = ", ".join(f"{n} {s}" for s, n in before.items() if n)
         merged = f" ({plan.merged_duplicates} duplicate grid points merged)" if plan.merged_duplicates else ""
         log(f"sweep {plan.name}: {len(plan.runs)} runs{merged}: {counts}; {len(todo)} to run -> {out_dir}")
-        if before[RunState.FAILED] and not retry_failed:
-            log(f"{before[RunState.FAILED]} failed runs are left as they are; rerun with --retry-failed to train them again")
+        left = before[RunState.FAILED] - len(on_input)
+        if on_input and not retry_failed:
+            log(f"{len(on_input)} runs that failed on their config or data are tried again")
+        if left and not retry_failed:
+            log(f"{left} failed runs are left as they are; rerun with --retry-failed to train them again")
     if backend == "local" and todo:  # the runs share this machine's CPUs (without threads_per_run: CPUs / workers)
         from .._core.threads import warn_if_oversubscribed
 

@@ -9,7 +9,10 @@
    run is finished, skip it (``skipped``); it lacks some, or holds a score computed with other
    settings (:func:`missing_metrics`): evaluate only those, replacing the old scores;
 3. ``failed.json`` exists: leave the run failed (``failed`` with the recorded message) unless
-   ``retry_failed``; training is deterministic, so a NaN would come back on a plain retry;
+   ``retry_failed``; training is deterministic, so a NaN would come back on a plain retry. A run
+   that failed on its input (:func:`failed_on_input`: a config or data error, such as a metric its
+   data cannot give) is tried again on every rerun: the fix is in the sweep file, and unfixed it
+   fails again at once;
 4. otherwise train: resume from the checkpoint when there is one (the trainer's bit-exact
    resume; in ``resume_precision`` when given: :meth:`~disentangle.training.trainer.Trainer.fit`), else start afresh (dropping a ``log.jsonl`` left by an attempt killed before its first
    checkpoint); then evaluate the metrics and write ``metrics.json`` atomically, last, with the
@@ -39,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from ..metrics.results import (  # noqa: F401  (EXECUTION_SETTINGS: kept here)
     EXECUTION_SETTINGS,
     FINISHED_KEY,
@@ -195,7 +199,7 @@ def run_one(task: RunTask) -> RunOutcome:
             return RunOutcome(task.run_id, RunState.SKIPPED, 0.0, "", task.describe())
         failed = read_json(run_dir / FAILED_NAME)
         if failed is not None and missing is None:
-            if not task.retry_failed:
+            if not task.retry_failed and not failed_on_input(failed):
                 return RunOutcome(task.run_id, RunState.FAILED, 0.0, f"(failed before) {failed.get('last_line', '')}", task.describe())
         try:
             configure_worker(task.threads, task.imports)
@@ -321,6 +325,20 @@ def evaluate_run(
     return scores, seconds, steps
 
 
+def failed_on_input(record: Any) -> bool:
+    """Whether a ``failed.json`` record is of a failure on the run's input (an
+    :class:`~disentangle.errors.InputError`: a config or data the run cannot train or be scored on),
+    which a sweep tries again on every rerun rather than only with ``retry_failed``."""
+    if not isinstance(record, dict):
+        return False
+    if "bad_input" in record:
+        return bool(record["bad_input"])
+    from .. import errors
+
+    kind = getattr(errors, str(record.get("error", "")), None)  # a record from before the flag
+    return isinstance(kind, type) and issubclass(kind, InputError)
+
+
 def record_failure(run_dir: Path, err: BaseException) -> dict[str, Any]:
     """Write ``failed.json`` (and ``traceback.txt``) for ``err``; returns the record."""
     text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
@@ -330,6 +348,7 @@ def record_failure(run_dir: Path, err: BaseException) -> dict[str, Any]:
     previous = read_json(run_dir / FAILED_NAME) or {}
     record = {
         "error": type(err).__name__,
+        "bad_input": isinstance(err, InputError),
         "message": message,
         "last_line": last_line,
         "traceback_file": TRACEBACK_NAME,

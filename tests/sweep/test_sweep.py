@@ -42,9 +42,13 @@ class SlowTiny(IndexedImageDataset):
 
 
 @DATASETS.register("_sweep_tiny", overwrite=True)
-def sweep_tiny(size: int = 16, delay: float = 0.0, build_log: str = "", die: bool = False, device: str = "cpu"):
+def sweep_tiny(size: int = 16, delay: float = 0.0, build_log: str = "", die: bool = False, device: str = "cpu",
+               refuse_while: str = ""):
     if die:  # stands for a segfault or an out-of-memory kill of this run's worker
         os.kill(os.getpid(), signal.SIGKILL)
+    if refuse_while and os.path.exists(refuse_while):  # a config error found only when the run starts
+        from disentangle.errors import ConfigError
+        raise ConfigError("this run's data refuses it while " + refuse_while + " exists")
     if build_log:  # one line per build, to count them
         with open(build_log, "a") as f:
             f.write("built\\n")
@@ -472,6 +476,34 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys):
     assert "3 runs: 2 finished, 0 running, 0 partial, 0 not started, 1 failed" in capsys.readouterr().out
     assert sweep_cli(["results", str(out), "--output", str(tmp_path / "r.csv")]) == 0
     assert (tmp_path / "r.csv").read_text() == (out / "results.csv").read_text()
+
+
+def test_a_run_that_failed_on_its_config_is_tried_again_by_a_plain_rerun(tmp_path, capsys):
+    """A run failing on its input (a ConfigError when it starts, such as a metric its data cannot give)
+    is the sweep file's fault: once fixed, a plain rerun trains it (--retry-failed is for the rest)."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    grid = [{"objective.beta": [1.0]}, {"objective.beta": [2.0], "train.lr": [1.0e30]}]  # the second: NaN
+    path = write_sweep_file(tmp_path, grid=grid, seeds=1, metrics=[], metric_settings={},
+                            extra_set={"data.refuse_while": str(blocker)})
+    out = tmp_path / "out"
+    first = api.run(path, out, workers=1, threads_per_run=1, log=None)
+    assert [o.status for o in first.outcomes] == ["failed", "failed"]
+    bad_input, nan = (json.loads((out / "runs" / r.run_id / "failed.json").read_text()) for r in first.plan.runs)
+    assert bad_input["error"] == "ConfigError" and bad_input["bad_input"] is True and nan["bad_input"] is True
+    blocker.unlink()  # the fix
+    lines = []
+    again = api.run(path, out, workers=1, threads_per_run=1, log=lines.append)
+    assert [(o.run_id, o.status) for o in again.outcomes] == [(first.plan.runs[0].run_id, "finished"),
+                                                              (first.plan.runs[1].run_id, "failed")]
+    assert "2 runs that failed on their config or data are tried again" in "\n".join(lines)
+    assert json.loads((out / "runs" / first.plan.runs[1].run_id / "failed.json").read_text())["bad_input"] is False
+    lines.clear()
+    third = api.run(path, out, workers=1, threads_per_run=1, log=lines.append)  # a NaN stays failed
+    assert third.outcomes == [] and "1 failed runs are left as they are" in "\n".join(lines)
+    from disentangle.sweep.runner import failed_on_input
+
+    assert failed_on_input({"error": "NotAGridError"}) and not failed_on_input({"error": "NonFiniteLossError"})
 
 
 def test_the_run_lock_excludes_a_second_process(tmp_path):

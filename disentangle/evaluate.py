@@ -206,7 +206,7 @@ def build_run_dataset(data: dict[str, Any], overrides: dict[str, Any], device: s
 
     section = data_section(data, overrides)
     try:
-        return build_dataset(section, device=device)
+        dataset = build_dataset(section, device=device)
     except (ConfigError, InputError, FileNotFoundError) as err:
         path = section.get("path")
         if not isinstance(path, str) or not path or Path(path).expanduser().exists():
@@ -216,6 +216,29 @@ def build_run_dataset(data: dict[str, Any], overrides: dict[str, Any], device: s
             f"{err} The run's data.path is '{path}'{where}: if the data are elsewhere now, give their place "
             f"with --data path=NEW_PLACE."
         ) from None
+    check_images_fit(model, dataset, overrides)
+    return dataset
+
+
+def check_images_fit(model: Any, dataset: Any, overrides: dict[str, Any]) -> None:
+    """Raise :class:`~disentangle.InputError` (one paragraph) when the images of ``dataset`` are not
+    of the shape ``model`` takes: data overrides that resize or recolour them (``--data image_size=``,
+    ``channels=``), or a data section that no longer builds what the run trained on."""
+    want = getattr(model, "image_shape", None)
+    have = getattr(dataset, "image_shape", None)
+    if want is None or have is None or tuple(want) == tuple(have):
+        return
+    if overrides:
+        given = " ".join(f"{k}={v}" for k, v in overrides.items())
+        cause, fix = (f"the data built with --data {given} gives them", "leave out or change the --data keys that "
+                      f"resize or recolour the images (an image folder's image_size={want[-1]} and channels, say)")
+    else:
+        cause, fix = ("the run's data section builds them so now", "give the data the run trained on, with "
+                      "--data KEY=VALUE where its section has changed")
+    raise InputError(
+        f"The model takes images of shape {tuple(want)} (channels, height, width) and this data gives "
+        f"{tuple(have)}: {cause}. A model is scored and drawn on images of its own shape: {fix}."
+    )
 
 
 def data_changes(saved: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

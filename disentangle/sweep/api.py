@@ -427,6 +427,13 @@ def check_out_dir(out_dir: Path) -> None:
             f"results.csv and runs/<id>/: give a folder (created when missing; the folder of an earlier run of "
             f"the sweep continues it), e.g. --out sweeps/NAME."
         )
+    if (out_dir / "config.yaml").is_file() and not (out_dir / PLAN_NAME).exists() \
+            and any((out_dir / name).exists() for name in ("checkpoint.pt", "log.jsonl")):
+        raise ConfigError(
+            f"The sweep folder '{out_dir}' (--out) holds a training run (config.yaml, checkpoint or log.jsonl), not "
+            f"a sweep: the sweep's sweep.json, results.csv and runs/ would be mixed into it. Give a folder of its "
+            f"own, e.g. --out {out_dir.parent / 'sweeps' / 'NAME'}."
+        )
     from .._core.writable import check_writable
 
     check_writable(out_dir, f"The sweep folder '{out_dir}' (--out)", "--out sweeps/NAME")

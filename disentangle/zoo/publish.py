@@ -250,6 +250,16 @@ def publish(
 
     check_name(name)
     check_not_a_recipe(name)
+    urls = list(urls)
+    check_urls(urls)
+    if wall_time_s is not None:
+        import math
+
+        if not isinstance(wall_time_s, (int, float)) or not math.isfinite(wall_time_s) or wall_time_s < 0:
+            raise ConfigError(
+                f"--wall-time {wall_time_s} is not a training time: give the seconds the run trained, a finite "
+                f"number >= 0 (e.g. --wall-time 5400 for 1.5 hours), or leave it out to read it from the run's log.jsonl."
+            )
     run_dir = Path(run_dir)
     if manifest is None:
         check_shipped_manifest_writable(_manifest.SHIPPED_MANIFEST)
@@ -488,6 +498,22 @@ def _first_file_on_the_way(folder: Path) -> Path | None:
         if path.exists():
             return None if path.is_dir() else path
     return None
+
+
+#: the URL schemes the zoo downloads from (:mod:`disentangle.zoo.fetching`)
+URL_SCHEMES = ("https://", "http://", "file://")
+
+
+def check_urls(urls: Iterable[str]) -> None:
+    """Raise :class:`~disentangle.ConfigError` (one paragraph) for a URL the zoo could not download
+    from: one that does not start with a scheme of :data:`URL_SCHEMES`, or has nothing after it."""
+    for url in urls:
+        if not isinstance(url, str) or not url.startswith(URL_SCHEMES) or url.split("://", 1)[1].strip("/") == "":
+            raise ConfigError(
+                f"--url {url!r} is not a download URL: the zoo fetches weight files from "
+                f"{', '.join(s + '...' for s in URL_SCHEMES)} addresses. Give the full address of the "
+                f".safetensors file, e.g. --url https://example.org/zoo/NAME.safetensors."
+            )
 
 
 def check_output_paths(manifest: Path, weights_folder: Path, named_as_folder: bool = False) -> None:

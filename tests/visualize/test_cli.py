@@ -150,11 +150,13 @@ def test_zoo_name_without_scores_and_explicit_metrics_exits_2(tmp_path, monkeypa
 
 def test_data_overrides_change_the_images_the_pictures_are_drawn_from(run_dir, tmp_path, capsys):
     """``--data KEY=VALUE`` builds the run's dataset with the change (here: another image size,
-    which the tiny MLP cannot encode, so the command fails naming the shapes; the same size works)."""
+    which the tiny MLP cannot encode, so the command fails naming the shapes before it draws; the same size works)."""
     assert main([str(run_dir), "--out", str(tmp_path / "same"), "--what", "reconstructions", "--data", "size=16"]) == 0
     assert (tmp_path / "same" / "reconstructions.png").exists()
     assert main([str(run_dir), "--out", str(tmp_path / "other"), "--what", "reconstructions", "--data", "size=8"]) == 2
-    assert "The model takes a batch (B, 1, 16, 16); got shape (256, 1, 8, 8)." in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "takes images of shape (1, 16, 16) (channels, height, width) and this data gives (1, 8, 8): the data " \
+           "built with --data size=8 gives them" in err and not (tmp_path / "other").exists()
 
 
 def test_metrics_that_is_a_folder_exits_2_before_loading(run_dir, tmp_path, capsys):

@@ -1,0 +1,69 @@
+"""Inputs that used to pass the command lines' checks and fail late, or be recorded as given: images
+of another shape than the model's, impossible publishing metadata, a run folder given as a sweep's."""
+from __future__ import annotations
+
+import pytest
+
+from disentangle.config import load_config
+from disentangle.training.trainer import fit
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, tiny_overrides):
+    run = tmp_path_factory.mktemp("inputs") / "run"
+    fit(load_config(None, tiny_overrides(run, steps=2)))
+    return run
+
+
+def _error(capsys) -> str:
+    """The one-paragraph error on stderr (after any progress or info lines)."""
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert "Traceback" not in err and len(errors) == 1 and err.endswith(errors[0] + "\n"), err
+    return errors[0]
+
+
+def test_data_overrides_that_resize_the_images_are_refused_before_scoring_or_drawing(tmp_path, capsys,
+                                                                                     train_image_folder_run):
+    from disentangle.evaluate import main as evaluate
+    from disentangle.visualize.__main__ import main as visualize
+
+    _, run = train_image_folder_run(tmp_path, size=16)
+    expected = ("takes images of shape (3, 16, 16) (channels, height, width) and this data gives (3, 32, 32): "
+                "the data built with --data image_size=32 gives them")
+    assert evaluate([str(run), "-m", "unsupervised_scores", "--data", "image_size=32", "--no-progress"]) == 2
+    err = _error(capsys)
+    assert expected in err and "image_size=16" in err
+    assert not (run / "metrics.json").exists()
+    assert visualize([str(run), "-w", "samples", "--data", "image_size=32", "-o", str(tmp_path / "pics")]) == 2
+    assert expected in _error(capsys)
+    assert not (tmp_path / "pics").exists()  # no empty folder left behind
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--wall-time", "nan"], "--wall-time nan is not a training time"),
+    (["--wall-time", "-3"], "--wall-time -3.0 is not a training time"),
+    (["--url", "notaurl"], "--url 'notaurl' is not a download URL"),
+    (["--url", "https://"], "--url 'https://' is not a download URL"),
+])
+def test_zoo_publish_refuses_impossible_metadata_before_scoring(run_dir, tmp_path, capsys, extra, message):
+    from disentangle.zoo.__main__ import main
+
+    manifest = tmp_path / "zoo" / "manifest.json"
+    assert main(["publish", str(run_dir), "--name", "mine-s0", "--manifest", str(manifest), "--metrics", "mig",
+                 *extra]) == 2
+    assert message in _error(capsys)
+    assert not manifest.parent.exists()
+
+
+def test_a_sweep_is_not_written_into_a_training_runs_folder(run_dir, tmp_path, capsys):
+    from disentangle.sweep.__main__ import main
+
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("name: s\nbase: quickstart\nseeds: [0]\nmetrics: []\n")
+    before = sorted(p.name for p in run_dir.iterdir())
+    assert main(["run", str(sweep), "--out", str(run_dir), "--dry-run"]) == 2
+    assert "holds a training run" in _error(capsys)
+    assert sorted(p.name for p in run_dir.iterdir()) == before

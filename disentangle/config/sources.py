@@ -91,11 +91,34 @@ def _plugin(target: str) -> Callable[[str], dict[str, Any]]:
 CONFIG_SOURCES.register(ZOO_PREFIX.rstrip(":"), _plugin("disentangle.zoo:config_dict"))
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key written twice in one mapping (YAML 1.2 forbids it;
+    PyYAML keeps the last silently, so ``beta: 4`` then ``beta: 1`` would train β = 1 unnoticed)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key '{key}' is written twice in one mapping (lines {seen[key]} and {line}); "
+                    f"keep one", key_node.start_mark)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """The value of a YAML document, as ``yaml.safe_load`` reads it, except that a key written twice
+    in one mapping is an error (``yaml.YAMLError``) instead of the last one winning."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def read_yaml_config(path: str | Path, what: str = "Config file") -> dict[str, Any]:
     """The mapping of sections in a YAML config file (an empty file gives ``{}``)."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"{what} '{path}' is not valid YAML: {err}") from None
     except UnicodeDecodeError as err:

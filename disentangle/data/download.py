@@ -162,6 +162,7 @@ def download_url(
     from tqdm.auto import tqdm
 
     dest = Path(dest)
+    made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]  # removed again on failure
     dest.parent.mkdir(parents=True, exist_ok=True)
     hasher = None
     if checksum is not None:
@@ -213,6 +214,11 @@ def download_url(
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
+        for folder in made:  # the folders this download made, deepest first, if nothing else went in
+            try:
+                folder.rmdir()
+            except OSError:
+                break
         raise
     return dest
 

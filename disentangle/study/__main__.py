@@ -74,6 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         apply_import_option(args.imports)
         apply_threads_option(args.threads)
+        undotted = [s for s in ([] if isinstance(scores, str) else scores) if "." not in s]
+        if undotted:
+            from .._core.registry import did_you_mean
+            from ..errors import ConfigError
+
+            raise ConfigError(
+                f"--scores {args.scores!r}: '{undotted[0]}' is neither a mode (headline, all) nor a score column, "
+                f"which is written <metric>.<score> (mig.mig, dci.disentanglement).{did_you_mean(undotted[0], ['headline', 'all'])}"
+            )
         # what can be refused is, before the report is written
         from .._core.writable import check_writable
 

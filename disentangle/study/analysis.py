@@ -95,9 +95,9 @@ def analyze(
     overwrites the report's files (each written atomically). Without matplotlib the CSVs and
     ``report.md`` are still written, and the report says how to get the figures.
     """
-    udr_points = positive_int("udr_points", udr_points)
-    udr_correlation = choice("udr_correlation", udr_correlation, CORRELATIONS)
-    udr_aggregation = choice("udr_aggregation", udr_aggregation, AGGREGATIONS)
+    udr_points = positive_int("udr_points (--udr-points)", udr_points)
+    udr_correlation = choice("udr_correlation (--udr-correlation)", udr_correlation, CORRELATIONS)
+    udr_aggregation = choice("udr_aggregation (--udr-aggregation)", udr_aggregation, AGGREGATIONS)
     out_dir = Path(out) if out is not None else None
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out '{out_dir}' exists and is not a folder; name a folder for the report.")

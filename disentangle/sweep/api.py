@@ -250,6 +250,11 @@ def plan_requirements(plan: dict[str, Any]) -> dict[str, tuple[list[str], dict[s
 
 
 # ---------------------------------------------------------------------- options
+def _option(name: str) -> str:
+    """A backend option as both its callers write it: ``workers (--workers)``."""
+    return f"{name} (--{name.replace('_', '-')})"
+
+
 def _check_options(backend: str, options: BackendOptions) -> None:
     BACKENDS.get(backend)  # an unknown name: UnknownNameError (a ConfigError) with the valid names
     defaults = BackendOptions()
@@ -266,16 +271,16 @@ def _check_options(backend: str, options: BackendOptions) -> None:
                  "array_parallelism"):
         value = getattr(options, name)
         if value is not None:
-            setattr(options, name, checks.positive_int(name, value))
-    options.max_retries = checks.integer("max_retries", options.max_retries, minimum=0)
+            setattr(options, name, checks.positive_int(_option(name), value))
+    options.max_retries = checks.integer(_option("max_retries"), options.max_retries, minimum=0)
     if options.max_requeues is not None:
-        options.max_requeues = checks.integer("max_requeues", options.max_requeues, minimum=0)
+        options.max_requeues = checks.integer(_option("max_requeues"), options.max_requeues, minimum=0)
     if backend == "slurm":
         from .backends.slurm import check_time_limit
 
         check_time_limit(options)
     if options.gpus_per_run is not None:
-        gpus = checks.positive("gpus_per_run", options.gpus_per_run)
+        gpus = checks.positive(_option("gpus_per_run"), options.gpus_per_run)
         if gpus > 1 and not float(gpus).is_integer():
             raise ConfigError(
                 f"gpus_per_run must be a fraction of one GPU (e.g. 0.25) or a whole number of GPUs, got {gpus}."

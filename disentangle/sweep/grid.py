@@ -46,7 +46,7 @@ import yaml
 from .. import _compat
 from .._compat import REMOVED_IN
 from .._core.registry import did_you_mean
-from ..config.sources import restart_renamed_sections
+from ..config.sources import load_yaml, restart_renamed_sections
 from ..errors import ConfigError
 from ..metrics import results as results_table
 from .ids import EXCLUDED_KEYS, run_id
@@ -162,7 +162,7 @@ def load_sweep(source: str | Path) -> SweepPlan:
     paragraph naming the run and the key) for any problem, before anything is created."""
     path = sweep_path(source)
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"Sweep file '{path}' is not valid YAML: {err}") from None
     except UnicodeDecodeError as err:

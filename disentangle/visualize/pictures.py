@@ -190,7 +190,7 @@ def write_pictures(
             raise ConfigError(
                 f"swaps.png swaps the content and class codes of a model trained by a class/content objective "
                 f"({', '.join(CLASS_CONTENT_OBJECTIVES)}), and this model's config names "
-                f"{f'objective {objective!r}' if objective else 'no objective'}. Leave 'swaps' out of what, or draw "
+                f"{f'objective {objective!r}' if objective else 'no objective'}. Leave 'swaps' out of what (--what), or draw "
                 "the grid of any code split with disentangle.visualize.swaps.swap_grid(model, dataset, class_dim=...)."
             )
     settings = dict(
@@ -213,7 +213,7 @@ def write_pictures(
         if metrics is None:
             raise ConfigError(
                 "metrics.png needs scores: pass metrics={metric: {score: value}} (the 'metrics' entry of a "
-                "metrics.json written by python -m disentangle.evaluate), or leave 'metrics' out of what."
+                "metrics.json written by python -m disentangle.evaluate), or leave 'metrics' out of what (--what)."
             )
         metrics = check_metrics(metrics)
 

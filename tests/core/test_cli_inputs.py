@@ -67,3 +67,34 @@ def test_a_sweep_is_not_written_into_a_training_runs_folder(run_dir, tmp_path, c
     assert main(["run", str(sweep), "--out", str(run_dir), "--dry-run"]) == 2
     assert "holds a training run" in _error(capsys)
     assert sorted(p.name for p in run_dir.iterdir()) == before
+
+
+def test_a_key_written_twice_in_a_config_or_sweep_file_is_refused(tmp_path):
+    from disentangle.errors import ConfigError
+    from disentangle.sweep.grid import load_sweep
+
+    config = tmp_path / "c.yaml"
+    config.write_text("objective:\n  name: beta_vae\n  beta: 4\n  beta: 1\n")
+    with pytest.raises(ConfigError, match=r"the key 'beta' is written twice in one mapping \(lines 3 and 4\)"):
+        load_config(str(config), [])
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("name: s\nbase: quickstart\nseeds: [0]\nseeds: [1]\n")
+    with pytest.raises(ConfigError, match=r"'seeds' is written twice"):
+        load_sweep(sweep)
+
+
+def test_option_names_are_given_as_the_command_line_writes_them(tmp_path, capsys):
+    from disentangle.study.__main__ import main as study
+    from disentangle.sweep.__main__ import main as sweep
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nbase: quickstart\nseeds: [0]\nmetrics: []\n")
+    assert sweep(["run", str(path), "--out", str(tmp_path / "o"), "--workers", "0", "--dry-run"]) == 2
+    assert "workers (--workers)" in _error(capsys)
+    table = tmp_path / "results.csv"
+    table.write_text("run_id,objective.name,seed,mig.mig\na,beta_vae,0,0.1\n")
+    assert study([str(table), "--out", str(tmp_path / "r"), "--udr-correlation", "lasoo"]) == 2
+    assert "udr_correlation (--udr-correlation)" in _error(capsys)
+    assert study([str(table), "--out", str(tmp_path / "r"), "--scores", "headlin"]) == 2
+    assert "Did you mean 'headline'?" in _error(capsys)
+    assert not (tmp_path / "r").exists()

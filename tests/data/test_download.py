@@ -59,7 +59,11 @@ def test_checksum_mismatch_leaves_nothing(tmp_path, source):
     dest = tmp_path / "out" / "payload.bin"
     with pytest.raises(ChecksumMismatchError, match="expected 0+"):
         download_url(source.as_uri(), dest, "md5:" + "0" * 32, progress=False)
-    assert not dest.exists() and list(dest.parent.iterdir()) == []
+    assert not dest.parent.exists()  # nor the folder it made for the file
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(ChecksumMismatchError):
+        download_url(source.as_uri(), tmp_path / "kept" / "new" / "payload.bin", "md5:" + "0" * 32, progress=False)
+    assert list((tmp_path / "kept").iterdir()) == []  # a folder that was there stays
     with pytest.raises(ChecksumMismatchError):
         verify_checksum(source, "sha256:" + "1" * 64)
 
@@ -68,7 +72,7 @@ def test_a_download_past_its_size_is_stopped_and_leaves_nothing(tmp_path, source
     remote = RemoteFile(url=source.as_uri(), filename="payload.bin", subdir="ds", size=1000)
     with pytest.raises(OversizeDownloadError, match="more than the published size of 1000 bytes"):
         fetch(remote, cache_dir=tmp_path / "cache", progress=False)
-    assert list((tmp_path / "cache" / "ds").iterdir()) == []
+    assert not (tmp_path / "cache" / "ds").exists()
     exact = RemoteFile(url=source.as_uri(), filename="payload.bin", subdir="ds", size=source.stat().st_size)
     assert fetch(exact, cache_dir=tmp_path / "cache", progress=False).read_bytes() == source.read_bytes()
 

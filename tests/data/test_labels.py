@@ -125,3 +125,15 @@ def test_bin_edges_fall_where_the_references_float32_arithmetic_puts_them():
     is bin 7 there, where float64 gave 6."""
     assert bin_labels(np.array([[4]]), (8,), 6)[0].tolist() == [[2]]
     assert bin_labels(np.array([[9]]), (18,), 14)[0].tolist() == [[7]]
+
+
+def test_noisy_labels_redraw_each_entry_on_its_own():
+    """Each entry is redrawn with probability ``noise``, independently: with noise 0.5 both labels of a
+    row are redrawn in a quarter of the rows (a row-wise redraw would make it half)."""
+    from disentangle.data.labels import noisy_labels
+
+    classes = np.zeros((20_000, 2), dtype=np.int64)
+    noisy = noisy_labels(classes, (1000, 1000), 0.5, np.random.default_rng(0))
+    changed = noisy != 0  # a redraw lands on class 0 one time in 1,000
+    assert changed.mean(axis=0) == pytest.approx([0.5, 0.5], abs=0.02)
+    assert changed.all(axis=1).mean() == pytest.approx(0.25, abs=0.02)

@@ -270,3 +270,12 @@ def test_evaluate_metrics_equals_the_array_cores():
     assert set(scores["infomec"]) == {"infom", "infoe", "infoc"}
     assert set(scores["dci_es"]) == {"disentanglement", "completeness", "informativeness", "explicitness", "size"}
     assert all(math.isfinite(v) for s in scores.values() for v in s.values())
+
+
+def test_each_probe_has_the_capacity_of_its_parameters():
+    """A probe of width w on d codes fits 1 + d + w weights per factor: capacity log(1 + d + w)."""
+    rng = np.random.default_rng(0)
+    codes, factors = rng.normal(size=(200, 2)), rng.integers(0, 3, size=(200, 1))
+    capacities, losses = loss_capacity_curves(codes[:150], factors[:150], codes[150:], factors[150:], max_features=64)
+    np.testing.assert_array_equal(capacities, np.log(3.0 + np.asarray(probe_widths(64), dtype=np.float64)))
+    assert losses.shape == (len(probe_widths(64)), 1)

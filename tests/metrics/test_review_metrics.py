@@ -269,3 +269,26 @@ def test_mig_sup_in_li_et_al_s_convention_matches_an_independent_computation():
     assert 0.85 < paper["mig_sup"] < 0.95 and 0.45 < review["mig_sup"] < 0.55
     with pytest.raises(Exception, match="convention"):
         mig_sup(dataset(), perfect, num_train=100, convention="article")
+
+
+def test_unsupervised_mutual_info_score_is_the_mean_over_ordered_pairs():
+    """Codes (a, a, b) with b independent of a: of the 6 ordered pairs only (0, 1) and (1, 0) share
+    information, H(binned a) each, so the score is 2 H / 6 up to the plug-in MI of a and b."""
+    from sklearn.metrics import mutual_info_score
+
+    from disentangle.metrics import unsupervised_scores
+
+    from .test_common import dataset
+
+    def twice_a_then_c(x):
+        x = np.asarray(x, dtype=np.float64)
+        return np.stack([x[:, 0], x[:, 0], x[:, 2]], axis=1)
+
+    score = unsupervised_scores(dataset(), twice_a_then_c, num_train=3000)["mutual_info_score"]
+    codes, _ = sample_codes_and_factors(dataset(), as_representation_function(twice_a_then_c), 3000,
+                                        np.random.default_rng(0))
+    binned = histogram_discretize(codes, 20)
+    pairs = [mutual_info_score(binned[:, i], binned[:, j]) for i in range(3) for j in range(3) if i != j]
+    assert score == pytest.approx(sum(pairs) / 6, rel=1e-12)
+    entropy = mutual_info_score(binned[:, 0], binned[:, 0])
+    assert score == pytest.approx(2 * entropy / 6, abs=0.01)  # the (a, c) pairs: plug-in bias only

@@ -463,3 +463,46 @@ def test_a_posterior_metric_in_eval_metrics_is_refused_before_the_run_folder(tmp
     with pytest.raises(ConfigError, match=r"elbo scores a VAE's posterior .* train.eval_metrics=\[mig\]"):
         Trainer(load_config(None, _overrides(tiny_overrides, run, 2, **extra))).fit()
     assert not run.exists()
+
+
+def test_ds_q_loss_is_q_on_the_generated_rows():
+    """Q predicts the codes G was given from G's images, the fake rows of D's pass (the real images
+    carry no codes): recomputed with D and G in eval mode, where a row's output is its own."""
+    model = _model().eval()
+    obj = _objective("infogan", model)
+    disc, gen = obj.networks(model)
+    with distributed.random_source(torch.Generator().manual_seed(5)):
+        codes, noise, _ = obj.draw(6, gen, "cpu", 0)
+    x = torch.rand(6, 1, 16, 16)
+    terms = obj.discriminator_terms(disc, gen, x, codes, noise)
+    with torch.no_grad():
+        fake = torch.sigmoid(gen.generate(codes, noise))
+        _, q_mu, q_logvar = disc.discriminate(fake)
+    assert terms["q_loss"].item() == pytest.approx(gaussian_nll(codes, q_mu, q_logvar).item(), rel=1e-5)
+    _, q_real, q_real_logvar = disc.discriminate(x)
+    assert abs(terms["q_loss"].item() - gaussian_nll(codes, q_real, q_real_logvar).item()) > 1e-4
+
+
+def test_h_sees_g_in_eval_mode_until_alpha_and_g_keeps_its_mode():
+    """The reference's ``train_with_crd``: before the contrastive weight α starts, H's pairs come from
+    G in eval mode (its batch-norm statistics stay); from then on in training mode. G's own mode is
+    restored either way."""
+    model = _model()
+    obj = _objective("infogan_cr", model, cr_weight_every=10)
+    disc, gen = obj.networks(model)
+    gen.train()
+    optimizers = build_optimizers(model, obj, TrainConfig(lr=1e-3))
+    precision = Precision("fp32", torch.device("cpu"))
+
+    def running_stats():
+        return [b.clone() for name, b in gen.named_buffers() if "running" in name]
+
+    assert obj.alpha(9) == 0 and obj.alpha(10) > 0
+    for step, moves in ((9, False), (10, True)):
+        with distributed.random_source(torch.Generator().manual_seed(7)):
+            _, _, pairs = obj.draw(8, gen, "cpu", step)
+        before = running_stats()
+        assert before, "the generator has batch-norm statistics"
+        obj.contrastive_step(gen, pairs, step, optimizers, precision)
+        changed = any(not torch.equal(a, b) for a, b in zip(before, running_stats()))
+        assert changed is moves and gen.training

@@ -84,3 +84,11 @@ def test_an_elastic_infogans_category_is_one_factor_of_k_classes_given_one_hot(m
     codes = seen[0]
     assert torch.allclose(codes[:, 0], torch.as_tensor(data.values[factors[:5, 0]], dtype=torch.float32))
     assert torch.equal(codes[:, 1:], torch.eye(3)[factors[:5, 1]])
+
+
+def test_a_models_centrality_is_the_mean_of_its_column():
+    """S[i, j] scores model j as seen from model i: model j's centrality is the mean of column j,
+    the diagonal left out (an asymmetric matrix tells a column mean from a row mean)."""
+    nan = math.nan
+    matrix = np.array([[nan, 1.0, 0.0], [0.0, nan, 0.0], [0.0, 0.0, nan]])
+    np.testing.assert_array_equal(model_centrality(matrix), [0.0, 0.5, 0.0])

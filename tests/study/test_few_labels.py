@@ -85,3 +85,15 @@ def test_a_few_labels_metric_the_study_cannot_use_is_refused_before_the_report(t
     assert main([str(tmp_path / "sweep"), "--out", str(tmp_path / "report"), "--few-labels", "sap"]) == 2
     assert "--few-labels is 'sap', which is not a valid choice" in capsys.readouterr().err
     assert not (tmp_path / "report").exists()
+
+
+def test_a_label_with_one_observed_value_is_left_out_of_the_validation_mig():
+    """Labels whose last column is constant (a factor the labelled images never vary): scored on the
+    other two, where the codes copy the labels, MIG is near 1; counted as a 0 it would be near 2/3."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    labels = np.stack([rng.integers(0, 4, 500), rng.integers(0, 5, 500), np.zeros(500, dtype=np.int64)], axis=1)
+    codes = labels[:, :2].astype(np.float64)
+    assert validation_mig(codes, labels) > 0.95
+    assert validation_mig(codes, labels) == pytest.approx(validation_mig(codes, labels[:, :2]), abs=1e-12)

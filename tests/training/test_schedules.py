@@ -105,3 +105,20 @@ def test_no_schedule_keeps_every_run_id_and_a_schedule_changes_it(tmp_path, tiny
     scheduled = load_config(None, tiny_overrides(tmp_path, steps=4, **{
         "train.schedules": "{objective.beta: {kind: constant, value: 1}}"}))
     assert run_id(scheduled) != run_id(plain)
+
+
+def test_a_scheduled_learning_rate_leaves_an_objectives_own_networks_at_their_rates(tmp_path, tiny_overrides):
+    """``train.lr`` is the model's rate: FactorVAE's discriminator keeps ``objective.discriminator_lr``
+    (scheduling it to 0 freezes the VAE at its initial weights, not the discriminator, which learns)."""
+    out = tmp_path / "factor"
+    fit(load_config(None, tiny_overrides(out, steps=4, **{
+        "objective.name": "factor_vae", "objective.discriminator_lr": 0.001,
+        "train.schedules": "{train.lr: {kind: constant, value: 0}}"})))
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    start = fit(load_config(None, tiny_overrides(tmp_path / "start", steps=1, **{
+        "objective.name": "factor_vae", "objective.discriminator_lr": 0.001, "train.lr": 1e-30})))
+    first = torch.load(start.out_dir / "checkpoint.pt", weights_only=True)
+    assert all(torch.allclose(first["model"][k], state["model"][k], rtol=0, atol=1e-12) for k in state["model"])
+    discriminator = state["objective"]
+    assert any(not torch.equal(discriminator[k], first["objective"][k]) for k in discriminator
+               if isinstance(discriminator[k], torch.Tensor) and discriminator[k].is_floating_point())

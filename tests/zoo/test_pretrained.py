@@ -567,3 +567,23 @@ def test_a_cache_that_cannot_be_written_is_named_not_blamed_on_the_source(tmp_pa
                                                r"DISENTANGLE_DATA to a folder you can write") as err:
         zoo.fetch(NAME, progress=False)
     assert "file://" not in str(err.value).split("or download")[0]
+
+
+def test_a_later_manifest_overrides_an_earlier_one_and_hashes_compare_in_any_case(tmp_path, published, monkeypatch,
+                                                                                   capsys):
+    """``DISENTANGLE_ZOO_MANIFEST=A:B`` with one name in both: B's record is the model (a user's own
+    manifest after a shared one replaces its entry). A sha256 written in upper case (as some tools
+    print it) is the same hash."""
+    _, manifest, record = published
+    data = json.loads(manifest.read_text())
+    entry = dict(data["models"][NAME], file=str(weight_file(published)))
+    first, second = tmp_path / "a" / "manifest.json", tmp_path / "b" / "manifest.json"
+    for path, sha in ((first, "0" * 64), (second, record["sha256"].upper())):
+        path.parent.mkdir()
+        path.write_text(json.dumps({"format": 1, "models": {NAME: {**entry, "sha256": sha}}}))
+    monkeypatch.setenv("DISENTANGLE_ZOO_MANIFEST", os.pathsep.join([str(first), str(second)]))
+    found = zoo_manifest.entries()[NAME]
+    assert found.manifest == second and found.sha256 == record["sha256"]
+    assert_same_weights(zoo.load(NAME), published[0])
+    assert zoo_main(["verify", NAME]) == 0
+    assert "ok" in capsys.readouterr().out

@@ -200,6 +200,8 @@ def parse_generated(name: str) -> tuple[Family, str, str, float, int] | None:
                 return None
             if format_value(value) != match["value"]:  # one spelling per recipe ("6", not "6.0")
                 return None
+            if str(int(match["seed"])) != match["seed"]:  # nor "-s007" for seed 7
+                return None
             return family, objective, dataset, value, int(match["seed"])
     return None
 

@@ -143,3 +143,13 @@ def test_default_published_metrics_are_the_studys_six_and_the_unsupervised_score
     from disentangle.metrics import LOCATELLO_METRICS
 
     assert zoo.DEFAULT_METRICS == (*LOCATELLO_METRICS, "unsupervised_scores")
+
+
+def test_a_recipe_has_one_spelling_of_its_seed():
+    """``-s007`` is not seed 7's recipe (nor "6.0" β = 6's): one name per model, or two names would
+    share a cache folder, a run folder and a Locatello model number."""
+    assert recipes.parse_generated("beta_vae-dsprites-beta1-s7") is not None
+    for name in ("beta_vae-dsprites-beta1-s007", "beta_vae-dsprites-beta1-s07", "beta_vae-dsprites-beta1.0-s7"):
+        assert recipes.parse_generated(name) is None
+        with pytest.raises(UnknownNameError):
+            zoo.info(name)

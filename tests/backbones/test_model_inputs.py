@@ -123,6 +123,9 @@ def test_reconstruct_takes_what_representation_takes(model):
     torch.testing.assert_close(model.reconstruct(x.numpy()), expected)
     as_uint8 = (x * 255).round().to(torch.uint8)
     torch.testing.assert_close(model.reconstruct(as_uint8), model.reconstruct(as_uint8.float() / 255))
+    # the codes tell the scale where an untrained decoder's output barely moves: exactly x / 255
+    torch.testing.assert_close(model.representation(as_uint8), model.representation(as_uint8.float() / 255),
+                               rtol=0, atol=0)
     assert isinstance(np.asarray(model.reconstruct(x.numpy())), np.ndarray)
 
 

@@ -116,3 +116,13 @@ def test_a_memory_mapped_grid_out_of_grid_order_streams_without_a_copy(tmp_path)
                        held.sample_observations_from_factors(factors, np.random.default_rng(0)))
     with pytest.raises(ValueError, match="rows must be a permutation of the 12 image rows"):
         type(held)(held.images, ("a", "b"), (3, 4), rows=torch.zeros(12, dtype=torch.int64))
+
+
+def test_float_images_are_rounded_to_the_nearest_of_256_levels():
+    """Float images in [0, 1] are stored as round(255 x), as PIL and the image folder store 8 bits
+    (truncating would darken every pixel by half a level on average)."""
+    levels = np.array([0.0, 0.5, 0.7 / 255, 254.6 / 255, 1.0])
+    dataset = from_arrays(np.broadcast_to(levels[:, None, None], (5, 4, 4)).copy())
+    stored = dataset.raw(torch.arange(5))
+    assert stored.dtype == torch.uint8
+    assert stored[:, 0, 0, 0].tolist() == [0, 128, 1, 255, 255]

@@ -14,7 +14,7 @@ from disentangle.metrics._information import discrete_entropy, discrete_mutual_i
 from disentangle.metrics._parallel import parallel_map, resolve_n_jobs
 from disentangle.metrics._representation import RepresentationFunction
 
-from .test_common import GaussianEncoder, dataset, perfect
+from .test_common import GaussianEncoder, dataset, perfect, rotated
 
 
 def _reference_discretize(codes, num_bins):
@@ -159,6 +159,16 @@ def test_code_cache_shares_draws_without_changing_values():
     )
     assert results["mig"] == direct
     assert len(calls) == n_direct  # the second metric reused the first one's draw
+
+
+def test_a_metric_served_from_the_code_cache_scores_as_it_does_alone():
+    """The cache hands a later metric the earlier one's draw and moves the random generator past it:
+    SAP's test draw (after its training draw, which MIG's draw serves) is a fresh one, and SAP scores
+    as it does alone (left where it was, the test draw would repeat the training draw)."""
+    ds = dataset()
+    settings = {"mig": {"num_train": 300}, "sap_score": {"num_train": 300, "num_test": 300}}
+    results = evaluate_metrics(ds, rotated(), ["mig", "sap_score"], settings=settings)
+    assert results["sap_score"] == sap_score(ds, rotated(), num_train=300, num_test=300)
 
 
 def test_parallel_map_order_and_n_jobs():

@@ -101,6 +101,9 @@ def test_a_stopped_run_records_the_pause_and_leaves_it_out_of_its_wall_time_and_
     assert records[-1]["wall_time_s"] + records[-1]["paused_s"] <= elapsed
     # the interval of the stop (steps 2-4) is timed without the pause: 2 steps well under its length
     assert 2 / records[1]["steps_per_s"] < 0.5 * PAUSE_S, records[1]
+    # and so is the wall clock from the first log to the last, which spans the stop (a process slow
+    # to start, which the bound on elapsed above allows for, is no part of it)
+    assert records[-1]["wall_time_s"] - records[0]["wall_time_s"] < PAUSE_S, records
     assert torch.load(run / "checkpoint.pt", weights_only=True)["paused_s"] == pytest.approx(records[-1]["paused_s"],
                                                                                            abs=1e-3)
 

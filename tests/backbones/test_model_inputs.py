@@ -142,3 +142,13 @@ def test_representation_takes_numpy_and_pil_layouts_where_the_shape_tells(model)
     torch.testing.assert_close(model.reconstruct(last), model.reconstruct(images))
     with pytest.raises(InputError, match="got shape"):  # what the shape cannot tell is still named
         model.representation(torch.rand(2, 5, 64, 64))
+
+
+def test_decode_mean_is_the_sigmoid_of_the_logits(model):
+    """decode gives Bernoulli logits, decode_mean the images: their sigmoid (not a clamp of the
+    logits to [0, 1], which agrees with it nowhere but at the ends)."""
+    z = 3.0 * torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits, mean = model.decode(z), model.decode_mean(z)
+    torch.testing.assert_close(mean, torch.sigmoid(logits), rtol=0, atol=0)
+    assert not torch.allclose(mean, logits.clamp(0, 1), atol=1e-3)

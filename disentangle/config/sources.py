@@ -98,8 +98,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: keys merged in may be overridden
+                continue
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
+            try:
+                hash(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, "found unhashable key", key_node.start_mark
+                ) from None
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"the key '{key}' is written twice in one mapping (lines {seen[key]} and {line}); "
@@ -186,17 +194,23 @@ def upgrade_saved_config(raw: dict[str, Any]) -> dict[str, Any]:
 NAMED_SECTIONS = (("data", "name", ()), ("model", "backbone", ("latent_dim",)), ("objective", "name", ()))
 
 
-def restart_renamed_sections(raw: dict[str, Any], assignments: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def restart_renamed_sections(raw: dict[str, Any], assignments: Mapping[str, Any],
+                             defaults: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """In place: each section of :data:`NAMED_SECTIONS` whose name the dotted ``assignments``
     change keeps only its kept keys (the assignments then fill it in). Returns the keys left out,
-    ``{section: {key: value}}``, for sections that had any besides their name."""
+    ``{section: {key: value}}``, for sections that had any besides their name.
+
+    ``defaults`` (``{section: name}``) is the name a section that does not write one has: naming it
+    is then no change. Sweeps pass none (a section without its name restarts, as their run ids
+    have always been computed); the command line passes the schema's (:func:`default_names`)."""
     dropped: dict[str, dict[str, Any]] = {}
     for section, name_key, kept in NAMED_SECTIONS:
         dotted = f"{section}.{name_key}"
         if dotted not in assignments:
             continue
         current = raw.get(section) or {}
-        if isinstance(current, dict) and current.get(name_key) == assignments[dotted]:
+        written = current.get(name_key, (defaults or {}).get(section)) if isinstance(current, dict) else None
+        if isinstance(current, dict) and written == assignments[dotted]:
             continue
         old = current if isinstance(current, dict) else {}
         raw[section] = {k: old[k] for k in kept if k in old}
@@ -204,6 +218,13 @@ def restart_renamed_sections(raw: dict[str, Any], assignments: Mapping[str, Any]
         if left:
             dropped[section] = left
     return dropped
+
+
+def default_names() -> dict[str, str]:
+    """The component each named section has when its config does not name one (the schema's defaults)."""
+    from .schema import DataConfig, ModelConfig, ObjectiveConfig
+
+    return {"data": DataConfig().name, "model": ModelConfig().backbone, "objective": ObjectiveConfig().name}
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -222,7 +243,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...])
                 assignments[key.strip()] = yaml.safe_load(text) if text.strip() else ""
             except yaml.YAMLError:
                 assignments[key.strip()] = text
-    for section, left in restart_renamed_sections(raw, assignments).items():
+    for section, left in restart_renamed_sections(raw, assignments, default_names()).items():
         name_key = next(n for s, n, _ in NAMED_SECTIONS if s == section)
         logger.warning(
             "%s.%s=%s replaces the config's %s: its keys %s are left out, as they belong to the component "

@@ -145,8 +145,13 @@ def _read_full_scores(sweep: Path, column: str) -> dict[str, float]:
     path = sweep / "results.csv"
     if not path.is_file():
         raise InputError(f"'{sweep}' has no results.csv: U/S selection needs a finished sweep folder (python -m disentangle.sweep run ... --out DIR).")
-    with path.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except UnicodeDecodeError as err:
+        from .._core.checks import not_text_message
+
+        raise InputError(not_text_message(path, err, "a sweep's results table (results.csv)")) from None
     if rows and column not in rows[0]:
         from .columns import is_score_column
 

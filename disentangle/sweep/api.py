@@ -344,7 +344,7 @@ def run(
                           f"{', '.join(PRECISIONS)} or auto (the device's choice), or leave it unset "
                           f"(each run resumes in its train.precision).")
     out_dir = Path(out)
-    check_out_dir(out_dir)
+    check_out_dir(out_dir, writes=not dry_run)
     plan = sweep_file if isinstance(sweep_file, SweepPlan) else load_sweep(sweep_file)
     warn_auto_precision(plan)
     states = {
@@ -417,10 +417,11 @@ def run(
     return report
 
 
-def check_out_dir(out_dir: Path) -> None:
+def check_out_dir(out_dir: Path, writes: bool = True) -> None:
     """Raise :class:`~disentangle.ConfigError` (one paragraph) when ``out_dir`` cannot be a sweep
-    folder: it is a file, or lies under one. Checked before the sweep file is read, so nothing is
-    planned, trained or written."""
+    folder: it is a file, or lies under one, holds a training run, or (when the sweep ``writes``:
+    not a dry run) cannot be written. Checked before the sweep file is read, so nothing is planned,
+    trained or written."""
     for path in (out_dir, *out_dir.parents):
         if not path.exists():
             continue
@@ -439,9 +440,10 @@ def check_out_dir(out_dir: Path) -> None:
             f"a sweep: the sweep's sweep.json, results.csv and runs/ would be mixed into it. Give a folder of its "
             f"own, e.g. --out {out_dir.parent / 'sweeps' / 'NAME'}."
         )
-    from .._core.writable import check_writable
+    if writes:
+        from .._core.writable import check_writable
 
-    check_writable(out_dir, f"The sweep folder '{out_dir}' (--out)", "--out sweeps/NAME")
+        check_writable(out_dir, f"The sweep folder '{out_dir}' (--out)", "--out sweeps/NAME")
 
 
 def warn_auto_precision(plan: SweepPlan) -> None:

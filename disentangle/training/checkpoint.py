@@ -230,7 +230,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     path = Path(path)
     if not path.is_file():
         raise CheckpointNotFoundError(f"No checkpoint file at '{path}'.")
-    if path.suffix != ".pt" and _is_text(path):  # a text checkpoint.pt is a corrupt one (bad data)
+    if path.suffix in TEXT_SUFFIXES and _is_text(path):  # a run's other files; a text checkpoint.pt is corrupt data
         raise InputError(
             f"'{path}' is a text file, not a checkpoint (a run's config.yaml or log.jsonl?). Pass the run folder, "
             f"'{path.parent}', whose checkpoint.pt is read, or the checkpoint.pt itself."
@@ -252,6 +252,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             f"it (a changed byte on disk or in transit)."
         )
     return ckpt
+
+
+#: the suffixes of a run folder's text files, given by mistake where a checkpoint goes
+TEXT_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl", ".csv", ".txt", ".md", ".log")
 
 
 def _is_text(path: Path) -> bool:

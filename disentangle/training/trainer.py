@@ -758,7 +758,8 @@ class Trainer:
             if hasattr(callback, "check_config"):  # a callback of the user's need not subclass Callback
                 callback.check_config(self.config)
         check_out_dir(self.out_dir)  # before the data or the model are built
-        check_writable(self.out_dir, f"train.out_dir '{self.out_dir}'", "train.out_dir=runs/NAME")
+        # rank 0 writes the run folder: its check, raised on every rank (a rank that cannot write there need not)
+        self._on_main(lambda: check_writable(self.out_dir, f"train.out_dir '{self.out_dir}'", "train.out_dir=runs/NAME"))
         exists = self._on_main(lambda: has_checkpoint(self.out_dir))
         if exists and not resume:
             raise RunExistsError(

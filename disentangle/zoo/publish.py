@@ -254,8 +254,9 @@ def publish(
     check_urls(urls)
     if wall_time_s is not None:
         import math
+        import numbers
 
-        if not isinstance(wall_time_s, (int, float)) or not math.isfinite(wall_time_s) or wall_time_s < 0:
+        if not isinstance(wall_time_s, numbers.Real) or not math.isfinite(wall_time_s) or wall_time_s < 0:
             raise ConfigError(
                 f"--wall-time {wall_time_s} is not a training time: give the seconds the run trained, a finite "
                 f"number >= 0 (e.g. --wall-time 5400 for 1.5 hours), or leave it out to read it from the run's log.jsonl."

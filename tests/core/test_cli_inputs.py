@@ -98,3 +98,59 @@ def test_option_names_are_given_as_the_command_line_writes_them(tmp_path, capsys
     assert study([str(table), "--out", str(tmp_path / "r"), "--scores", "headlin"]) == 2
     assert "Did you mean 'headline'?" in _error(capsys)
     assert not (tmp_path / "r").exists()
+
+
+def test_yaml_merge_keys_and_anchors_still_load_and_an_unhashable_key_is_one_paragraph(tmp_path):
+    from disentangle.config.sources import load_yaml, read_yaml_config
+    from disentangle.errors import ConfigError
+
+    text = ("common: &c {beta: 4, reconstruction: bernoulli}\nmore: &m {beta: 8}\n"
+            "objective: {<<: *c, name: beta_vae}\nother: {<<: [*m, *c], name: beta_vae}\n"
+            "overridden: {<<: *c, beta: 2}\n")
+    import yaml
+
+    loaded = load_yaml(text)
+    assert loaded == yaml.safe_load(text)  # merges as PyYAML does
+    assert loaded["objective"] == {"beta": 4, "reconstruction": "bernoulli", "name": "beta_vae"}
+    assert loaded["overridden"]["beta"] == 2  # a merged key may be overridden
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("? [a, b]\n: 1\n")
+    with pytest.raises(ConfigError, match="found unhashable key"):
+        read_yaml_config(bad)
+
+
+def test_naming_the_default_component_keeps_the_section(tmp_path):
+    """``data.name=sprites`` on a config that leaves the name at its default (sprites) changes nothing."""
+    config = tmp_path / "c.yaml"
+    config.write_text("objective: {beta: 8}\nmodel: {latent_dim: 6}\n")
+    loaded = load_config(str(config), ["objective.name=beta_vae", "model.backbone=conv64"])
+    assert loaded.objective.params["beta"] == 8.0 and loaded.model.latent_dim == 6
+
+
+def test_a_dry_run_reads_a_sweep_folder_it_cannot_write(tmp_path, monkeypatch):
+    import errno
+    import tempfile as tempfile_module
+
+    from disentangle._core import writable
+    from disentangle.sweep import api
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nbase: quickstart\nseeds: [0]\nmetrics: []\n")
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(writable.tempfile, "mkstemp", read_only)
+    assert tempfile_module.mkstemp is read_only
+    report = api.run(path, tmp_path / "sw", dry_run=True, log=None)
+    assert report.dry_run and not (tmp_path / "sw").exists()
+
+
+def test_study_few_labels_on_a_binary_results_table_is_one_paragraph(tmp_path, capsys):
+    from disentangle.study.__main__ import main as study
+
+    sweep = tmp_path / "sw"
+    (sweep / "runs").mkdir(parents=True)
+    (sweep / "results.csv").write_bytes(b"\xff\xfe\x00binary")
+    assert study([str(sweep), "--out", str(tmp_path / "r"), "--few-labels", "mig"]) == 2
+    assert "is not a text file" in _error(capsys) and not (tmp_path / "r").exists()

@@ -205,3 +205,16 @@ def test_a_callback_drawing_from_the_global_generators_resumes_bit_exact(tmp_pat
     fit(load_config(None, tiny_overrides(tmp_path / "split", steps=8)), resume=True, callbacks=[split])
     assert [s for s, *_ in split.seen] == list(range(1, 9))
     assert split.seen == straight.seen
+
+
+def test_only_a_runs_text_files_are_named_as_text_a_cut_off_rotation_is_a_bad_checkpoint(tmp_path):
+    """A checkpoint rotation cut off after its first bytes ("PK\\x03\\x04": ASCII) is a broken
+    checkpoint (CheckpointError, which resume skips), not a text file given by mistake."""
+    cut = tmp_path / ".checkpoint.pt.123.next"
+    cut.write_bytes(b"PK\x03\x04")
+    with pytest.raises(CheckpointError):
+        load_checkpoint(cut)
+    config = tmp_path / "config.yaml"
+    config.write_text("seed: 0\n")
+    with pytest.raises(disentangle.errors.InputError, match="is a text file, not a checkpoint"):
+        load_checkpoint(config)

@@ -1064,6 +1064,9 @@ class _Session:
         """Time spent here (evaluations, pictures, checkpoints) does not count in ``steps_per_s``.
         A stop of the process in here is left out once, as a pause (:class:`PauseClock`), not also
         as time outside the loop."""
+        # a stop in here is measured from here (the clock measures from its last mark), not from the
+        # last step boundary: time trained before it is no pause
+        self.pauses.mark()
         start, paused = time.perf_counter(), self.pauses.seconds
         try:
             yield
@@ -1097,6 +1100,7 @@ class _Session:
         seconds = max(now - self._rate_time - self._outside_s - (paused - self._rate_paused), 1e-9)
         rate = (step - self._rate_step) / seconds
         self._rate_step, self._rate_time, self._outside_s, self._rate_paused = step, now, 0.0, paused
+        self.pauses.mark()  # a later stop is no longer than this interval: it began after this moment
         return rate
 
 

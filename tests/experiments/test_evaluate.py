@@ -227,8 +227,11 @@ def test_data_overrides_score_a_run_whose_images_moved_and_keep_other_data_apart
     assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "image_size=16", "--data", "name=image_folder"]) == 0
     assert json.loads((run / "metrics.json").read_text())["data_overrides"] == {"path": str(moved)}
     capsys.readouterr()
-    assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "channels=1"]) == 2
-    assert "holds scores on the run's own data, and this evaluation scores its data with channels=1" in (
+    assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "channels=1"]) == 2  # not even scorable
+    assert "takes images of shape (3, 16, 16) (channels, height, width) and this data gives (1, 16, 16)" in (
+        capsys.readouterr().err)
+    assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "skip_unreadable=false"]) == 2
+    assert "holds scores on the run's own data, and this evaluation scores its data with skip_unreadable" in (
         capsys.readouterr().err)
     strict = tmp_path / "strict.json"  # other data (a file that cannot be read would stop it), its own file
     assert main([str(run), *elbo, "--data", f"path={moved}", "--data", "skip_unreadable=false",

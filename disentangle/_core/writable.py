@@ -26,6 +26,14 @@ def nearest_existing(path: Path) -> Path | None:
     return None
 
 
+def file_in_the_way(path: Path) -> Path | None:
+    """The file that keeps ``path`` from being (or being created as) a folder: ``path`` itself or the
+    nearest of its existing parents when that is a file; None when ``path`` is, or can be made, a
+    folder (or when no parent can be looked at: the command's own mkdir then says why)."""
+    existing = nearest_existing(path)
+    return None if existing is None or existing.is_dir() else existing
+
+
 def unwritable_reason(folder: str | os.PathLike) -> str | None:
     """Why files cannot be written in ``folder`` (created when missing), or None when they can.
 

@@ -422,12 +422,11 @@ def check_out_dir(out_dir: Path, writes: bool = True) -> None:
     folder: it is a file, or lies under one, holds a training run, or (when the sweep ``writes``:
     not a dry run) cannot be written. Checked before the sweep file is read, so nothing is planned,
     trained or written."""
-    for path in (out_dir, *out_dir.parents):
-        if not path.exists():
-            continue
-        if path.is_dir():
-            break
-        where = "is a file" if path == out_dir else f"lies under '{path}', which is a file"
+    from .._core.writable import check_writable, file_in_the_way
+
+    blocker = file_in_the_way(out_dir)
+    if blocker is not None:
+        where = "is a file" if blocker == out_dir else f"lies under '{blocker}', which is a file"
         raise ConfigError(
             f"The sweep folder '{out_dir}' (--out) {where}, not a folder. A sweep folder holds sweep.json, "
             f"results.csv and runs/<id>/: give a folder (created when missing; the folder of an earlier run of "
@@ -441,8 +440,6 @@ def check_out_dir(out_dir: Path, writes: bool = True) -> None:
             f"own, e.g. --out {out_dir.parent / 'sweeps' / 'NAME'}."
         )
     if writes:
-        from .._core.writable import check_writable
-
         check_writable(out_dir, f"The sweep folder '{out_dir}' (--out)", "--out sweeps/NAME")
 
 

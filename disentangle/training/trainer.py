@@ -70,7 +70,7 @@ from .._core import distributed
 from .._core.hardware import denormals_flushed
 from .._core.schedules import Schedule, parse_schedules
 from .._core.threads import warn_if_oversubscribed
-from .._core.writable import check_writable
+from .._core.writable import check_writable, file_in_the_way
 from ..backbones.init import initialize
 from ..config import Config
 from ..data import build_dataset, content_identity, data_identity
@@ -349,19 +349,13 @@ class TrainResult:
 def check_out_dir(out_dir: Path) -> None:
     """Raise :class:`ConfigError` when ``out_dir`` cannot be a run folder because it, or the nearest
     of its parents that exists, is a file (a typo, or a checkpoint path given as the folder)."""
-    for candidate in (out_dir, *out_dir.parents):
-        try:
-            exists = candidate.exists()
-        except OSError:  # a folder this user may not look into: mkdir says so in one paragraph
-            return
-        if exists:
-            if not candidate.is_dir():
-                where = "is a file" if candidate == out_dir else f"is inside '{candidate}', which is a file"
-                raise ConfigError(
-                    f"train.out_dir '{out_dir}' {where}, so it cannot be a run folder. Give a folder, e.g. "
-                    f"train.out_dir={candidate.parent / 'runs' / 'NAME'}."
-                )
-            return
+    blocker = file_in_the_way(out_dir)
+    if blocker is not None:
+        where = "is a file" if blocker == out_dir else f"is inside '{blocker}', which is a file"
+        raise ConfigError(
+            f"train.out_dir '{out_dir}' {where}, so it cannot be a run folder. Give a folder, e.g. "
+            f"train.out_dir={blocker.parent / 'runs' / 'NAME'}."
+        )
 
 
 def _check_optimizer_state(name: str, optimizer: torch.optim.Optimizer, out_dir: Path) -> None:

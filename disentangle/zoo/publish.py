@@ -492,15 +492,6 @@ def _check_metrics_apply(
     )
 
 
-def _first_file_on_the_way(folder: Path) -> Path | None:
-    """``folder`` itself or the nearest of its parents that exists, when that is not a folder (then
-    ``folder`` cannot be created); None when ``folder`` is, or can be made, a folder."""
-    for path in (folder, *folder.parents):
-        if path.exists():
-            return None if path.is_dir() else path
-    return None
-
-
 #: the URL schemes the zoo downloads from (:mod:`disentangle.zoo.fetching`)
 URL_SCHEMES = ("https://", "http://", "file://")
 
@@ -528,13 +519,15 @@ def check_output_paths(manifest: Path, weights_folder: Path, named_as_folder: bo
             f"created when it does not exist), e.g. --manifest {manifest / 'manifest.json'}; its weight files go to "
             f"a weights/ folder beside it unless --weights-dir says otherwise."
         )
-    blocker = _first_file_on_the_way(manifest.parent)
+    from .._core.writable import check_writable, file_in_the_way
+
+    blocker = file_in_the_way(manifest.parent)
     if blocker is not None:
         raise ConfigError(
             f"--manifest '{manifest}' cannot be written: '{blocker}' is a file, not a folder. Give a manifest path "
             f"in a folder (created when missing), e.g. --manifest ~/myzoo/manifest.json."
         )
-    blocker = _first_file_on_the_way(weights_folder)
+    blocker = file_in_the_way(weights_folder)
     if blocker is not None:
         which = "is a file" if blocker == weights_folder else f"lies under '{blocker}', which is a file"
         raise ConfigError(
@@ -542,8 +535,6 @@ def check_output_paths(manifest: Path, weights_folder: Path, named_as_folder: bo
             f"not a folder. Give a folder for the .safetensors file with --weights-dir (created when missing), or "
             f"move the file out of the way."
         )
-    from .._core.writable import check_writable
-
     check_writable(manifest.parent, f"--manifest '{manifest}'", "--manifest ~/myzoo/manifest.json")
     check_writable(weights_folder, f"The weights folder '{weights_folder}' (--weights-dir; default: weights/ beside "
                    "the manifest)", "--weights-dir ~/myzoo/weights")

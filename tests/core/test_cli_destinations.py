@@ -74,6 +74,45 @@ def test_the_probe_finds_files_in_the_way_and_leaves_nothing(tmp_path, read_only
         writable.check_writable(ro, "--out 'x'", "--out y")
 
 
+def test_the_file_in_the_way_of_a_folder_is_the_nearest_existing_path_when_it_is_a_file(tmp_path, monkeypatch):
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    assert writable.file_in_the_way(a_file) == a_file
+    assert writable.file_in_the_way(a_file / "a" / "b") == a_file
+    assert writable.file_in_the_way(tmp_path) is None
+    assert writable.file_in_the_way(tmp_path / "new" / "deeper") is None
+    # a folder below a file that cannot be looked into: nothing to say (the command's mkdir reports it)
+    real_exists = Path.exists
+
+    def exists(path, *args, **kwargs):
+        if path == tmp_path / "locked":
+            raise PermissionError(13, "Permission denied")
+        return real_exists(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", exists)
+    assert writable.file_in_the_way(tmp_path / "locked" / "run") is None
+
+
+@pytest.mark.parametrize("check", ["train", "sweep", "zoo"])
+def test_every_command_names_the_file_in_the_way_of_its_folder(check, tmp_path):
+    from disentangle.sweep.api import check_out_dir as sweep_check
+    from disentangle.training.trainer import check_out_dir as train_check
+    from disentangle.zoo.publish import check_output_paths
+
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    folder = a_file / "runs" / "x"
+    call, needle = {
+        "train": (lambda: train_check(folder), f"is inside '{a_file}', which is a file"),
+        "sweep": (lambda: sweep_check(folder), f"lies under '{a_file}', which is a file"),
+        "zoo": (lambda: check_output_paths(folder / "manifest.json", tmp_path / "w"), f"'{a_file}' is a file"),
+    }[check]
+    with pytest.raises(ConfigError) as raised:
+        call()
+    assert needle in str(raised.value)
+    assert a_file.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
 def test_train_refuses_a_read_only_run_folder_before_building_anything(tmp_path, read_only, capsys, tiny_overrides,
                                                                        monkeypatch):
     from disentangle import train

@@ -105,6 +105,16 @@ lane() {  # every run in order, one at a time on one thread; a failed or busy ru
     done < "$CAMPAIGN/lanes.txt"
     return 0
 }
+# Linux schedules by autogroup (one per session, and setsid starts one): a niced test run in another
+# terminal is a group of its own and takes a full CPU's share from the lanes' group, nice or not (the
+# lanes fell from 10.5 to 3-4 steps/s each beside niced test runs, 2026-12-07). The lanes' group gets
+# a higher weight where the kernel lets this user set it (root; CAMPAIGN_AUTOGROUP_NICE, default -5,
+# "" leaves it alone): then a niced job beside them takes what the lanes leave.
+if [ -n "${CAMPAIGN_AUTOGROUP_NICE--5}" ] && [ -w /proc/self/autogroup ]; then
+    echo "${CAMPAIGN_AUTOGROUP_NICE--5}" > /proc/self/autogroup 2>/dev/null \
+        && echo "the lanes' scheduling group: $(cat /proc/self/autogroup)" \
+        || echo "the lanes' scheduling group keeps its weight (setting it was refused)"
+fi
 lane > "$CAMPAIGN/lane1.log" 2>&1 &
 sleep 20  # lane 1 holds its first run's lock before lane 2 looks for one
 lane > "$CAMPAIGN/lane2.log" 2>&1 &

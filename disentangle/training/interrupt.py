@@ -14,12 +14,14 @@ scheduler's grace period may not allow.
   its step. Only where SIGTERM would otherwise end the process (its default action), or where the
   handler in place says it yields to training (:func:`yields_to_training`): a handler someone else
   installed is left alone. submitit, for one, ignores SIGTERM on purpose and requeues a Slurm job on
-  its own signal.
+  its own signal (the Slurm sweep backend defers both, below).
 * **A signal deferred to the step boundary** (:func:`deferred_to_step_boundary`): a handler someone
   else installed, run after the step is checkpointed instead of in the middle of it. The Slurm
   sweep backend defers submitit's preemption and time-limit signal (``SIGUSR2``) this way: submitit's
   handler requeues the job and exits the process, which without this loses every step since the last
-  periodic checkpoint. If the handler returns instead, training goes on.
+  periodic checkpoint. If the handler returns instead, training goes on: the backend defers SIGTERM
+  too, whose submitit handler only logs it, so a SIGTERM preemption checkpoints the step before the
+  SIGKILL that follows it.
 * **SIGCONT** (the end of a stop: ``kill -STOP``/``-CONT``, Ctrl-Z then ``fg``): the time the process
   was stopped is not training time (:class:`PauseClock`), so ``wall_time_s`` and ``steps_per_s`` leave
   it out and ``log.jsonl`` records it as ``paused_s``. A handler someone else installed for SIGCONT

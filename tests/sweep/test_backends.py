@@ -94,6 +94,49 @@ def test_a_time_limit_signal_requeues_the_array_task_with_no_step_lost(tmp_path)
     assert json.loads((run / "metrics.json").read_text())["steps"] == 300
 
 
+def test_a_sigterm_checkpoints_the_step_and_a_kill_after_it_loses_no_earlier_step(tmp_path):
+    """A cluster that preempts with SIGTERM (no submitit signal; also scancel) kills the task after its
+    grace time. submitit ignores the SIGTERM; the task checkpoints the step it arrived in and trains
+    on, so the run resumes from there after the SIGKILL, not from step 0 (no periodic checkpoint
+    before step 100,000)."""
+    pytest.importorskip("submitit")
+    path = write_sweep_file(tmp_path, grid={"objective.beta": [4.0]}, seeds=1, metrics=["mig"],
+                            metric_settings={"mig": {"num_train": 200}},
+                            extra_set={"train.steps": 300, "train.checkpoint_every": 100000, "data.delay": 0.01})
+    out = tmp_path / "out"
+    sweep = threading.Thread(target=lambda: api.run(
+        path, out, backend="slurm", cluster="local", threads_per_run=1, time_min=10, log=None))
+    sweep.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until the run has trained a few logged steps
+        logs = list(out.glob("runs/*/log.jsonl"))
+        if logs and logs[0].read_text().count("\n") >= 3:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the run did not start training within 120 s")
+    run = logs[0].parent
+    before = json.loads(logs[0].read_text().splitlines()[-1])["step"]
+    pid = int((run / ".lock").read_text().split("@")[0])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while not (run / "checkpoint.pt").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)  # Slurm's, once the grace time is over
+    sweep.join(timeout=120)
+    assert not sweep.is_alive()
+    from disentangle.training.checkpoint import load_checkpoint
+
+    saved = load_checkpoint(run / "checkpoint.pt")["step"]
+    assert before <= saved < 300 and not (run / "metrics.json").exists()
+    assert [json.loads(line)["step"] for line in (run / "execution.jsonl").read_text().splitlines()] == [0]
+    report = api.run(path, out, backend="slurm", cluster="local", threads_per_run=1, time_min=10, log=None)
+    assert [o.status for o in report.outcomes] == ["finished"], [o.message for o in report.outcomes]
+    sessions = [json.loads(line)["step"] for line in (run / "execution.jsonl").read_text().splitlines()]
+    assert sessions == [0, saved]  # resumed at the step the SIGTERM checkpointed
+    assert json.loads((run / "metrics.json").read_text())["steps"] == 300
+
+
 def test_a_preempted_array_task_is_requeued_with_the_same_runs():
     submitit = pytest.importorskip("submitit")
     from disentangle.sweep.backends.slurm import SweepChunk

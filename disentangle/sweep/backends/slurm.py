@@ -22,8 +22,13 @@
   signal (``SIGUSR2``, or ``SUBMITIT_PREEMPT_SIGNAL``; Slurm sends it 90 s before the limit) is
   deferred to the end of the step in progress, which is checkpointed before submitit requeues the
   task and exits (:func:`~disentangle.training.interrupt.deferred_to_step_boundary`). A cluster
-  that preempts with SIGTERM instead (Slurm without ``PreemptParameters=send_user_signal``)
-  loses the steps since the run's last periodic checkpoint: submitit does not handle SIGTERM.
+  that preempts with SIGTERM instead (Slurm without ``PreemptParameters=send_user_signal``; also
+  ``scancel`` and a node going down), or a time limit reached without the warning signal, sends
+  SIGTERM and, after its grace time (``GraceTime``, ``KillWait``), SIGKILL. submitit ignores SIGTERM
+  on purpose (its handler only logs it); the task defers that handler to the step boundary too, so
+  the step in progress is checkpointed first and training goes on until the SIGKILL or submitit's
+  own signal. A task killed so loses at most the steps trained in the grace time; Slurm requeues it
+  (``--requeue``, or the preemption mode ``REQUEUE``) or the next ``sweep run`` resumes it.
 * ``time_min`` (``--time``) or ``slurm_time`` (minutes, or a Slurm time such as ``"12:00:00"``)
   become submitit's ``timeout_min``.
 * Ctrl-C while waiting stops the waiting, not the jobs (``scancel`` stops them).
@@ -165,10 +170,11 @@ def preemption_signal() -> int:
 class SweepChunk(_Checkpointable):
     """One array task: run its runs one after another; requeued as is on preemption (submitit
     calls ``checkpoint``, which resubmits the same chunk), once the step in training is
-    checkpointed."""
+    checkpointed; a SIGTERM (preemption without submitit's signal, ``scancel``) checkpoints the
+    step in training too, and submitit's handler then lets training go on (module docstring)."""
 
     def __call__(self, tasks: list[RunTask]) -> list[RunOutcome]:
-        with deferred_to_step_boundary(preemption_signal()):
+        with deferred_to_step_boundary(preemption_signal(), signal.SIGTERM):
             return [run_one(task) for task in tasks]
 
 

@@ -111,8 +111,11 @@ class LabelsSpec:
 
     @property
     def num_train(self) -> int:
-        """``ceil(train_fraction · num_labelled)``, as the reference's ``train_test_split``."""
-        return int(math.ceil(self.num_labelled * self.train_fraction - 1e-9))
+        """``ceil(num_labelled · train_fraction)`` in floating point, exactly as the reference's
+        ``train_test_split`` (disentanglement_lib's semi-supervised utilities): where the product
+        rounds just above a whole number the count is one more (100 · 0.07 = 7.000000000000001
+        gives 8 there and here)."""
+        return int(math.ceil(self.num_labelled * self.train_fraction))
 
 
 def _field_checks(where: str) -> dict[str, Callable[[Any], Any]]:

@@ -74,6 +74,19 @@ def test_perfect_is_the_identity(rng):
     assert sizes == SIZES and kept == (0, 1, 2, 3, 4)
 
 
+@pytest.mark.parametrize(("num_labelled", "fraction"), [(100, 0.07), (100, 0.9), (1000, 0.9), (10, 0.3), (1000, 0.57),
+                                                      (100, 0.29), (250, 0.1), (3, 1.0)])
+def test_the_split_counts_as_the_reference_computes_it(num_labelled, fraction):
+    """disentanglement_lib's train_test_split: ``int(math.ceil(num_labelled_samples * train_percentage))``
+    in plain float arithmetic, artefacts included (100 * 0.07 = 7.000000000000001 -> 8)."""
+    import math
+
+    reference = int(math.ceil(num_labelled * fraction))
+    assert LabelsSpec(num_labelled=num_labelled, train_fraction=fraction).num_train == reference
+    if (num_labelled, fraction) == (100, 0.07):
+        assert reference == 8
+
+
 def test_the_split_is_ceil_of_the_fraction_and_the_draw_depends_on_its_seed_only(tiny_dataset):
     spec = LabelsSpec(num_labelled=25, train_fraction=0.9, seed=4)
     a = make_labelled_set(tiny_dataset, spec)

@@ -57,6 +57,22 @@ def test_slurm_backend_through_submitit_local_executor(tmp_path):
     assert again.to_run == 0 and again.job_ids == []
 
 
+def _training_run(out):
+    """The folder, last logged step and worker pid of the one run a sweep into ``out`` trains, once
+    it has logged a few steps."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        logs = list(out.glob("runs/*/log.jsonl"))
+        if logs and logs[0].read_text().count("\n") >= 3:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the run did not start training within 120 s")
+    run = logs[0].parent
+    before = json.loads(logs[0].read_text().splitlines()[-1])["step"]
+    return run, before, int((run / ".lock").read_text().split("@")[0])
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="submitit's preemption signal")
 def test_a_time_limit_signal_requeues_the_array_task_with_no_step_lost(tmp_path):
     """Slurm signals a task 90 s before its time limit; submitit's handler requeues it and exits. The
@@ -71,17 +87,7 @@ def test_a_time_limit_signal_requeues_the_array_task_with_no_step_lost(tmp_path)
     sweep = threading.Thread(target=lambda: reports.append(api.run(
         path, out, backend="slurm", cluster="local", threads_per_run=1, time_min=10, log=None)))
     sweep.start()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # until the run has trained a few logged steps
-        logs = list(out.glob("runs/*/log.jsonl"))
-        if logs and logs[0].read_text().count("\n") >= 3:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("the run did not start training within 120 s")
-    run = logs[0].parent
-    before = json.loads(logs[0].read_text().splitlines()[-1])["step"]
-    pid = int((run / ".lock").read_text().split("@")[0])
+    run, before, pid = _training_run(out)
     os.kill(pid, signal.SIGUSR2)  # what Slurm sends (submitit's signal_delay_s before the limit)
     sweep.join(timeout=180)
     assert not sweep.is_alive(), "the requeued task did not finish within 180 s"
@@ -107,17 +113,7 @@ def test_a_sigterm_checkpoints_the_step_and_a_kill_after_it_loses_no_earlier_ste
     sweep = threading.Thread(target=lambda: api.run(
         path, out, backend="slurm", cluster="local", threads_per_run=1, time_min=10, log=None))
     sweep.start()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # until the run has trained a few logged steps
-        logs = list(out.glob("runs/*/log.jsonl"))
-        if logs and logs[0].read_text().count("\n") >= 3:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail("the run did not start training within 120 s")
-    run = logs[0].parent
-    before = json.loads(logs[0].read_text().splitlines()[-1])["step"]
-    pid = int((run / ".lock").read_text().split("@")[0])
+    run, before, pid = _training_run(out)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 60
     while not (run / "checkpoint.pt").exists() and time.monotonic() < deadline:

@@ -9,7 +9,8 @@
    run is finished, skip it (``skipped``); it lacks some, or holds a score computed with other
    settings (:func:`missing_metrics`): evaluate only those, replacing the old scores;
 3. ``failed.json`` exists: leave the run failed (``failed`` with the recorded message) unless
-   ``retry_failed``; training is deterministic, so a NaN would come back on a plain retry. A run
+   ``retry_failed``; training and scoring are deterministic, so a NaN would come back on a plain
+   retry, and so would a metric that failed on a trained run (its other scores are kept). A run
    that failed on its input (:func:`failed_on_input`: a config or data error, such as a metric its
    data cannot give) is tried again on every rerun: the fix is in the sweep file, and unfixed it
    fails again at once;
@@ -198,7 +199,9 @@ def run_one(task: RunTask) -> RunOutcome:
         if missing == []:
             return RunOutcome(task.run_id, RunState.SKIPPED, 0.0, "", task.describe())
         failed = read_json(run_dir / FAILED_NAME)
-        if failed is not None and missing is None:
+        # a trained run whose scoring failed stays failed too (as `sweep status` reports it): the
+        # scoring is deterministic, so the same metric would fail again after the same minutes
+        if failed is not None:
             if not task.retry_failed and not failed_on_input(failed):
                 return RunOutcome(task.run_id, RunState.FAILED, 0.0, f"(failed before) {failed.get('last_line', '')}", task.describe())
         try:

@@ -17,7 +17,8 @@ FINISHED = {"finished_at": "2026-01-01T00:00:00+0000"}
 
 
 def _task(run_dir: Path, **fields) -> RunTask:
-    return RunTask(run_id="abc", run_dir=str(run_dir), config={}, seed=0, metrics=["mig"], **fields)
+    fields.setdefault("metrics", ["mig"])
+    return RunTask(run_id="abc", run_dir=str(run_dir), config={}, seed=0, **fields)
 
 
 @pytest.fixture
@@ -56,6 +57,21 @@ def test_a_failed_run_stays_failed_unless_retried_and_a_retry_that_succeeds_clea
     outcome = run_one(_task(run_dir, retry_failed=True))
     assert outcome.status == RunState.FINISHED and trained == [None]  # trained from the start
     assert not (run_dir / FAILED_NAME).exists() and not (run_dir / TRACEBACK_NAME).exists()
+
+
+def test_a_trained_run_whose_scoring_failed_stays_failed_unless_retried(tmp_path, trained):
+    """Trained and scored with dci, then asked for mig too, whose scoring failed: a plain rerun
+    leaves it failed (as ``sweep status`` calls it) instead of scoring mig again; a retry scores
+    only mig."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / METRICS_NAME).write_text(json.dumps({"metrics": {"dci": {"dci": 0.3}}, **FINISHED}))
+    _fail(run_dir, "singular matrix")
+    outcome = run_one(_task(run_dir, metrics=["dci", "mig"]))
+    assert (outcome.status, outcome.message) == (RunState.FAILED, "(failed before) ValueError: singular matrix")
+    assert trained == []
+    assert run_one(_task(run_dir, metrics=["dci", "mig"], retry_failed=True)).status == RunState.FINISHED
+    assert trained == [["mig"]] and not (run_dir / FAILED_NAME).exists()
 
 
 def test_a_run_that_failed_on_its_input_is_tried_again_without_retry(tmp_path, trained):

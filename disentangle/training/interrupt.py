@@ -7,11 +7,14 @@ its scores are not logged, and the step is checkpointed at once rather than minu
 scheduler's grace period may not allow.
 
 * **SIGINT** (Ctrl-C): the first one asks the loop to stop after the step; a second one stops at
-  once (the last periodic checkpoint stays valid).
+  once (the last periodic checkpoint stays valid). Only a second SIGINT: one that follows a SIGTERM
+  is the first Ctrl-C, and changes nothing.
 * **SIGTERM** (``kill PID``, a process manager, a local sweep handing on its own Ctrl-C to its
   workers): the same request as the first Ctrl-C, and never more than that, so a process that is sent
   both (a terminal's Ctrl-C reaches a sweep's workers, and the sweep passes it on) still checkpoints
-  its step. Only where SIGTERM would otherwise end the process (its default action), or where the
+  its step, in either order: the sweep's SIGTERM can reach a worker before the terminal's SIGINT
+  does (a 300k campaign run lost 1,000 steps to that order, 2026-12-08, when SIGINT after SIGTERM
+  still stopped at once). Only where SIGTERM would otherwise end the process (its default action), or where the
   handler in place says it yields to training (:func:`yields_to_training`): a handler someone else
   installed is left alone. submitit, for one, ignores SIGTERM on purpose and requeues a Slurm job on
   its own signal (the Slurm sweep backend defers both, below).
@@ -110,8 +113,9 @@ class DeferredInterrupt:
     only where the module docstring says).
 
     The first SIGINT or SIGTERM sets :attr:`requested` (the loop finishes the step, checkpoints it
-    and calls :meth:`deliver`, which raises ``KeyboardInterrupt``); a SIGINT after that raises
-    ``KeyboardInterrupt`` at once, a SIGTERM after that changes nothing. A deferred signal
+    and calls :meth:`deliver`, which raises ``KeyboardInterrupt``); a second SIGINT raises
+    ``KeyboardInterrupt`` at once; a SIGTERM after either, or the first SIGINT after a SIGTERM,
+    changes nothing. A deferred signal
     (:func:`deferred_to_step_boundary`) sets :attr:`requested` too, and :meth:`deliver` hands it to
     its handler. Either, arriving inside :meth:`cutting_short`, also raises :class:`CutShort` there.
     Installed only in the main thread (Python delivers signals there); elsewhere the default
@@ -121,6 +125,7 @@ class DeferredInterrupt:
     def __init__(self) -> None:
         self.requested = False
         self._stop = False  # SIGINT or SIGTERM: stop once the step is checkpointed
+        self._interrupted = False  # a SIGINT came: the next one stops at once
         self._pending: list[tuple[int, _DeferredHandler]] = []
         self._previous: dict[int, Any] = {}
         self._cuttable = False  # inside cutting_short()
@@ -155,10 +160,15 @@ class DeferredInterrupt:
             return
         if self._stop:
             if signum == signal.SIGINT:
-                raise KeyboardInterrupt
+                if self._interrupted:
+                    raise KeyboardInterrupt
+                self._interrupted = True
+                logger.warning("interrupt: the step in progress is being finished and checkpointed already "
+                               "(press Ctrl-C again to stop at once, keeping the last periodic checkpoint)")
             return
         self.requested = self._stop = True
         if signum == signal.SIGINT:
+            self._interrupted = True
             logger.warning(
                 "interrupt: finishing the current step and checkpointing it "
                 "(press Ctrl-C again to stop at once, keeping the last periodic checkpoint)"

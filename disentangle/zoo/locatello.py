@@ -108,6 +108,17 @@ TRAIN_SETTINGS: dict[str, Any] = {
     "eps": 1.0e-8,
 }
 
+#: ``train`` settings added to the config after the study's runs were mapped, at the values that
+#: train as the study did (plain Adam at a constant rate, nothing scheduled): a config without one
+#: of them (written before the key existed) has that value
+TRAIN_AS_THE_STUDY: dict[str, Any] = {
+    "optimizer": "adam",
+    "weight_decay": 0.0,
+    "lr_schedule": "constant",
+    "warmup_steps": 0,
+    "schedules": {},
+}
+
 
 @dataclass(frozen=True)
 class Method:
@@ -333,7 +344,8 @@ def model_number_for_config(config: Any) -> int | None:
     ``config`` is a :class:`~disentangle.config.Config` or a nested dict (validated, defaults
     filled in). Compared: the dataset, the method and all its parameters (strength and the fixed
     settings above; DIP-VAE's ``lambda_d`` may be null or the study's ``factor · lambda_od``), the
-    backbone and code size, the optimiser, batch size, step count and the seed (0–49). Ignored:
+    backbone and code size, the optimiser (Adam, its rate, betas and epsilon, no weight decay, no
+    warm-up or rate schedule), no ``train.schedules``, batch size, step count and the seed (0–49). Ignored:
     run-time choices that do not define the model (device, precision, data path, output folder,
     logging, checkpointing, evaluation).
     """
@@ -348,6 +360,8 @@ def model_number_for_config(config: Any) -> int | None:
     if set(model) - set(MODEL_SETTINGS):
         return None
     if any(not _matches(train.get(k), v) for k, v in TRAIN_SETTINGS.items()):
+        return None
+    if any(train.get(k, v) != v for k, v in TRAIN_AS_THE_STUDY.items()):  # AdamW, a warm-up, a β schedule
         return None
     strength = objective.get(m.parameter)
     index = next((i for i, v in enumerate(m.values) if _same_number(strength, v)), None)

@@ -12,7 +12,8 @@ Per finished run (its folder has ``metrics.json``) of the campaign's sweeps (``n
    taken out (``--wall-time``) and named in the notes;
 3. ``python -m disentangle.zoo publish`` with a note that says how it was trained, then
    ``python -m disentangle.zoo verify``;
-4. its saved checkpoint (``resume/<sweep>/<run id>/``) is removed: nothing is left to resume.
+4. its saved checkpoint (``resume/<sweep>/<run id>/``) is left for ``save.sh`` to delete, where the
+   session's diff budget allows (a deleted FactorVAE checkpoint counts about 80 MB).
 
 Then ``docs/hooks/generated.py`` rebuilds the zoo's pages. What to commit is printed at the end.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -217,14 +217,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         subprocess.run(command, cwd=ROOT, check=True)
         subprocess.run([sys.executable, "-m", "disentangle.zoo", "verify", name], cwd=ROOT, check=True)
-        shutil.rmtree(HERE / "resume" / sweep / run.name, ignore_errors=True)
         published.append(name)
     if not published:
         print("nothing to publish" if not args.dry_run else "(dry run)")
         return 0
     subprocess.run([sys.executable, "docs/hooks/generated.py"], cwd=ROOT, check=True)
     print("published: " + ", ".join(published) + "\ncommit: disentangle/zoo/manifest.json disentangle/zoo/weights/ "
-          "README.md docs/ benchmarks/campaign300k/resume/ (git add -A there), then rerun "
+          "README.md docs/, then rerun "
           "benchmarks/trajectories_300k.py for the trajectories")
     return 0
 

@@ -6,23 +6,13 @@ import math
 
 import pytest
 import torch
-from torch import nn
 
-from disentangle.models.vae import VAEOutput
 from disentangle.objectives.beta_tcvae import BetaTCVAE
+
+from .fixed_model import FixedModel
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-
-class _FixedModel(nn.Module):
-    def __init__(self, mu, logvar, z, logits):
-        super().__init__()
-        self.out = VAEOutput(mu=mu, logvar=logvar, z=z, logits=logits)
-        self.latent_dim = mu.shape[1]
-        self.dummy = nn.Parameter(torch.zeros(()))
-
-    def forward(self, x):
-        return self.out
 
 
 MU = [[0.5, -1.0], [1.5, 0.3], [-0.7, 0.8]]
@@ -65,7 +55,7 @@ def _setup(reconstruction="bernoulli", **params):
     mu, logvar, z = torch.tensor(MU), torch.tensor(LOGVAR), torch.tensor(Z)
     logits = torch.tensor([[0.3, -1.2], [1.0, 0.5], [-2.0, 0.1]]).view(3, 1, 1, 2)
     x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.25]]).view(3, 1, 1, 2)
-    model = _FixedModel(mu, logvar, z, logits)
+    model = FixedModel(mu, logvar, z, logits)
     obj = BetaTCVAE(reconstruction=reconstruction, **params)
     obj.setup(model=model, dataset_size=N)
     return obj(model, x, step=0), mu, logvar, logits, x
@@ -114,7 +104,7 @@ def test_gradients_reach_codes_means_and_log_variances():
     leaves = [torch.tensor(v, requires_grad=True) for v in (MU, LOGVAR, Z)]
     mu, logvar, z = leaves
     logits = torch.zeros(3, 1, 1, 2)
-    model = _FixedModel(mu, logvar, z, logits)
+    model = FixedModel(mu, logvar, z, logits)
     obj = BetaTCVAE(alpha=0.5, beta=3.0, gamma=2.0)
     obj.setup(model=model, dataset_size=N)
     obj(model, torch.ones(3, 1, 1, 2), step=0)["loss"].backward()

@@ -7,26 +7,16 @@ import math
 
 import pytest
 import torch
-from torch import nn
 
-from disentangle.models.vae import VAEOutput
 from disentangle.objectives.annealed_vae import AnnealedVAE
 from disentangle.objectives.dip_vae import DIPVAEI, DIPVAEII
 from disentangle.objectives.estimators import mmd
 from disentangle.objectives.info_vae import InfoVAE
 
+from .fixed_model import FixedModel
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-
-class _FixedModel(nn.Module):
-    def __init__(self, mu, logvar, z, logits):
-        super().__init__()
-        self.out = VAEOutput(mu=mu, logvar=logvar, z=z, logits=logits)
-        self.latent_dim = mu.shape[1]
-        self.dummy = nn.Parameter(torch.zeros(()))
-
-    def forward(self, x):
-        return self.out
 
 
 def _batch(requires_grad=False):
@@ -35,7 +25,7 @@ def _batch(requires_grad=False):
     z = torch.tensor([[0.9, -0.4], [1.1, 0.6], [-0.1, 1.2], [-1.3, 0.7]], requires_grad=requires_grad)
     logits = torch.tensor([[0.3, -1.2], [1.0, 0.5], [-2.0, 0.1], [0.7, 0.7]]).view(4, 1, 1, 2)
     x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.25], [1.0, 1.0]]).view(4, 1, 1, 2)
-    return _FixedModel(mu, logvar, z, logits), mu, logvar, z, logits, x
+    return FixedModel(mu, logvar, z, logits), mu, logvar, z, logits, x
 
 
 def _kl(mu, logvar):
@@ -59,7 +49,7 @@ def test_dip_ii_regulariser_by_hand():
     # μ = ±1 in dim 0 and ∓1 in dim 1 (perfectly anti-correlated), σ² = ½ everywhere
     mu = torch.tensor([[1.0, -1.0], [-1.0, 1.0]])
     logvar = torch.full((2, 2), math.log(0.5))
-    model = _FixedModel(mu, logvar, mu, torch.zeros(2, 1, 1, 1))
+    model = FixedModel(mu, logvar, mu, torch.zeros(2, 1, 1, 1))
     x = torch.ones(2, 1, 1, 1)
     t1 = DIPVAEI(lambda_od=3.0)(model, x, step=0)  # λ_d = 30: Cov μ = [[1, −1], [−1, 1]]
     assert t1["dip_off_diag"].item() == pytest.approx(2.0) and t1["dip_diag"].item() == pytest.approx(0.0, abs=1e-6)

@@ -12,24 +12,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from disentangle.config import TrainConfig
-from disentangle.models.vae import VAE, VAEOutput
+from disentangle.models.vae import VAE
 from disentangle.objectives.discriminator import MLPDiscriminator, frozen
 from disentangle.objectives.factor_vae import FactorVAE
 from disentangle.training.optim import build_optimizers
 from disentangle.training.precision import Precision
 
+from .fixed_model import FixedModel
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-
-class _FixedModel(nn.Module):
-    def __init__(self, mu, logvar, z, logits):
-        super().__init__()
-        self.out = VAEOutput(mu=mu, logvar=logvar, z=z, logits=logits)
-        self.latent_dim = mu.shape[1]
-        self.dummy = nn.Parameter(torch.zeros(()))
-
-    def forward(self, x):
-        return self.out
 
 
 class _FirstCoordinate(nn.Module):
@@ -45,7 +37,7 @@ def _fixed(gamma):
     z = torch.tensor([[-2.0, 0.3], [-1.0, -0.2], [0.5, 1.0], [-0.5, 0.0]], requires_grad=True)  # mean z₀ = −0.75
     logits = torch.zeros(4, 1, 1, 2)
     x = torch.ones(4, 1, 1, 2)
-    model = _FixedModel(mu, logvar, z, logits)
+    model = FixedModel(mu, logvar, z, logits)
     obj = FactorVAE(gamma=gamma, discriminator_hidden=8, discriminator_layers=1)
     obj.setup(model=model, dataset_size=100)
     obj.discriminator.net = nn.Sequential(_FirstCoordinate())

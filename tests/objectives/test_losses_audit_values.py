@@ -9,27 +9,15 @@ import math
 
 import pytest
 import torch
-from torch import nn
 
-from disentangle.models.vae import VAEOutput
 from disentangle.objectives import OBJECTIVES
 from disentangle.objectives.beta_vae import BetaVAE
 from disentangle.objectives.losses import beta_vae_terms, kl_normal_per_dim, reconstruction_loss
 
+from .fixed_model import FixedModel
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-
-class _FixedModel(nn.Module):
-    """A 'VAE' that returns fixed posteriors, codes and logits, whatever the input."""
-
-    def __init__(self, mu, logvar, z, logits):
-        super().__init__()
-        self.out = VAEOutput(mu=mu, logvar=logvar, z=z, logits=logits)
-        self.latent_dim = mu.shape[1]
-        self.dummy = nn.Parameter(torch.zeros(()))
-
-    def forward(self, x):
-        return self.out
 
 
 def _softplus(v):
@@ -92,7 +80,7 @@ def _kl_by_hand(mu, logvar):
 
 def test_beta_vae_objective_uses_mu_and_logvar_in_their_roles_and_beta():
     mu, logvar, z, logits, x = _fixed_batch()
-    model = _FixedModel(mu, logvar, z, logits)
+    model = FixedModel(mu, logvar, z, logits)
     terms = BetaVAE(beta=3.0)(model, x, step=0)
     recon = torch.nn.functional.binary_cross_entropy_with_logits(logits, x, reduction="sum") / 3
     kl = _kl_by_hand(mu, logvar)
@@ -103,7 +91,7 @@ def test_beta_vae_objective_uses_mu_and_logvar_in_their_roles_and_beta():
 
 def test_beta_vae_objective_honours_gaussian_reconstruction():
     mu, logvar, z, logits, x = _fixed_batch()
-    model = _FixedModel(mu, logvar, z, logits)
+    model = FixedModel(mu, logvar, z, logits)
     terms = BetaVAE(beta=2.0, reconstruction="gaussian")(model, x, step=0)
     recon = (torch.sigmoid(logits) - x).square().sum() / 3
     torch.testing.assert_close(terms["recon"], recon)
@@ -120,6 +108,6 @@ def test_beta_vae_gradient_of_the_kl_term():
     mu, logvar, z, logits, x = _fixed_batch()
     mu.requires_grad_(True)
     logvar.requires_grad_(True)
-    BetaVAE(beta=3.0)(_FixedModel(mu, logvar, z, logits), x, step=0)["loss"].backward()
+    BetaVAE(beta=3.0)(FixedModel(mu, logvar, z, logits), x, step=0)["loss"].backward()
     torch.testing.assert_close(mu.grad, 3.0 * mu.detach() / 3)
     torch.testing.assert_close(logvar.grad, 3.0 * 0.5 * (logvar.detach().exp() - 1) / 3)
